@@ -1,0 +1,104 @@
+#include "cpu/access.h"
+
+#include <cstring>
+
+#include "tensor/half.h"
+
+namespace loom::cpu {
+namespace {
+
+template <typename S, typename T>
+inline T from_storage(S v) {
+  if constexpr (std::is_same_v<S, Half>) {
+    return T(f16_to_f32(v.bits));
+  } else if constexpr (std::is_same_v<S, BFloat16>) {
+    return T(bf16_to_f32(v.bits));
+  } else if constexpr (std::is_same_v<S, bool>) {
+    return T(v ? 1 : 0);
+  } else {
+    return T(v);
+  }
+}
+
+template <typename S, typename T>
+inline S to_storage(T v) {
+  if constexpr (std::is_same_v<S, Half>) {
+    return Half{f32_to_f16(float(v))};
+  } else if constexpr (std::is_same_v<S, BFloat16>) {
+    return BFloat16{f32_to_bf16(float(v))};
+  } else if constexpr (std::is_same_v<S, bool>) {
+    return v != T(0);
+  } else {
+    return S(v);
+  }
+}
+
+template <typename F>
+void dispatch_storage(DType dt, F&& f) {
+  switch (dt) {
+    case DType::Bool: return f(bool{});
+    case DType::UInt8: return f(uint8_t{});
+    case DType::Int8: return f(int8_t{});
+    case DType::Int32: return f(int32_t{});
+    case DType::Int64: return f(int64_t{});
+    case DType::Float16: return f(Half{});
+    case DType::BFloat16: return f(BFloat16{});
+    case DType::Float32: return f(float{});
+    case DType::Float64: return f(double{});
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void load_run(const void* src, DType dt, int64_t stride, T* dst, int64_t n) {
+  dispatch_storage(dt, [&](auto s) {
+    using S = decltype(s);
+    const S* p = static_cast<const S*>(src);
+    if constexpr (std::is_same_v<S, T>) {
+      if (stride == 1) {
+        std::memcpy(dst, p, size_t(n) * sizeof(T));
+        return;
+      }
+    }
+    if (stride == 0) {
+      T v = from_storage<S, T>(p[0]);
+      for (int64_t j = 0; j < n; ++j) dst[j] = v;
+    } else if (stride == 1) {
+      for (int64_t j = 0; j < n; ++j) dst[j] = from_storage<S, T>(p[j]);
+    } else {
+      for (int64_t j = 0; j < n; ++j) dst[j] = from_storage<S, T>(p[j * stride]);
+    }
+  });
+}
+
+template <typename T>
+void store_run(void* dst, DType dt, int64_t stride, const T* src, int64_t n) {
+  dispatch_storage(dt, [&](auto s) {
+    using S = decltype(s);
+    S* p = static_cast<S*>(dst);
+    if constexpr (std::is_same_v<S, T>) {
+      if (stride == 1) {
+        std::memcpy(p, src, size_t(n) * sizeof(T));
+        return;
+      }
+    }
+    if (stride == 1) {
+      for (int64_t j = 0; j < n; ++j) p[j] = to_storage<S, T>(src[j]);
+    } else {
+      for (int64_t j = 0; j < n; ++j) p[j * stride] = to_storage<S, T>(src[j]);
+    }
+  });
+}
+
+#define LOOM_INST(T)                                                         \
+  template void load_run<T>(const void*, DType, int64_t, T*, int64_t);       \
+  template void store_run<T>(void*, DType, int64_t, const T*, int64_t);
+LOOM_INST(float)
+LOOM_INST(double)
+LOOM_INST(int32_t)
+LOOM_INST(int64_t)
+LOOM_INST(uint8_t)
+#undef LOOM_INST
+
+}  // namespace loom::cpu

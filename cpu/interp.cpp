@@ -1,0 +1,592 @@
+#include "cpu/interp.h"
+
+#include <tbb/enumerable_thread_specific.h>
+#include <tbb/parallel_for.h>
+
+#include <Eigen/Core>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "cpu/access.h"
+#include "cpu/math.h"
+
+namespace loom::cpu {
+namespace {
+
+constexpr int64_t kChunk = 2048;     // elements a chunk of a long row (L1-sized registers)
+constexpr int64_t kRowBlock = 4096;  // short rows are packed into tiles of about this size
+constexpr int64_t kWholeRow = 16384; // rows up to this long stay in registers: one read
+constexpr int64_t kSegment = 32;     // chunks per parallel task in a long row (fixed: deterministic)
+
+// 8-byte slots, so a register can hold any compute type.
+using Reg = std::vector<uint64_t>;
+
+struct Acc {
+  double f;
+  int64_t i;
+  int64_t idx;
+};
+
+struct Operand {
+  const void* p;
+  int s;  // 1: a register, 0: one value broadcast
+};
+
+// Per-thread scratch: registers and broadcast buffers.
+struct Scratch {
+  std::vector<Reg> regs;
+  Reg bc[3];
+  std::vector<int64_t> idx;
+  void fit(int slots, int64_t elems) {
+    if (int(regs.size()) < slots) regs.resize(slots);
+    for (auto& r : regs)
+      if (int64_t(r.size()) < elems) r.resize(elems);
+    for (auto& b : bc)
+      if (int64_t(b.size()) < elems) b.resize(elems);
+    if (int64_t(idx.size()) < elems) idx.resize(elems);
+  }
+};
+
+bool is_float(CT c) { return c == CT::F32 || c == CT::F64; }
+size_t ct_width(CT c) { return c == CT::F64 || c == CT::I64 ? 8 : c == CT::B8 ? 1 : 4; }
+
+Acc acc_init(Op op, CT c) {
+  bool f = is_float(c);
+  switch (op) {
+    case Op::Prod: return {1.0, 1, -1};
+    case Op::All: return {1.0, 1, -1};
+    case Op::Max:
+    case Op::ArgMax:
+      return {-std::numeric_limits<double>::infinity(), std::numeric_limits<int64_t>::min(), -1};
+    case Op::Min:
+    case Op::ArgMin:
+      return {std::numeric_limits<double>::infinity(), std::numeric_limits<int64_t>::max(), -1};
+    default: (void)f; return {0.0, 0, -1};
+  }
+}
+
+// Is `v` a better arg{max,min} candidate than the current best (NaN beats everything)?
+template <typename T>
+bool better(Op op, T v, T best, bool have) {
+  if (!have) return true;
+  if constexpr (std::is_floating_point_v<T>) {
+    if (best != best) return false;
+    if (v != v) return true;
+  }
+  return op == Op::ArgMax ? v > best : v < best;
+}
+
+template <typename T>
+void accumulate(Op op, const T* x, int64_t n, int64_t col0, Acc& a) {
+  using Eigen::Array;
+  Eigen::Map<const Array<T, Eigen::Dynamic, 1>> v(x, n);
+  switch (op) {
+    case Op::Sum:
+      if constexpr (std::is_floating_point_v<T>) a.f += double(v.sum());
+      else for (int64_t j = 0; j < n; ++j) a.i += int64_t(x[j]);
+      break;
+    case Op::Prod:
+      if constexpr (std::is_floating_point_v<T>) { for (int64_t j = 0; j < n; ++j) a.f *= double(x[j]); }
+      else for (int64_t j = 0; j < n; ++j) a.i *= int64_t(x[j]);
+      break;
+    case Op::Max:
+    case Op::Min: {
+      if (n == 0) break;
+      bool mx = op == Op::Max;
+      if constexpr (std::is_floating_point_v<T>) {
+        double m = mx ? double(v.template maxCoeff<Eigen::PropagateNaN>())
+                      : double(v.template minCoeff<Eigen::PropagateNaN>());
+        if (a.f != a.f) break;
+        if (m != m || (mx ? m > a.f : m < a.f)) a.f = m;
+      } else {
+        int64_t m = mx ? int64_t(v.maxCoeff()) : int64_t(v.minCoeff());
+        if (mx ? m > a.i : m < a.i) a.i = m;
+      }
+      break;
+    }
+    case Op::ArgMax:
+    case Op::ArgMin: {
+      bool have = a.idx >= 0;
+      T best = have ? (std::is_floating_point_v<T> ? T(a.f) : T(a.i)) : T(0);
+      int64_t bi = a.idx;
+      for (int64_t j = 0; j < n; ++j)
+        if (better(op, x[j], best, have)) best = x[j], bi = col0 + j, have = true;
+      a.idx = bi;
+      if (have) {
+        if constexpr (std::is_floating_point_v<T>) a.f = double(best);
+        else a.i = int64_t(best);
+      }
+      break;
+    }
+    case Op::Any:
+      for (int64_t j = 0; j < n && !a.i; ++j) a.i |= x[j] != T(0);
+      break;
+    case Op::All:
+      for (int64_t j = 0; j < n && a.i; ++j) a.i &= x[j] != T(0);
+      break;
+    default: break;
+  }
+}
+
+// Merges a later segment's partial result into an earlier one (order matters for ties).
+void combine(Op op, CT c, Acc& a, const Acc& b) {
+  bool f = is_float(c);
+  switch (op) {
+    case Op::Sum: a.f += b.f, a.i += b.i; break;
+    case Op::Prod: a.f *= b.f, a.i *= b.i; break;
+    case Op::Max:
+    case Op::Min: {
+      bool mx = op == Op::Max;
+      if (f) {
+        if (a.f != a.f) break;
+        if (b.f != b.f || (mx ? b.f > a.f : b.f < a.f)) a.f = b.f;
+      } else if (mx ? b.i > a.i : b.i < a.i) {
+        a.i = b.i;
+      }
+      break;
+    }
+    case Op::ArgMax:
+    case Op::ArgMin: {
+      if (b.idx < 0) break;
+      bool take;
+      if (a.idx < 0) take = true;
+      else if (f) take = a.f == a.f && (b.f != b.f || (op == Op::ArgMax ? b.f > a.f : b.f < a.f));
+      else take = op == Op::ArgMax ? b.i > a.i : b.i < a.i;
+      if (take) a = b;
+      break;
+    }
+    case Op::Any: a.i |= b.i; break;
+    case Op::All: a.i &= b.i; break;
+    default: break;
+  }
+}
+
+template <typename T>
+T acc_value(Op op, const Acc& a) {
+  if (op == Op::ArgMax || op == Op::ArgMin) return T(a.idx < 0 ? 0 : a.idx);
+  if (op == Op::Any || op == Op::All) return T(a.i != 0);
+  if constexpr (std::is_floating_point_v<T>) return T(a.f);
+  else return T(a.i);
+}
+
+class Runner {
+ public:
+  Runner(const Program& p, const Group& g) : p_(p), g_(g) {
+    rank_ = int(g.space.size());
+    nk_ = g.n_kept;
+    rows_ = g.rows();
+    cols_ = g.cols();
+  }
+
+  void run() {
+    if (rows_ == 0) return;
+    if (cols_ <= kWholeRow) {
+      int64_t nr = std::max<int64_t>(1, kRowBlock / std::max<int64_t>(cols_, 1));
+      nr = std::min(nr, rows_);
+      int64_t blocks = (rows_ + nr - 1) / nr;
+      if (blocks == 1) {
+        Scratch& s = scratch_.local();
+        rows_block(s, 0, rows_, true);
+        return;
+      }
+      int64_t grain = std::max<int64_t>(1, 32768 / (nr * std::max<int64_t>(cols_, 1)));
+      tbb::parallel_for(tbb::blocked_range<int64_t>(0, blocks, grain), [&](auto r) {
+        Scratch& s = scratch_.local();
+        for (int64_t b = r.begin(); b < r.end(); ++b)
+          rows_block(s, b * nr, std::min(nr, rows_ - b * nr), true);
+      });
+      return;
+    }
+    if (rows_ >= 8) {
+      tbb::parallel_for(tbb::blocked_range<int64_t>(0, rows_), [&](auto r) {
+        Scratch& s = scratch_.local();
+        for (int64_t row = r.begin(); row < r.end(); ++row) rows_block(s, row, 1, false);
+      });
+      return;
+    }
+    for (int64_t row = 0; row < rows_; ++row) long_row_parallel(row);
+  }
+
+ private:
+  const Program& p_;
+  const Group& g_;
+  int rank_, nk_;
+  int64_t rows_, cols_;
+  tbb::enumerable_thread_specific<Scratch> scratch_;
+
+  // Row state of the rows a task handles.
+  struct RowState {
+    int64_t r0 = 0, nr = 0;
+    std::vector<Reg> val;               // Row node values, nr each
+    std::vector<std::vector<Acc>> acc;  // per node (reduce nodes only), nr each
+  };
+
+  void init_rows(RowState& rs, int64_t r0, int64_t nr) const {
+    rs.r0 = r0, rs.nr = nr;
+    rs.val.assign(p_.nodes.size(), Reg());
+    rs.acc.assign(p_.nodes.size(), {});
+    for (int r : p_.reduces)
+      rs.acc[r].assign(nr, acc_init(p_.nodes[r].op, p_.ct[p_.nodes[r].a]));
+    for (int i = 0; i < int(p_.nodes.size()); ++i)
+      if (p_.nodes[i].space == Space::Row) rs.val[i].resize(nr);
+  }
+
+  int64_t row_base(const Strides& st, int64_t off, int64_t row) const {
+    for (int d = nk_ - 1; d >= 0; --d) {
+      int64_t sz = g_.space[d];
+      off += (row % sz) * st[d];
+      row /= sz;
+    }
+    return off;
+  }
+
+  // Calls f(pos, col_offset_for(strides), len) over runs of the innermost dim.
+  template <typename F>
+  void for_runs(int64_t c0, int64_t nc, const Strides& st, F f) const {
+    if (nc <= 0) return;
+    int cr = rank_ - nk_;
+    if (cr == 0) {
+      f(0, int64_t(0), nc);
+      return;
+    }
+    int64_t idx[16];
+    int64_t c = c0;
+    for (int k = cr - 1; k >= 0; --k) {
+      int64_t sz = g_.space[nk_ + k];
+      idx[k] = c % sz;
+      c /= sz;
+    }
+    int64_t last = g_.space[rank_ - 1];
+    int64_t pos = 0;
+    while (pos < nc) {
+      int64_t off = 0;
+      for (int k = 0; k < cr; ++k) off += idx[k] * st[nk_ + k];
+      int64_t len = std::min(nc - pos, last - idx[cr - 1]);
+      f(pos, off, len);
+      pos += len;
+      idx[cr - 1] += len;
+      for (int k = cr - 1; k > 0 && idx[k] >= g_.space[nk_ + k]; --k) idx[k] = 0, idx[k - 1]++;
+    }
+  }
+
+  const char* leaf_ptr(const GLeaf& l) const { return static_cast<const char*>(l.st->data()); }
+
+  // ---- evaluation of one node over a tile (Full) or over the task's rows (Row) ----------
+  template <typename T>
+  void load_full(const GLeaf& l, T* out, int64_t r0, int64_t nr, int64_t c0, int64_t nc) const {
+    size_t isz = itemsize(l.dtype);
+    int64_t sl = rank_ > nk_ ? l.strides[rank_ - 1] : 0;
+    for (int64_t i = 0; i < nr; ++i) {
+      int64_t base = row_base(l.strides, l.offset, r0 + i);
+      for_runs(c0, nc, l.strides, [&](int64_t pos, int64_t off, int64_t len) {
+        load_run<T>(leaf_ptr(l) + (base + off) * int64_t(isz), l.dtype, sl, out + i * nc + pos, len);
+      });
+    }
+  }
+
+  void index_full(const GLeaf& l, int64_t* out, int64_t r0, int64_t nr, int64_t c0,
+                  int64_t nc) const {
+    int64_t sl = rank_ > nk_ ? l.strides[rank_ - 1] : 0;
+    for (int64_t i = 0; i < nr; ++i) {
+      int64_t base = row_base(l.strides, l.offset, r0 + i);
+      for_runs(c0, nc, l.strides, [&](int64_t pos, int64_t off, int64_t len) {
+        int64_t* o = out + i * nc + pos;
+        for (int64_t j = 0; j < len; ++j) o[j] = base + off + j * sl;
+      });
+    }
+  }
+
+  template <typename T>
+  void store_full(const GOutput& o, const T* src, int64_t r0, int64_t nr, int64_t c0,
+                  int64_t nc) const {
+    DType dt = g_.nodes[o.node].dtype;
+    size_t isz = itemsize(dt);
+    char* base_ptr = static_cast<char*>(o.st->data());
+    int64_t sl = rank_ > nk_ ? o.strides[rank_ - 1] : 0;
+    for (int64_t i = 0; i < nr; ++i) {
+      int64_t base = row_base(o.strides, o.offset, r0 + i);
+      for_runs(c0, nc, o.strides, [&](int64_t pos, int64_t off, int64_t len) {
+        store_run<T>(base_ptr + (base + off) * int64_t(isz), dt, sl, src + i * nc + pos, len);
+      });
+    }
+  }
+
+  // One pointwise op over `n` elements (Full tile or Row values).
+  void apply(const GNode& n, CT out_ct, const Operand* a, void* out, int64_t len) const {
+    Op op = n.op;
+    if (op == Op::Cast || (op == Op::Copy && n.a >= 0)) {
+      CT in = p_.ct[n.a];
+      if (op == Op::Copy && in == out_ct && a[0].s == 1) {
+        std::memcpy(out, a[0].p, size_t(len) * ct_width(out_ct));
+        return;
+      }
+      cast(in, a[0].p, a[0].s, n.dtype, out, len);
+      return;
+    }
+    if (op == Op::Where) {
+      dispatch_ct(out_ct, [&](auto t) {
+        using T = decltype(t);
+        select<T>(static_cast<const uint8_t*>(a[0].p), a[0].s, static_cast<const T*>(a[1].p),
+                  a[1].s, static_cast<const T*>(a[2].p), a[2].s, static_cast<T*>(out), len);
+      });
+      return;
+    }
+    if (is_unary(op)) {
+      CT in = p_.ct[n.a];
+      dispatch_ct(in, [&](auto t) {
+        using T = decltype(t);
+        const T* x = static_cast<const T*>(a[0].p);
+        const T* src = x;
+        std::vector<T> tmp;
+        if (a[0].s == 0) {
+          tmp.assign(size_t(len), x[0]);
+          src = tmp.data();
+        }
+        if (unary_kind(op) == UnaryKind::BoolOut)
+          unary_bool<T>(op, src, static_cast<uint8_t*>(out), len);
+        else
+          unary<T>(op, src, static_cast<T*>(out), len);
+      });
+      return;
+    }
+    if (is_binary(op)) {
+      CT in = p_.ct[n.a];
+      auto k = binary_kind(op);
+      dispatch_ct(in, [&](auto t) {
+        using T = decltype(t);
+        const T* x = static_cast<const T*>(a[0].p);
+        const T* y = static_cast<const T*>(a[1].p);
+        if (k == BinaryKind::Compare || k == BinaryKind::Logical)
+          binary_bool<T>(op, x, a[0].s, y, a[1].s, static_cast<uint8_t*>(out), len);
+        else
+          binary<T>(op, x, a[0].s, y, a[1].s, static_cast<T*>(out), len);
+      });
+      return;
+    }
+  }
+
+  // Row-space node over the task's rows.
+  void eval_row(RowState& rs, int id) const {
+    const GNode& n = p_.nodes[id];
+    void* out = rs.val[id].data();
+    CT ct = p_.ct[id];
+    if (n.op == Op::Const) {
+      const Scalar& s = g_.scalars[n.scalar];
+      dispatch_ct(ct, [&](auto t) {
+        using T = decltype(t);
+        T v = s.kind == Scalar::Kind::Float ? T(s.f) : T(s.i);
+        if constexpr (std::is_same_v<T, uint8_t>) v = s.kind == Scalar::Kind::Float ? s.f != 0 : s.i != 0;
+        std::fill_n(static_cast<T*>(out), rs.nr, v);
+      });
+      return;
+    }
+    if (is_reduce(n.op)) {
+      dispatch_ct(ct, [&](auto t) {
+        using T = decltype(t);
+        for (int64_t i = 0; i < rs.nr; ++i) static_cast<T*>(out)[i] = acc_value<T>(n.op, rs.acc[id][i]);
+      });
+      return;
+    }
+    if (is_load(n)) {
+      const GLeaf& l = g_.leaves[n.leaf];
+      dispatch_ct(ct, [&](auto t) {
+        using T = decltype(t);
+        for (int64_t i = 0; i < rs.nr; ++i)
+          load_run<T>(leaf_ptr(l) + row_base(l.strides, l.offset, rs.r0 + i) * int64_t(itemsize(l.dtype)),
+                      l.dtype, 1, static_cast<T*>(out) + i, 1);
+      });
+      return;
+    }
+    if (n.leaf >= 0) {  // index leaves in row space
+      const GLeaf& l = g_.leaves[n.leaf];
+      std::vector<int64_t> idx(rs.nr);
+      for (int64_t i = 0; i < rs.nr; ++i) idx[i] = row_base(l.strides, l.offset, rs.r0 + i);
+      index_values(n, idx.data(), out, rs.nr);
+      return;
+    }
+    Operand ops[3];
+    int k = 0;
+    for (int a : {n.a, n.b, n.c})
+      if (a >= 0) ops[k++] = {rs.val[a].data(), 1};
+    apply(n, ct, ops, out, rs.nr);
+  }
+
+  void index_values(const GNode& n, const int64_t* idx, void* out, int64_t len) const {
+    if (n.op == Op::Iota) {
+      std::memcpy(out, idx, size_t(len) * 8);
+      return;
+    }
+    uint64_t seed = uint64_t(g_.scalars[n.scalar].i), off = uint64_t(g_.scalars[n.scalar + 1].i);
+    if (n.op == Op::Rand) philox_uniform(idx, seed, off, static_cast<float*>(out), len);
+    else philox_normal(idx, seed, off, static_cast<float*>(out), len);
+  }
+
+  // Full node over the tile (r0, nr) x (c0, nc) into `out`.
+  void eval_full(Scratch& s, const RowState& rs, const std::vector<const void*>& full, int id,
+                 void* out, int64_t c0, int64_t nc) const {
+    const GNode& n = p_.nodes[id];
+    int64_t len = rs.nr * nc;
+    CT ct = p_.ct[id];
+    if (is_load(n)) {
+      dispatch_ct(ct, [&](auto t) {
+        using T = decltype(t);
+        load_full<T>(g_.leaves[n.leaf], static_cast<T*>(out), rs.r0, rs.nr, c0, nc);
+      });
+      return;
+    }
+    if (n.leaf >= 0) {
+      index_full(g_.leaves[n.leaf], s.idx.data(), rs.r0, rs.nr, c0, nc);
+      index_values(n, s.idx.data(), out, len);
+      return;
+    }
+    Operand ops[3];
+    int k = 0;
+    for (int a : {n.a, n.b, n.c}) {
+      if (a < 0) continue;
+      if (p_.nodes[a].space == Space::Full) {
+        ops[k] = {full[a], 1};
+      } else if (rs.nr == 1) {
+        ops[k] = {rs.val[a].data(), 0};
+      } else {  // one value per row: spread each over its row of the tile
+        size_t w = ct_width(p_.ct[a]);
+        char* dst = reinterpret_cast<char*>(s.bc[k].data());
+        const char* src = reinterpret_cast<const char*>(rs.val[a].data());
+        for (int64_t i = 0; i < rs.nr; ++i)
+          for (int64_t j = 0; j < nc; ++j) std::memcpy(dst + (i * nc + j) * w, src + i * w, w);
+        ops[k] = {dst, 1};
+      }
+      ++k;
+    }
+    apply(n, ct, ops, out, len);
+  }
+
+  // Runs steps over one tile; reductions accumulate and outputs store as values appear.
+  void run_steps(Scratch& s, RowState& rs, const StepList& sl, int pass, bool whole,
+                 std::vector<std::vector<Acc>>* accs, int64_t c0, int64_t nc) const {
+    std::vector<const void*> full(p_.nodes.size(), nullptr);
+    for (size_t k = 0; k < sl.nodes.size(); ++k) {
+      int id = sl.nodes[k];
+      if (!whole && p_.nodes[id].pass > pass) continue;
+      void* out = s.regs[sl.reg[k]].data();
+      eval_full(s, rs, full, id, out, c0, nc);
+      full[id] = out;
+      consume(rs, id, out, accs, c0, nc, whole ? -1 : pass);
+    }
+  }
+
+  void consume(RowState& rs, int id, const void* v, std::vector<std::vector<Acc>>* accs,
+               int64_t c0, int64_t nc, int pass) const {
+    for (int r : p_.reduces) {
+      const GNode& rn = p_.nodes[r];
+      if (rn.a != id || (pass >= 0 && p_.nodes[id].pass != pass)) continue;
+      auto& acc = accs ? (*accs)[r] : rs.acc[r];
+      dispatch_ct(p_.ct[id], [&](auto t) {
+        using T = decltype(t);
+        for (int64_t i = 0; i < rs.nr; ++i)
+          accumulate<T>(rn.op, static_cast<const T*>(v) + i * nc, nc, c0, acc[i]);
+      });
+    }
+    if (pass >= 0 && pass != p_.last) return;
+    for (auto& o : g_.outputs) {
+      if (o.node != id) continue;
+      dispatch_ct(p_.ct[id], [&](auto t) {
+        using T = decltype(t);
+        store_full<T>(o, static_cast<const T*>(v), rs.r0, rs.nr, c0, nc);
+      });
+    }
+  }
+
+  void row_pass_start(RowState& rs, int pass) const {
+    for (int id : p_.row_nodes[pass]) eval_row(rs, id);
+  }
+
+  void store_rows(RowState& rs) const {
+    for (auto& o : g_.outputs) {
+      if (p_.nodes[o.node].space != Space::Row) continue;
+      DType dt = p_.nodes[o.node].dtype;
+      char* base = static_cast<char*>(o.st->data());
+      dispatch_ct(p_.ct[o.node], [&](auto t) {
+        using T = decltype(t);
+        const T* v = reinterpret_cast<const T*>(rs.val[o.node].data());
+        for (int64_t i = 0; i < rs.nr; ++i)
+          store_run<T>(base + row_base(o.strides, o.offset, rs.r0 + i) * int64_t(itemsize(dt)), dt,
+                       1, v + i, 1);
+      });
+    }
+  }
+
+  // Rows [r0, r0+nr): every pass, whole rows in one tile or long rows in chunks.
+  void rows_block(Scratch& s, int64_t r0, int64_t nr, bool whole) {
+    RowState rs;
+    init_rows(rs, r0, nr);
+    if (whole) {
+      s.fit(p_.single.slots, nr * cols_);
+      std::vector<const void*> full(p_.nodes.size(), nullptr);
+      // Whole rows: walk passes in order; each Full node is computed once.
+      size_t k = 0;
+      for (int pass = 0; pass < p_.passes; ++pass) {
+        row_pass_start(rs, pass);
+        for (; k < p_.single.nodes.size() && p_.nodes[p_.single.nodes[k]].pass == pass; ++k) {
+          int id = p_.single.nodes[k];
+          void* out = s.regs[p_.single.reg[k]].data();
+          eval_full(s, rs, full, id, out, 0, cols_);
+          full[id] = out;
+          consume(rs, id, out, nullptr, 0, cols_, -1);
+        }
+      }
+      store_rows(rs);
+      return;
+    }
+    for (int pass = 0; pass < p_.passes; ++pass) {
+      row_pass_start(rs, pass);
+      const StepList& sl = p_.per_pass[pass];
+      if (sl.nodes.empty()) continue;
+      s.fit(sl.slots, nr * kChunk);
+      for (int64_t c0 = 0; c0 < cols_; c0 += kChunk)
+        run_steps(s, rs, sl, pass, false, nullptr, c0, std::min(kChunk, cols_ - c0));
+    }
+    store_rows(rs);
+  }
+
+  // One long row: each pass splits the row into fixed segments run in parallel; partial
+  // reductions combine in segment order, so results do not depend on the thread count.
+  void long_row_parallel(int64_t row) {
+    RowState rs;
+    init_rows(rs, row, 1);
+    int64_t nchunks = (cols_ + kChunk - 1) / kChunk;
+    int64_t nseg = (nchunks + kSegment - 1) / kSegment;
+    for (int pass = 0; pass < p_.passes; ++pass) {
+      row_pass_start(rs, pass);
+      const StepList& sl = p_.per_pass[pass];
+      if (sl.nodes.empty()) continue;
+      std::vector<std::vector<std::vector<Acc>>> part(nseg);
+      tbb::parallel_for(tbb::blocked_range<int64_t>(0, nseg), [&](auto r) {
+        Scratch& s = scratch_.local();
+        s.fit(sl.slots, kChunk);
+        for (int64_t sg = r.begin(); sg < r.end(); ++sg) {
+          auto& acc = part[sg];
+          acc.assign(p_.nodes.size(), {});
+          for (int id : p_.reduces) acc[id].assign(1, acc_init(p_.nodes[id].op, p_.ct[p_.nodes[id].a]));
+          RowState local{rs.r0, rs.nr, rs.val, {}};
+          int64_t end = std::min(nchunks, (sg + 1) * kSegment);
+          for (int64_t ch = sg * kSegment; ch < end; ++ch) {
+            int64_t c0 = ch * kChunk;
+            run_steps(s, local, sl, pass, false, &acc, c0, std::min(kChunk, cols_ - c0));
+          }
+        }
+      });
+      for (int id : p_.reduces) {
+        if (p_.nodes[p_.nodes[id].a].pass != pass) continue;
+        for (auto& pa : part) combine(p_.nodes[id].op, p_.ct[p_.nodes[id].a], rs.acc[id][0], pa[id][0]);
+      }
+    }
+    store_rows(rs);
+  }
+};
+
+}  // namespace
+
+void run_program(const Program& p, const Group& g) { Runner(p, g).run(); }
+
+}  // namespace loom::cpu

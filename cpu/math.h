@@ -1,0 +1,28 @@
+#pragma once
+// The CPU interpreter's instructions: each a vectorized loop over a run of a tile.
+// Stride arguments are 1 (a register) or 0 (a row scalar broadcast over the run).
+#include <cstdint>
+
+#include "cpu/ctype.h"
+#include "ops/op_table.h"
+
+namespace loom::cpu {
+
+template <typename T>
+void unary(Op op, const T* a, T* out, int64_t n);
+template <typename T>
+void unary_bool(Op op, const T* a, uint8_t* out, int64_t n);  // isnan isinf isfinite logical_not
+template <typename T>
+void binary(Op op, const T* a, int sa, const T* b, int sb, T* out, int64_t n);
+template <typename T>
+void binary_bool(Op op, const T* a, int sa, const T* b, int sb, uint8_t* out, int64_t n);
+template <typename T>
+void select(const uint8_t* c, int sc, const T* a, int sa, const T* b, int sb, T* out, int64_t n);
+// out (compute type of `to`) = a (compute type `from`); rounds to float16/bfloat16 when
+// `to` is one of them, since a cast must give the value the narrow type can hold.
+void cast(CT from, const void* a, int sa, DType to, void* out, int64_t n);
+// uniform [0,1) (or normal) floats for counters idx[j] + offset under key `seed`.
+void philox_uniform(const int64_t* idx, uint64_t seed, uint64_t offset, float* out, int64_t n);
+void philox_normal(const int64_t* idx, uint64_t seed, uint64_t offset, float* out, int64_t n);
+
+}  // namespace loom::cpu

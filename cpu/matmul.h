@@ -1,0 +1,10 @@
+#pragma once
+#include "fusion/group.h"
+
+namespace loom::cpu {
+
+// Batched matmul of an opaque MatMul group: inputs [..., M, K] and [..., K, N] (batch dims
+// already broadcast), output contiguous [..., M, N].
+void run_matmul(const Group& g);
+
+}  // namespace loom::cpu

@@ -1,0 +1,108 @@
+#include "cpu/program.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace loom::cpu {
+namespace {
+
+// Assigns register slots so a register is reused once its value has no later reader.
+void allocate(const Program& p, StepList& s) {
+  std::vector<int> pos(p.nodes.size(), -1), last(p.nodes.size(), -1);
+  for (int i = 0; i < int(s.nodes.size()); ++i) pos[s.nodes[i]] = i;
+  for (int i = 0; i < int(s.nodes.size()); ++i) {
+    const GNode& n = p.nodes[s.nodes[i]];
+    last[s.nodes[i]] = std::max(last[s.nodes[i]], i);
+    for (int a : {n.a, n.b, n.c})
+      if (a >= 0 && pos[a] >= 0) last[a] = std::max(last[a], i);
+  }
+  std::vector<int> free_slots;
+  std::vector<std::vector<int>> release(s.nodes.size());
+  s.reg.assign(s.nodes.size(), -1);
+  for (int i = 0; i < int(s.nodes.size()); ++i) {
+    if (free_slots.empty()) {
+      s.reg[i] = s.slots++;
+    } else {
+      s.reg[i] = free_slots.back();
+      free_slots.pop_back();
+    }
+    release[last[s.nodes[i]]].push_back(s.reg[i]);
+    // Slots whose last reader is step i become free after it (not during: the step's own
+    // result must not overwrite an argument it is still reading).
+    for (int r : release[i]) free_slots.push_back(r);
+  }
+}
+
+// Full nodes needed to compute `targets`, in (pass, index) order.
+std::vector<int> closure(const Program& p, std::vector<int> targets) {
+  std::vector<bool> need(p.nodes.size(), false);
+  while (!targets.empty()) {
+    int t = targets.back();
+    targets.pop_back();
+    if (t < 0 || need[t] || p.nodes[t].space != Space::Full) continue;
+    need[t] = true;
+    const GNode& n = p.nodes[t];
+    for (int a : {n.a, n.b, n.c}) targets.push_back(a);
+  }
+  std::vector<int> out;
+  for (int i = 0; i < int(p.nodes.size()); ++i)
+    if (need[i]) out.push_back(i);
+  std::stable_sort(out.begin(), out.end(),
+                   [&](int x, int y) { return p.nodes[x].pass < p.nodes[y].pass; });
+  return out;
+}
+
+}  // namespace
+
+Program build_program(const Group& g) {
+  Program p;
+  p.nodes = g.nodes;
+  p.passes = g.passes;
+  p.last = g.passes - 1;
+  for (auto& n : g.nodes) p.ct.push_back(ct_of(n.dtype));
+  std::vector<std::vector<int>> targets(g.passes);
+  std::vector<int> all_targets;
+  for (int i = 0; i < int(g.nodes.size()); ++i) {
+    const GNode& n = g.nodes[i];
+    if (is_reduce(n.op)) {
+      p.reduces.push_back(i);
+      targets[g.nodes[n.a].pass].push_back(n.a);
+      all_targets.push_back(n.a);
+    }
+  }
+  for (auto& o : g.outputs)
+    if (g.nodes[o.node].space == Space::Full) {
+      targets[p.last].push_back(o.node);
+      all_targets.push_back(o.node);
+    }
+  p.single.nodes = closure(p, all_targets);
+  allocate(p, p.single);
+  p.per_pass.resize(g.passes);
+  p.row_nodes.resize(g.passes);
+  for (int k = 0; k < g.passes; ++k) {
+    p.per_pass[k].nodes = closure(p, targets[k]);
+    allocate(p, p.per_pass[k]);
+  }
+  for (int i = 0; i < int(g.nodes.size()); ++i)
+    if (g.nodes[i].space == Space::Row) p.row_nodes[g.nodes[i].pass].push_back(i);
+  return p;
+}
+
+std::string Program::text() const {
+  std::ostringstream os;
+  os << "cpu tile program: " << passes << " pass(es)\n  whole rows:";
+  for (size_t i = 0; i < single.nodes.size(); ++i)
+    os << " %" << single.nodes[i] << "->r" << single.reg[i];
+  os << "  (" << single.slots << " registers)\n";
+  for (int k = 0; k < passes; ++k) {
+    os << "  pass " << k << " rows:";
+    for (int r : row_nodes[k]) os << " %" << r;
+    os << " | chunks:";
+    for (size_t i = 0; i < per_pass[k].nodes.size(); ++i)
+      os << " %" << per_pass[k].nodes[i] << "->r" << per_pass[k].reg[i];
+    os << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace loom::cpu

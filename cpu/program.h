@@ -1,0 +1,34 @@
+#pragma once
+// The tile program of a group: which nodes each pass evaluates, in what order, in which
+// register, and when reductions accumulate and outputs store. Built once per signature.
+#include <string>
+#include <vector>
+
+#include "cpu/ctype.h"
+#include "fusion/group.h"
+
+namespace loom::cpu {
+
+struct StepList {
+  std::vector<int> nodes;  // Full nodes in evaluation order
+  std::vector<int> reg;    // register slot of each step
+  int slots = 0;
+};
+
+struct Program {
+  std::vector<GNode> nodes;
+  std::vector<CT> ct;  // compute type per node
+  std::vector<int> reduces;  // reduce node ids
+  int passes = 1;
+  int last = 0;  // final pass
+  // Rows short enough to stay in registers: every pass over one tile, each node once.
+  StepList single;
+  // Long rows: each pass re-walks the row in chunks, recomputing what it needs.
+  std::vector<StepList> per_pass;
+  std::vector<std::vector<int>> row_nodes;  // Row nodes computed at the start of each pass
+  std::string text() const;
+};
+
+Program build_program(const Group& g);
+
+}  // namespace loom::cpu

@@ -1,0 +1,126 @@
+#pragma once
+// The CUDA driver API, opened at run time (dlopen "libcuda.so.1") so loom builds, links and runs
+// on machines without a driver or GPU (DESIGN invariant 7). Every call makes the device's primary
+// context current on the calling thread first and throws loom::Error naming the driver call and
+// its CUresult on failure.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace loom::cuda {
+
+using DevicePtr = uint64_t;  // CUdeviceptr
+
+// True when libcuda loads, cuInit succeeds and at least one device exists.
+bool is_available();
+// Why is_available() is false ("" when it is true).
+std::string unavailable_reason();
+int device_count();  // 0 when unavailable
+
+struct DeviceProps {
+  std::string name;
+  int sm_count = 0, cc_major = 0, cc_minor = 0, max_threads_per_block = 0;
+  int max_smem_per_block_optin = 0, l2_bytes = 0;
+  size_t total_mem = 0;
+};
+const DeviceProps& properties(int dev);  // cached; throws for a bad index
+
+// Makes `dev`'s primary context current on this thread (retained once, kept for the process).
+void ensure_context(int dev);
+
+// A stream handle; copies share the stream, which is destroyed with its last copy (the default
+// stream lives for the whole process).
+struct Stream {
+  int device = -1;
+  std::shared_ptr<void> handle;  // CUstream
+  void* raw() const { return handle.get(); }
+  bool operator==(const Stream& o) const { return raw() == o.raw(); }
+};
+// A non-blocking stream made once per device (not the legacy NULL stream).
+Stream default_stream(int dev);
+Stream create_stream(int dev);
+void stream_sync(const Stream& s);
+void device_sync(int dev);  // every stream of the device
+
+// An event recorded on a stream; copies share it, destroyed with the last copy.
+struct Event {
+  int device = -1;
+  bool timing = false;
+  std::shared_ptr<void> handle;  // CUevent
+  void* raw() const { return handle.get(); }
+};
+// `timing` events cost a little more; elapsed_ms needs two of them.
+Event record_event(const Stream& s, bool timing = false);
+void stream_wait_event(const Stream& s, const Event& e);  // s waits, the host does not
+float elapsed_ms(const Event& start, const Event& end);
+void event_sync(const Event& e);
+bool event_done(const Event& e);  // non-blocking query
+
+// Stream-ordered device memory from the device's default pool, whose release threshold is set to
+// "never" so freed memory stays cached for reuse. On out-of-memory: synchronize the device, trim
+// the pool, retry once, then throw ErrorKind::Memory. alloc(0) returns 0; free(0) does nothing.
+DevicePtr alloc(size_t bytes, const Stream& s);
+void free(DevicePtr ptr, const Stream& s);
+struct MemInfo {
+  size_t free = 0, total = 0;
+};
+MemInfo mem_info(int dev);
+// Synchronizes the device and returns the pool's cached (freed) blocks to the driver.
+void release_cached_memory(int dev);
+
+// Page-locked host memory (portable across contexts).
+void* host_alloc(size_t bytes);
+void host_free(void* p);
+
+// Async on `s`. A pageable `src` may be reused on return (the driver stages it); a pinned one must
+// stay untouched until the stream passes the copy.
+void copy_h2d(DevicePtr dst, const void* src, size_t bytes, const Stream& s);
+// Synchronous for the caller: waits for the stream, so `dst` holds the data on return.
+void copy_d2h(void* dst, DevicePtr src, size_t bytes, const Stream& s);
+void copy_d2d(DevicePtr dst, DevicePtr src, size_t bytes, const Stream& s);         // async
+void memset_d8(DevicePtr dst, unsigned char value, size_t bytes, const Stream& s);  // async
+
+// A loaded cubin; unloaded on destruction. Functions taken from it die with it.
+class Module {
+ public:
+  Module() = default;
+  Module(int dev, const void* image);  // cuModuleLoadData on dev's primary context
+  Module(Module&& o) noexcept;
+  Module& operator=(Module&& o) noexcept;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+  ~Module();
+  void* raw() const { return mod_; }
+  int device() const { return dev_; }
+
+ private:
+  void reset();
+  int dev_ = -1;
+  void* mod_ = nullptr;  // CUmodule
+};
+// Convenience: load a cubin held in any byte container.
+template <class Bytes>
+Module load_module(int dev, const Bytes& cubin) {
+  return Module(dev, cubin.data());
+}
+
+struct Function {
+  int device = -1;
+  void* handle = nullptr;  // CUfunction
+};
+Function get_function(Module& m, const char* name);
+
+struct Dim3 {
+  unsigned x = 1, y = 1, z = 1;
+};
+// cuLaunchKernel; raises the function's dynamic shared memory limit first when smem > 48 KiB.
+void launch(const Function& f, Dim3 grid, Dim3 block, unsigned smem_bytes, const Stream& s,
+            void** args);
+
+namespace fault {
+// The next alloc() throws the out-of-memory error (ErrorKind::Memory) without allocating.
+void fail_next_alloc();
+}  // namespace fault
+
+}  // namespace loom::cuda

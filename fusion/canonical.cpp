@@ -1,0 +1,174 @@
+#include "fusion/canonical.h"
+
+#include <algorithm>
+
+#include "fusion/counters.h"
+#include "tensor/error.h"
+
+namespace loom {
+
+GroupBuilder::GroupBuilder(Shape S, std::vector<int> axes) : S_(std::move(S)), axes_(std::move(axes)) {}
+
+int GroupBuilder::push(GNode g) {
+  g_.nodes.push_back(g);
+  return int(g_.nodes.size()) - 1;
+}
+
+// Strides over a node's own shape (the group shape, its keepdim form or its squeezed
+// form) -> strides over the group shape S, with 0 on reduced dims for row values.
+Strides GroupBuilder::to_space(const Strides& st, const Shape& shape, bool row) const {
+  if (shape.size() == S_.size()) {
+    Strides out = st;
+    if (row)
+      for (int a : axes_) out[a] = 0;
+    for (size_t d = 0; d < S_.size(); ++d)
+      if (S_[d] == 1) out[d] = 0;
+    return out;
+  }
+  Strides out(S_.size(), 0);
+  size_t k = 0;
+  for (int d = 0; d < int(S_.size()); ++d) {
+    if (std::find(axes_.begin(), axes_.end(), d) != axes_.end()) continue;
+    out[d] = S_[d] == 1 ? 0 : st.at(k);
+    ++k;
+  }
+  return out;
+}
+
+int GroupBuilder::add_const(const Node& c) {
+  auto it = consts_.find(&c);
+  if (it != consts_.end()) return it->second;
+  GNode g{Op::Const, c.dtype, Space::Row};
+  g.scalar = int(g_.scalars.size());
+  g_.scalars.push_back(c.value);
+  return consts_[&c] = push(g);
+}
+
+int GroupBuilder::add_load(const Input& in, Space sp, const Shape& node_shape) {
+  Strides st = sp == Space::Full ? to_space(in.view.strides, S_, false)
+                                 : to_space(in.view.strides, node_shape, true);
+  for (int i = 0; i < int(g_.nodes.size()); ++i) {
+    const GNode& n = g_.nodes[i];
+    if (!is_load(n)) continue;
+    const GLeaf& l = g_.leaves[n.leaf];
+    if (l.st == in.st && l.strides == st && l.offset == in.view.offset && n.space == sp) return i;
+  }
+  g_.leaves.push_back({in.dtype, st, in.view.offset, in.st, sp});
+  GNode g{Op::Copy, in.dtype, sp};
+  g.leaf = int(g_.leaves.size()) - 1;
+  return push(g);
+}
+
+int GroupBuilder::add_node(const Node& n, Space sp, const std::vector<int>& args,
+                           const Storage* st) {
+  GNode g{n.op, n.dtype, sp};
+  const Shape& own = n.base ? n.region.shape : n.shape;
+  if (n.op == Op::Const) {  // materializing a constant: a row scalar copied over the space
+    int c = add_const(n);
+    g = GNode{Op::Copy, n.dtype, sp};
+    g.a = c;
+  } else if (n.op == Op::Iota || n.op == Op::Rand || n.op == Op::Randn) {
+    Strides idx(own.size(), 0);
+    if (n.op == Op::Iota) {
+      if (!own.empty()) idx[n.dim] = 1;
+    } else {
+      idx = contiguous_strides(own);
+    }
+    g_.leaves.push_back({DType::Int64, to_space(idx, own, sp == Space::Row), 0, nullptr, sp});
+    g.leaf = int(g_.leaves.size()) - 1;
+    if (n.op != Op::Iota) {
+      g.scalar = int(g_.scalars.size());
+      g_.scalars.push_back(Scalar(int64_t(n.seed)));
+      g_.scalars.push_back(Scalar(int64_t(n.offset)));
+    }
+  } else {
+    if (args.size() > 0) g.a = args[0];
+    if (args.size() > 1) g.b = args[1];
+    if (args.size() > 2) g.c = args[2];
+  }
+  int id = push(g);
+  by_storage_[st] = id;
+  return id;
+}
+
+void GroupBuilder::add_output(GOutput o, const Node& n) {
+  const GNode& g = g_.nodes[o.node];
+  if (n.base) {
+    o.strides = to_space(n.region.strides, S_, false);
+    o.offset = n.region.offset;
+  } else {
+    o.strides = to_space(contiguous_strides(n.shape), n.shape, g.space == Space::Row);
+  }
+  g_.outputs.push_back(std::move(o));
+}
+
+namespace {
+
+void compute_passes(Group& g) {
+  int last = 0;
+  for (auto& n : g.nodes) {
+    int p = 0;
+    for (int a : {n.a, n.b, n.c})
+      if (a >= 0) p = std::max(p, g.nodes[a].pass);
+    n.pass = is_reduce(n.op) ? p + 1 : p;
+    last = std::max(last, n.pass);
+  }
+  g.passes = last + 1;
+}
+
+// Kept dims first; drop size-1 dims; merge neighbours that every access walks as one.
+void canonicalize(Group& g, const Shape& S, const std::vector<int>& axes) {
+  std::vector<int> perm;
+  std::vector<bool> red;
+  for (int d = 0; d < int(S.size()); ++d)
+    if (std::find(axes.begin(), axes.end(), d) == axes.end() && !axes.empty()) perm.push_back(d);
+  for (int d = 0; d < int(S.size()); ++d)
+    if (axes.empty() || std::find(axes.begin(), axes.end(), d) != axes.end()) perm.push_back(d);
+  std::vector<Strides*> all;
+  for (auto& l : g.leaves) all.push_back(&l.strides);
+  for (auto& o : g.outputs) all.push_back(&o.strides);
+
+  Shape sp;
+  std::vector<Strides> ns(all.size());
+  for (int d : perm) {
+    if (S[d] == 1) continue;
+    bool r = axes.empty() || std::find(axes.begin(), axes.end(), d) != axes.end();
+    bool merged = false;
+    if (!sp.empty() && red.back() == r) {
+      merged = true;
+      for (size_t k = 0; k < all.size(); ++k)
+        if (ns[k].back() != (*all[k])[d] * S[d]) merged = false;
+    }
+    if (merged) {
+      sp.back() *= S[d];
+      for (size_t k = 0; k < all.size(); ++k) ns[k].back() = (*all[k])[d];
+    } else {
+      sp.push_back(S[d]);
+      red.push_back(r);
+      for (size_t k = 0; k < all.size(); ++k) ns[k].push_back((*all[k])[d]);
+    }
+  }
+  for (size_t k = 0; k < all.size(); ++k) *all[k] = ns[k];
+  g.space = sp;
+  g.n_kept = int(std::count(red.begin(), red.end(), false));
+
+  int64_t limit = int64_t(1) << 31;
+  g.index64 = numel(sp) >= limit;
+  auto check = [&](const Strides& st, int64_t off) {
+    int64_t hi = off;
+    for (size_t d = 0; d < st.size(); ++d) hi += std::abs(st[d]) * (sp[d] - 1);
+    if (hi >= limit) g.index64 = true;
+  };
+  for (auto& l : g.leaves) check(l.strides, l.offset);
+  for (auto& o : g.outputs) check(o.strides, o.offset);
+}
+
+}  // namespace
+
+Group GroupBuilder::finish() {
+  compute_passes(g_);
+  canonicalize(g_, S_, axes_);
+  return std::move(g_);
+}
+
+}  // namespace loom

@@ -1,0 +1,31 @@
+#pragma once
+// GroupBuilder: turns a planned set of nodes into a Group: maps every access into the
+// group's iteration space, computes passes, then canonicalizes the space (kept dims first,
+// size-1 dims dropped, dims merged where every access allows) and hashes the signature.
+#include <unordered_map>
+
+#include "fusion/group.h"
+
+namespace loom {
+
+class GroupBuilder {
+ public:
+  GroupBuilder(Shape S, std::vector<int> axes);
+  int node_of(const Storage* st) const { return by_storage_.at(st); }
+  int add_const(const Node& c);
+  int add_load(const Input& in, Space sp, const Shape& node_shape);
+  int add_node(const Node& n, Space sp, const std::vector<int>& args, const Storage* st);
+  void add_output(GOutput o, const Node& n);
+  Group finish();
+
+ private:
+  Strides to_space(const Strides& st, const Shape& shape, bool row) const;
+  int push(GNode g);
+  Shape S_;
+  std::vector<int> axes_;
+  Group g_;
+  std::unordered_map<const Storage*, int> by_storage_;
+  std::unordered_map<const Node*, int> consts_;
+};
+
+}  // namespace loom

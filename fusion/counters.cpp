@@ -1,0 +1,31 @@
+#include "fusion/counters.h"
+
+#include <sstream>
+
+namespace loom {
+
+Counters& counters() {
+  static Counters c;
+  return c;
+}
+
+void reset_counters() {
+  auto& c = counters();
+  for (auto* a : {&c.flushes, &c.groups, &c.kernels, &c.cache_hits, &c.cache_misses, &c.disk_hits,
+                  &c.bytes_moved, &c.materialized, &c.nodes_recorded})
+    a->store(0);
+  c.bytes_peak.store(c.bytes_live.load());
+}
+
+std::string counters_str() {
+  auto& c = counters();
+  std::ostringstream os;
+  os << "flushes=" << c.flushes << " groups=" << c.groups << " kernels=" << c.kernels
+     << " cache_hits=" << c.cache_hits << " cache_misses=" << c.cache_misses
+     << " disk_hits=" << c.disk_hits << " bytes_moved=" << c.bytes_moved
+     << " materialized=" << c.materialized << " nodes=" << c.nodes_recorded
+     << " bytes_live=" << c.bytes_live << " bytes_peak=" << c.bytes_peak;
+  return os.str();
+}
+
+}  // namespace loom

@@ -1,0 +1,27 @@
+#pragma once
+// Counters that tests and users read to see what loom did ("softmax ran as 1 kernel").
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+namespace loom {
+
+struct Counters {
+  std::atomic<int64_t> flushes{0};
+  std::atomic<int64_t> groups{0};        // groups planned
+  std::atomic<int64_t> kernels{0};       // kernels run (fused groups and opaque ops)
+  std::atomic<int64_t> cache_hits{0};    // in-memory signature cache
+  std::atomic<int64_t> cache_misses{0};  // lowered (compiled) this process
+  std::atomic<int64_t> disk_hits{0};
+  std::atomic<int64_t> bytes_moved{0};   // bytes read by kernels plus bytes written
+  std::atomic<int64_t> materialized{0};  // storages written to memory
+  std::atomic<int64_t> nodes_recorded{0};
+  std::atomic<int64_t> bytes_live{0};    // device + host memory held by loom
+  std::atomic<int64_t> bytes_peak{0};
+};
+
+Counters& counters();
+void reset_counters();  // zeroes everything except bytes_live; bytes_peak := bytes_live
+std::string counters_str();
+
+}  // namespace loom

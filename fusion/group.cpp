@@ -1,0 +1,100 @@
+#include "fusion/group.h"
+
+#include <sstream>
+
+namespace loom {
+
+bool Group::has_reduce() const {
+  for (auto& n : nodes)
+    if (is_reduce(n.op)) return true;
+  return false;
+}
+
+int64_t Group::rows() const {
+  int64_t r = 1;
+  for (int d = 0; d < n_kept; ++d) r *= space[d];
+  return r;
+}
+
+int64_t Group::cols() const {
+  int64_t c = 1;
+  for (size_t d = n_kept; d < space.size(); ++d) c *= space[d];
+  return c;
+}
+
+namespace {
+
+// 0: broadcast, 1: unit stride, 2: contiguous for its place in the space, 3: other.
+int stride_class(const Strides& st, const Shape& sp, size_t d) {
+  if (st[d] == 0) return 0;
+  if (st[d] == 1) return 1;
+  int64_t c = 1;
+  for (size_t k = d + 1; k < sp.size(); ++k) c *= sp[k];
+  return st[d] == c ? 2 : 3;
+}
+
+struct Hasher {
+  uint64_t h = 0xcbf29ce484222325ull;
+  void add(uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (v >> (8 * i)) & 0xff;
+      h *= 0x100000001b3ull;
+    }
+  }
+};
+
+}  // namespace
+
+uint64_t signature(const Group& g, DeviceKind target) {
+  Hasher H;
+  H.add(uint64_t(target));
+  H.add(g.space.size());
+  H.add(g.n_kept);
+  H.add(g.passes);
+  H.add(g.index64);
+  for (auto& n : g.nodes) {
+    H.add(uint64_t(n.op) | uint64_t(n.dtype) << 16 | uint64_t(n.space) << 24 |
+          uint64_t(n.pass) << 32);
+    H.add(uint64_t(uint32_t(n.a)) | uint64_t(uint32_t(n.b)) << 32);
+    H.add(uint64_t(uint32_t(n.c)) | uint64_t(uint32_t(n.leaf)) << 32);
+    H.add(uint64_t(uint32_t(n.scalar)));
+    if (n.op == Op::Const) H.add(uint64_t(g.scalars[n.scalar].kind));
+  }
+  auto strides = [&](const Strides& st) {
+    for (size_t d = 0; d < st.size(); ++d) H.add(stride_class(st, g.space, d));
+  };
+  for (auto& l : g.leaves) {
+    H.add(uint64_t(l.dtype) | uint64_t(l.space) << 8 | uint64_t(l.st != nullptr) << 16);
+    strides(l.strides);
+  }
+  for (auto& o : g.outputs) {
+    H.add(uint64_t(o.node));
+    strides(o.strides);
+  }
+  return H.h;
+}
+
+std::string Group::str() const {
+  std::ostringstream os;
+  if (opaque) {
+    os << "opaque " << op_name(opaque->op) << " -> " << shape_str(opaque->shape) << "\n";
+    return os.str();
+  }
+  os << "space " << shape_str(space) << " kept " << n_kept << " passes " << passes
+     << (index64 ? " idx64" : " idx32") << "\n";
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const GNode& n = nodes[i];
+    os << "  %" << i << " = " << (is_load(n) ? "load" : op_name(n.op)) << "."
+       << dtype_name(n.dtype) << (n.space == Space::Row ? " row" : "") << " p" << n.pass;
+    for (int a : {n.a, n.b, n.c})
+      if (a >= 0) os << " %" << a;
+    if (n.leaf >= 0) os << " leaf" << n.leaf << " strides" << shape_str(leaves[n.leaf].strides);
+    if (n.op == Op::Const) os << " $" << n.scalar;
+    for (auto& o : outputs)
+      if (o.node == int(i)) os << "  -> out strides" << shape_str(o.strides);
+    os << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace loom

@@ -1,0 +1,79 @@
+#pragma once
+// Group: the backend-neutral IR of one kernel. The fuser builds it; a backend lowers its
+// structure (cached by signature) and runs it with the group's runtime values (pointers,
+// strides, sizes, scalars), which never take part in the signature.
+//
+// Iteration space: `space` holds the kept dims first, then the reduced dims (collapsed
+// where every access allows). Rows = product of kept dims, cols = product of reduced dims.
+// A group without reductions has no kept dims: one "row" spanning everything.
+// Nodes live in Full space (one value per element) or Row space (one value per row:
+// reductions, their epilogues, scalars). A node is computable in pass `pass`; a reduction
+// over a pass-k value completes after pass k, so normalizations take several passes over
+// a row (one read of memory when the row stays on chip).
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ops/node.h"
+
+namespace loom {
+
+enum class Space : uint8_t { Full, Row };
+
+struct GNode {
+  Op op;
+  DType dtype;  // result dtype (Load: the leaf's storage dtype)
+  Space space = Space::Full;
+  int pass = 0;
+  int a = -1, b = -1, c = -1;  // argument nodes
+  int leaf = -1;               // Load / Iota / Rand / Randn
+  int scalar = -1;             // Const: its value slot; Rand/Randn: seed slot (offset is +1)
+};
+
+// Load is spelled Op::Copy with a leaf and no arguments.
+inline bool is_load(const GNode& n) { return n.op == Op::Copy && n.leaf >= 0 && n.a < 0; }
+
+struct GLeaf {
+  DType dtype;
+  Strides strides;  // over `space`, in elements
+  int64_t offset = 0;
+  std::shared_ptr<Storage> st;  // null for index leaves (Iota, Rand)
+  Space space = Space::Full;    // Row: strides over the reduced dims are all 0
+};
+
+struct GOutput {
+  int node;
+  std::shared_ptr<Storage> st;
+  Strides strides;  // over `space`
+  int64_t offset = 0;
+  // Region writes: the output starts as a copy of `init` (or takes over its memory when
+  // `take_init`, because nothing else reads it). Whole-buffer in-place updates set only
+  // `take_init`-style reuse through `alias`.
+  std::shared_ptr<Storage> init;
+  std::shared_ptr<Storage> alias;  // take this storage's memory (in-place update)
+};
+
+struct Group {
+  Shape space;
+  int n_kept = 0;
+  int passes = 1;
+  std::vector<GNode> nodes;
+  std::vector<GLeaf> leaves;
+  std::vector<GOutput> outputs;
+  std::vector<Scalar> scalars;
+  std::shared_ptr<Node> opaque;  // a non-fusable op (matmul) run by the backend directly
+  uint64_t signature = 0;
+  bool index64 = false;  // some offset needs 64-bit indexing
+
+  bool has_reduce() const;
+  int64_t rows() const;
+  int64_t cols() const;
+  std::string str() const;  // the plan, one line a node
+};
+
+// Structural hash: ops, dtypes, spaces, passes, wiring, ranks, stride classes, index width,
+// device kind. Never sizes or scalar values.
+uint64_t signature(const Group& g, DeviceKind target);
+
+}  // namespace loom

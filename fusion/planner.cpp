@@ -1,0 +1,355 @@
+#include "fusion/planner.h"
+
+#include <algorithm>
+#include <functional>
+#include <optional>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "fusion/canonical.h"
+
+namespace loom {
+namespace {
+
+struct PNode {
+  std::shared_ptr<Storage> st;
+  Node* n;
+  int group = -1;
+  Space space = Space::Full;
+  bool root = false;
+  bool materialize = false;
+};
+
+struct PGroup {
+  Shape S;
+  std::vector<int> axes;  // empty: no reduction yet
+  std::vector<int> members;
+  bool alive = true;
+  bool opaque = false;
+  int leaves = 0;  // rough count of distinct memory inputs, for limits
+};
+
+bool region_write(const Node& n) { return n.base != nullptr; }
+
+// The consumer reads every element of p in p's own order.
+bool linear_identity(const View& v, const Node& p) {
+  return v.offset == 0 && !region_write(p) && numel(v.shape) == numel(p.shape) &&
+         is_contiguous(v.shape, v.strides);
+}
+
+Shape keep_shape(const PGroup& g) {
+  Shape k = g.S;
+  for (int a : g.axes) k[a] = 1;
+  return k;
+}
+Shape squeeze_shape(const PGroup& g) {
+  Shape k;
+  for (int d = 0; d < int(g.S.size()); ++d)
+    if (std::find(g.axes.begin(), g.axes.end(), d) == g.axes.end()) k.push_back(g.S[d]);
+  return k;
+}
+
+class Planner {
+ public:
+  Planner(const std::vector<std::shared_ptr<Storage>>& dag,
+          const std::vector<std::shared_ptr<Storage>>& roots, bool fuse, const PlanLimits& lim)
+      : fuse_(fuse), lim_(lim) {
+    for (auto& st : dag) {
+      index_[st.get()] = int(nodes_.size());
+      nodes_.push_back({st, st->node.get()});
+    }
+    for (auto& r : roots) nodes_[index_.at(r.get())].root = true;
+  }
+
+  std::vector<Group> run() {
+    for (int i = 0; i < int(nodes_.size()); ++i) place(i);
+    mark_materialized();
+    std::vector<Group> out;
+    for (int g : group_order()) out.push_back(build(g));
+    return out;
+  }
+
+ private:
+  bool fuse_;
+  PlanLimits lim_;
+  std::vector<PNode> nodes_;
+  std::vector<PGroup> groups_;
+  std::unordered_map<const Storage*, int> index_;
+
+  // Index of the pending producer of an input in this flush, or -1 (ready memory).
+  int producer(const Input& in) const {
+    if (!in.st->pending()) return -1;
+    auto it = index_.find(in.st.get());
+    return it == index_.end() ? -1 : it->second;
+  }
+  bool is_const(int p) const { return p >= 0 && nodes_[p].n->op == Op::Const; }
+
+  int new_group(Shape S, std::vector<int> axes, int first) {
+    groups_.push_back({std::move(S), std::move(axes), {first}});
+    nodes_[first].group = int(groups_.size()) - 1;
+    return int(groups_.size()) - 1;
+  }
+  void join(int g, int i, Space sp) {
+    groups_[g].members.push_back(i);
+    nodes_[i].group = g;
+    nodes_[i].space = sp;
+  }
+
+  // Groups that `g` reads from (materialized edges and region-write bases).
+  std::set<int> deps_of(int g) const {
+    std::set<int> d;
+    for (int m : groups_[g].members) for_each_dep(m, [&](int p) {
+        int pg = nodes_[p].group;
+        if (pg >= 0 && pg != g) d.insert(pg);
+      });
+    return d;
+  }
+  template <typename F>
+  void for_each_dep(int i, F f) const {
+    const Node& n = *nodes_[i].n;
+    for (auto& in : n.in) {
+      int p = producer(in);
+      if (p >= 0 && !is_const(p)) f(p);
+    }
+    if (n.base && n.base->pending() && index_.count(n.base.get())) f(index_.at(n.base.get()));
+  }
+  // Does group `from` (transitively) read group `to`?
+  bool reaches(int from, int to) const {
+    std::vector<int> stack{from};
+    std::unordered_set<int> seen;
+    while (!stack.empty()) {
+      int g = stack.back();
+      stack.pop_back();
+      if (g == to) return true;
+      if (!seen.insert(g).second) continue;
+      for (int d : deps_of(g)) stack.push_back(d);
+    }
+    return false;
+  }
+
+  bool fits(int g, int extra) const {
+    return int(groups_[g].members.size()) + extra <= lim_.max_nodes &&
+           groups_[g].leaves <= lim_.max_leaves;
+  }
+
+  // The space node i would take in group g through input `in` from producer p, if fusable.
+  std::optional<Space> fusable(int i, const Input& in, int p) const {
+    const Node& n = *nodes_[i].n;
+    const PNode& pp = nodes_[p];
+    const PGroup& G = groups_[pp.group];
+    if (G.opaque || region_write(*pp.n) || pp.n->op == Op::Empty) return std::nullopt;
+    if (is_reduce(n.op)) {
+      if (pp.space != Space::Full || !linear_identity(in.view, *pp.n) || in.view.shape != G.S)
+        return std::nullopt;
+      if (!G.axes.empty() && G.axes != n.axes) return std::nullopt;
+      return Space::Row;
+    }
+    const Shape& Sn = n.base ? n.region.shape : n.shape;
+    if (pp.space == Space::Full) {
+      if (linear_identity(in.view, *pp.n) && Sn == G.S) return Space::Full;
+      return std::nullopt;
+    }
+    // Row-space producer: an epilogue on the reduced shape, or broadcast back over rows.
+    if (linear_identity(in.view, *pp.n) && (Sn == keep_shape(G) || Sn == squeeze_shape(G)) &&
+        !n.base)
+      return Space::Row;
+    if (in.view.shape == G.S && Sn == G.S && in.view.offset == 0) {
+      Strides ks = contiguous_strides(keep_shape(G));
+      for (int d = 0; d < int(G.S.size()); ++d) {
+        bool red = std::find(G.axes.begin(), G.axes.end(), d) != G.axes.end();
+        if (G.S[d] == 1) continue;
+        if (red ? in.view.strides[d] != 0 : in.view.strides[d] != ks[d]) return std::nullopt;
+      }
+      return Space::Full;
+    }
+    return std::nullopt;
+  }
+
+  void place(int i) {
+    Node& n = *nodes_[i].n;
+    if (n.op == Op::Const && !nodes_[i].root) return;  // inlined into each consumer as a scalar
+    if (n.op == Op::Empty) return;                     // allocation only
+    if (n.op == Op::MatMul) {
+      int g = new_group(n.shape, {}, i);
+      groups_[g].opaque = true;
+      return;
+    }
+    Shape own = n.base ? n.region.shape : is_reduce(n.op) ? n.in[0].view.shape : n.shape;
+    std::vector<int> axes = is_reduce(n.op) ? n.axes : std::vector<int>{};
+    if (!fuse_) {
+      new_group(own, axes, i);
+      nodes_[i].space = is_reduce(n.op) ? Space::Row : Space::Full;
+      count_leaves(nodes_[i].group, i);
+      return;
+    }
+    // Join the first producer's group that accepts this node, then pull in other
+    // producers' groups that are compatible and independent.
+    int target = -1;
+    Space sp = Space::Full;
+    for (auto& in : n.in) {
+      int p = producer(in);
+      if (p < 0 || is_const(p) || nodes_[p].group < 0) continue;
+      auto s = fusable(i, in, p);
+      if (!s || !fits(nodes_[p].group, 1)) continue;
+      int g = nodes_[p].group;
+      bool cyclic = false;
+      for_each_dep(i, [&](int q) {
+        int qg = nodes_[q].group;
+        if (qg >= 0 && qg != g && reaches(qg, g)) cyclic = true;
+      });
+      if (cyclic) continue;
+      target = g, sp = *s;
+      break;
+    }
+    if (target < 0) {
+      new_group(own, axes, i);
+      nodes_[i].space = is_reduce(n.op) ? Space::Row : Space::Full;
+      count_leaves(nodes_[i].group, i);
+      return;
+    }
+    if (is_reduce(n.op)) groups_[target].axes = n.axes;
+    join(target, i, sp);
+    count_leaves(target, i);
+    for (auto& in : n.in) {
+      int p = producer(in);
+      if (p < 0 || is_const(p) || nodes_[p].group < 0 || nodes_[p].group == target) continue;
+      int h = nodes_[p].group;
+      if (!fusable(i, in, p) || !mergeable(target, h)) continue;
+      merge(target, h);
+    }
+  }
+
+  bool mergeable(int g, int h) const {
+    const PGroup &G = groups_[g], &H = groups_[h];
+    if (H.opaque || G.opaque || G.S != H.S) return false;
+    if (!G.axes.empty() && !H.axes.empty() && G.axes != H.axes) return false;
+    if (int(G.members.size() + H.members.size()) > lim_.max_nodes) return false;
+    if (G.leaves + H.leaves > lim_.max_leaves) return false;
+    // Merging must not close a cycle through a third group.
+    for (int d : deps_of(h))
+      if (d != g && reaches(d, g)) return false;
+    for (int d : deps_of(g))
+      if (d != h && reaches(d, h)) return false;
+    return true;
+  }
+  void merge(int g, int h) {
+    PGroup& H = groups_[h];
+    if (groups_[g].axes.empty()) groups_[g].axes = H.axes;
+    for (int m : H.members) nodes_[m].group = g;
+    auto& M = groups_[g].members;
+    M.insert(M.end(), H.members.begin(), H.members.end());
+    std::sort(M.begin(), M.end());  // dag order is topological
+    groups_[g].leaves += H.leaves;
+    H.members.clear();
+    H.alive = false;
+  }
+  void count_leaves(int g, int i) {
+    for (auto& in : nodes_[i].n->in) {
+      int p = producer(in);
+      if (p < 0 || (nodes_[p].group != g && !is_const(p))) groups_[g].leaves++;
+    }
+  }
+
+  void mark_materialized() {
+    for (int i = 0; i < int(nodes_.size()); ++i) {
+      PNode& pn = nodes_[i];
+      if (pn.root || pn.n->op == Op::MatMul || region_write(*pn.n)) pn.materialize = true;
+      if (pn.n->op == Op::Empty) pn.materialize = true;
+      for_each_dep(i, [&](int p) {
+        if (nodes_[p].group != pn.group || nodes_[p].group < 0) nodes_[p].materialize = true;
+      });
+      if (pn.n->base && index_.count(pn.n->base.get()))
+        nodes_[index_.at(pn.n->base.get())].materialize = true;
+    }
+  }
+
+  std::vector<int> group_order() const {
+    std::vector<int> alive, order;
+    for (int g = 0; g < int(groups_.size()); ++g)
+      if (groups_[g].alive && !groups_[g].members.empty()) alive.push_back(g);
+    std::unordered_map<int, int> state;  // 1 visiting, 2 done
+    std::function<void(int)> visit = [&](int g) {
+      if (state[g] == 2) return;
+      state[g] = 1;
+      for (int d : deps_of(g))
+        if (state[d] != 2) visit(d);
+      state[g] = 2;
+      order.push_back(g);
+    };
+    for (int g : alive) visit(g);
+    return order;
+  }
+
+  // May node `w` of group `gi` write over `st`'s memory? Only when nothing outside the
+  // group reads `st`, and (for in-place updates) the group reads it element for element
+  // in the order it writes, so each element is read before it is overwritten.
+  bool only_reader(const Storage* st, int w, int gi, bool same_order) const {
+    if (st->pending() && index_.count(st) && nodes_[index_.at(st)].root) return false;
+    const PGroup& G = groups_[gi];
+    if (same_order && !G.axes.empty()) return false;
+    for (int i = 0; i < int(nodes_.size()); ++i) {
+      const Node& n = *nodes_[i].n;
+      if (n.base.get() == st && i != w) return false;
+      for (auto& in : n.in) {
+        if (in.st.get() != st) continue;
+        if (!same_order || nodes_[i].group != gi) return false;
+        if (in.view.offset != 0 || in.view.shape != G.S ||
+            in.view.strides != contiguous_strides(G.S))
+          return false;
+      }
+    }
+    return true;
+  }
+
+  Group build(int gi) {
+    const PGroup& G = groups_[gi];
+    Group g;
+    if (G.opaque) {
+      const PNode& pn = nodes_[G.members[0]];
+      g.opaque = pn.st->node;
+      g.outputs.push_back({0, pn.st, {}, 0});
+      for (auto& in : pn.n->in) g.leaves.push_back({in.dtype, in.view.strides, in.view.offset, in.st});
+      return g;
+    }
+    GroupBuilder b(G.S, G.axes);
+    for (int m : G.members) {
+      const PNode& pn = nodes_[m];
+      const Node& n = *pn.n;
+      std::vector<int> args;
+      for (auto& in : n.in) {
+        int p = producer(in);
+        if (p >= 0 && nodes_[p].group == gi && !is_const(p)) {
+          args.push_back(b.node_of(nodes_[p].st.get()));
+        } else if (is_const(p)) {
+          args.push_back(b.add_const(*nodes_[p].n));
+        } else {
+          Space ls = is_reduce(n.op) ? Space::Full : pn.space;
+          args.push_back(b.add_load(in, ls, n.base ? n.region.shape : n.shape));
+        }
+      }
+      int id = b.add_node(n, pn.space, args, pn.st.get());
+      if (pn.materialize) {
+        GOutput o{id, pn.st};
+        if (n.base) {
+          o.init = n.base;
+          if (only_reader(n.base.get(), m, gi, false)) o.alias = n.base;
+        } else if (auto r = n.reuse.lock()) {
+          if (only_reader(r.get(), m, gi, true)) o.alias = r;
+        }
+        b.add_output(o, n);
+      }
+    }
+    return b.finish();
+  }
+};
+
+}  // namespace
+
+std::vector<Group> plan(const std::vector<std::shared_ptr<Storage>>& dag,
+                        const std::vector<std::shared_ptr<Storage>>& roots, bool fuse,
+                        const PlanLimits& limits) {
+  return Planner(dag, roots, fuse, limits).run();
+}
+
+}  // namespace loom

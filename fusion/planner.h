@@ -1,0 +1,21 @@
+#pragma once
+// The fuser's planner: live DAG of a flush -> groups (one kernel each), in run order.
+#include <memory>
+#include <vector>
+
+#include "fusion/group.h"
+
+namespace loom {
+
+struct PlanLimits {
+  int max_nodes = 96;   // ops per kernel
+  int max_leaves = 24;  // memory inputs per kernel (kernel-parameter bytes)
+};
+
+// `dag`: pending storages in topological order (producers first); `roots`: those a live
+// tensor holds. Returns groups in an order that respects every dependency.
+std::vector<Group> plan(const std::vector<std::shared_ptr<Storage>>& dag,
+                        const std::vector<std::shared_ptr<Storage>>& roots, bool fuse,
+                        const PlanLimits& limits = {});
+
+}  // namespace loom

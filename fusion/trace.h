@@ -1,0 +1,37 @@
+#pragma once
+// Per-stream traces of pending nodes, and the flush that runs them.
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "ops/node.h"
+
+namespace loom {
+
+struct Group;
+
+std::recursive_mutex& runtime_mutex();
+
+// Records a node on its device's current stream; returns its pending storage.
+// May flush first when the trace reaches its length or pending-memory limit.
+std::shared_ptr<Storage> record(std::shared_ptr<Node> n);
+// A buffer whose current storage is pending: a root candidate of the next flush.
+void track(const std::shared_ptr<Buffer>& b, Device d);
+// Runs everything pending on the device's trace (a sync point).
+void flush(Device d);
+// Flushes if `st` is pending; afterwards it holds memory.
+void ensure_ready(const std::shared_ptr<Storage>& st);
+
+struct TraceLimits {
+  int64_t max_nodes = 4096;                  // LOOM_MAX_TRACE
+  int64_t max_pending_bytes = int64_t(2) << 30;  // LOOM_MAX_PENDING_BYTES
+};
+TraceLimits& trace_limits();
+
+// The groups a flush would make for the work `st` needs, as text (nothing runs).
+std::string explain_storage(const std::shared_ptr<Storage>& st);
+
+bool log_fusion();  // LOOM_LOG=fusion, or set_log_fusion(true)
+void set_log_fusion(bool on);
+
+}  // namespace loom

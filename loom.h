@@ -1,0 +1,6 @@
+#pragma once
+// loom: an eager-mode tensor runtime whose ops record lazily and run as fused kernels.
+#include "fusion/counters.h"
+#include "fusion/kernel_cache.h"
+#include "fusion/trace.h"
+#include "tensor/tensor.h"

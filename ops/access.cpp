@@ -1,0 +1,106 @@
+// Sync points that read values back: item, to_vector, data_ptr; moves between devices.
+#include <cstring>
+
+#include "cpu/access.h"
+#include "ops/record.h"
+#include "tensor/backend.h"
+
+namespace loom {
+namespace {
+
+// A ready, contiguous host copy of t's elements (bytes in t's dtype).
+std::vector<char> host_bytes(const Tensor& t0) {
+  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+  Tensor t = t0.contiguous();
+  ensure_ready(t.storage());
+  size_t isz = itemsize(t.dtype()), n = size_t(t.numel()) * isz;
+  std::vector<char> out(n);
+  if (n == 0) return out;
+  const char* src = static_cast<const char*>(t.storage()->data()) + t.offset() * int64_t(isz);
+  backend(t.device()).copy_to_host(out.data(), src, n);
+  return out;
+}
+
+template <typename T>
+std::vector<T> convert(const std::vector<char>& bytes, DType dt, int64_t n) {
+  std::vector<T> out(static_cast<size_t>(n));
+  if (n == 0) return out;
+  if constexpr (std::is_same_v<T, bool>) {
+    std::vector<uint8_t> b(static_cast<size_t>(n));
+    cpu::load_run<uint8_t>(bytes.data(), dt, 1, b.data(), n);
+    for (int64_t i = 0; i < n; ++i) out[i] = b[i] != 0;
+  } else if constexpr (std::is_floating_point_v<T>) {
+    std::vector<double> d(static_cast<size_t>(n));
+    cpu::load_run<double>(bytes.data(), dt, 1, d.data(), n);
+    for (int64_t i = 0; i < n; ++i) out[i] = T(d[i]);
+  } else {
+    std::vector<int64_t> d(static_cast<size_t>(n));
+    if (is_floating(dt)) {
+      std::vector<double> f(static_cast<size_t>(n));
+      cpu::load_run<double>(bytes.data(), dt, 1, f.data(), n);
+      for (int64_t i = 0; i < n; ++i) d[i] = int64_t(f[i]);
+    } else {
+      cpu::load_run<int64_t>(bytes.data(), dt, 1, d.data(), n);
+    }
+    for (int64_t i = 0; i < n; ++i) out[i] = T(d[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+template <typename T>
+std::vector<T> Tensor::to_vector() const {
+  return convert<T>(host_bytes(*this), dtype_, numel());
+}
+
+template <typename T>
+T Tensor::item() const {
+  LOOM_CHECK(numel() == 1, Value, "item: a Tensor with ", numel(),
+             " elements cannot be converted to a scalar (shape ", shape_str(shape()), ")");
+  return to_vector<T>()[0];
+}
+
+#define LOOM_INST(T)                               \
+  template std::vector<T> Tensor::to_vector<T>() const; \
+  template T Tensor::item<T>() const;
+LOOM_INST(float)
+LOOM_INST(double)
+LOOM_INST(int32_t)
+LOOM_INST(int64_t)
+LOOM_INST(uint8_t)
+LOOM_INST(int8_t)
+LOOM_INST(bool)
+#undef LOOM_INST
+
+const void* Tensor::data_ptr() const {
+  ensure_ready(storage());
+  return static_cast<const char*>(storage()->data()) + offset() * int64_t(itemsize(dtype_));
+}
+
+Tensor Tensor::to(Device d) const {
+  if (d == device_) return *this;
+  LOOM_CHECK(backend_available(d.kind), Runtime, "to: device ", d.str(), " is not available");
+  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+  Tensor c = contiguous();
+  ensure_ready(c.storage());
+  size_t bytes = size_t(c.numel()) * itemsize(dtype_);
+  auto st = make_ready_storage(d, bytes);
+  const char* src = static_cast<const char*>(c.storage()->data()) + c.offset() * int64_t(itemsize(dtype_));
+  if (bytes) {
+    if (device_.kind == DeviceKind::CPU) {
+      backend(d).copy_from_host(st->data(), src, bytes);
+    } else if (d.kind == DeviceKind::CPU) {
+      backend(device_).copy_to_host(st->data(), src, bytes);
+    } else {
+      std::vector<char> tmp(bytes);
+      backend(device_).copy_to_host(tmp.data(), src, bytes);
+      backend(d).copy_from_host(st->data(), tmp.data(), bytes);
+    }
+  }
+  return make_result(st, shape(), dtype_, d);
+}
+
+std::string explain(const Tensor& t) { return explain_storage(t.storage()); }
+
+}  // namespace loom

@@ -1,0 +1,114 @@
+// Composites: decomposed into primitives here; the fuser turns each into one group.
+#include <limits>
+
+#include "ops/record.h"
+
+namespace loom {
+namespace {
+
+DType acc_float(DType t) { return is_reduced_float(t) ? DType::Float32 : t; }
+
+Tensor float_input(const char* op, const Tensor& x) {
+  LOOM_CHECK(is_floating(x.dtype()), Type, op, ": needs a floating point tensor, got ",
+             dtype_name(x.dtype()), " of shape ", shape_str(x.shape()));
+  return cast(x, acc_float(x.dtype()));
+}
+
+// The trailing dims named by normalized_shape, checked against x.
+Dims trailing_dims(const char* op, const Tensor& x, const Dims& normalized_shape) {
+  int k = int(normalized_shape.size());
+  bool ok = k >= 1 && k <= x.dim();
+  for (int i = 0; ok && i < k; ++i) ok = x.shape()[x.dim() - k + i] == normalized_shape[i];
+  LOOM_CHECK(ok, Value, op, ": normalized_shape ", shape_str(Shape(normalized_shape.begin(),
+             normalized_shape.end())), " does not match the trailing dims of input of shape ",
+             shape_str(x.shape()));
+  Dims d;
+  for (int i = x.dim() - k; i < x.dim(); ++i) d.push_back(i);
+  return d;
+}
+
+void check_param(const char* op, const char* what, const std::optional<Tensor>& p,
+                 const Dims& normalized_shape, const Tensor& x) {
+  if (!p) return;
+  LOOM_CHECK(p->shape() == Shape(normalized_shape.begin(), normalized_shape.end()), Value, op, ": ",
+             what, " of shape ", shape_str(p->shape()), " does not match normalized_shape ",
+             shape_str(Shape(normalized_shape.begin(), normalized_shape.end())));
+  check_same_device(op, x, *p);
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t dim) {
+  Tensor xf = float_input("softmax", x);
+  int64_t d = normalize_dim("softmax", dim, x.dim());
+  Tensor e = exp(xf - amax(xf, {d}, true));
+  return cast(e / sum(e, {d}, true), x.dtype());
+}
+
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  Tensor xf = float_input("log_softmax", x);
+  int64_t d = normalize_dim("log_softmax", dim, x.dim());
+  Tensor s = xf - amax(xf, {d}, true);
+  return cast(s - log(sum(exp(s), {d}, true)), x.dtype());
+}
+
+Tensor layer_norm(const Tensor& x, const Dims& normalized_shape, const std::optional<Tensor>& weight,
+                  const std::optional<Tensor>& bias, double eps) {
+  Dims dims = trailing_dims("layer_norm", x, normalized_shape);
+  check_param("layer_norm", "weight", weight, normalized_shape, x);
+  check_param("layer_norm", "bias", bias, normalized_shape, x);
+  Tensor xf = float_input("layer_norm", x);
+  Tensor d = xf - mean(xf, dims, true);
+  Tensor y = d * rsqrt(mean(d * d, dims, true) + eps);
+  if (weight) y = y * *weight;
+  if (bias) y = y + *bias;
+  return cast(y, x.dtype());
+}
+
+Tensor rms_norm(const Tensor& x, const Dims& normalized_shape, const std::optional<Tensor>& weight,
+                std::optional<double> eps) {
+  Dims dims = trailing_dims("rms_norm", x, normalized_shape);
+  check_param("rms_norm", "weight", weight, normalized_shape, x);
+  Tensor xf = float_input("rms_norm", x);
+  double e = eps ? *eps
+                 : x.dtype() == DType::Float64 ? std::numeric_limits<double>::epsilon()
+                 : x.dtype() == DType::Float16 ? 0.0009765625
+                 : x.dtype() == DType::BFloat16 ? 0.0078125
+                                                : double(std::numeric_limits<float>::epsilon());
+  Tensor y = xf * rsqrt(mean(xf * xf, dims, true) + e);
+  if (weight) y = y * *weight;
+  return cast(y, x.dtype());
+}
+
+Tensor dropout(const Tensor& x, double p, bool training) {
+  LOOM_CHECK(p >= 0 && p <= 1, Value, "dropout: probability must be in [0, 1], got ", p);
+  if (!training || p == 0) return x;
+  if (p == 1) return zeros_like(x);
+  Tensor keep = ge(rand(x.shape(), {DType::Float32, x.device()}), p);
+  return where(keep, x * (1.0 / (1.0 - p)), 0);
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
+  LOOM_CHECK(logits.dim() == 2 && target.dim() == 1 && target.shape()[0] == logits.shape()[0],
+             Value, "cross_entropy: expected logits [N, C] and target [N], got ",
+             shape_str(logits.shape()), " and ", shape_str(target.shape()));
+  LOOM_CHECK(target.dtype() == DType::Int64 || target.dtype() == DType::Int32, Type,
+             "cross_entropy: target must be an integer class index tensor, got ",
+             dtype_name(target.dtype()));
+  check_same_device("cross_entropy", logits, target);
+  int64_t C = logits.shape()[1];
+  if (target.numel() > 0) {  // out-of-range classes are an error at the call, as in eager mode
+    int64_t lo = target.amin().item<int64_t>(), hi = target.amax().item<int64_t>();
+    LOOM_CHECK(lo >= 0 && hi < C, Index, "cross_entropy: target class ", lo < 0 ? lo : hi,
+               " out of range for logits of shape ", shape_str(logits.shape()));
+  }
+  Tensor lse = logsumexp(logits, {1});
+  Tensor cls = arange(C, {DType::Int64, logits.device()}).unsqueeze(0);
+  Tensor picked = sum(where(eq(cls, target.unsqueeze(1)), float_input("cross_entropy", logits), 0.0), {1});
+  return cast(mean(cast(lse, picked.dtype()) - picked), logits.dtype());
+}
+
+Tensor Tensor::softmax(int64_t dim) const { return loom::softmax(*this, dim); }
+Tensor Tensor::log_softmax(int64_t dim) const { return loom::log_softmax(*this, dim); }
+
+}  // namespace loom

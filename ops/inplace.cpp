@@ -1,0 +1,91 @@
+// In-place ops: compute the new value lazily, then make it the buffer's next version.
+#include "ops/record.h"
+
+namespace loom {
+namespace {
+
+// Value for an in-place update of `t`: same shape (no broadcasting of t) and t's dtype.
+Tensor fit(const char* op, const Tensor& t, const Tensor& v) {
+  check_same_device(op, t, v);
+  Shape s = broadcast_shapes(op, t.shape(), v.shape());
+  LOOM_CHECK(s == t.shape(), Value, op, ": output of shape ", shape_str(t.shape()),
+             " does not match the broadcast shape ", shape_str(s));
+  if (dtype_category(v.dtype()) > dtype_category(t.dtype()) && op[0] != 'c')
+    throw Error(ErrorKind::Type, std::string(op) + ": result type " + dtype_name(v.dtype()) +
+                                     " can't be cast to the desired output type " +
+                                     dtype_name(t.dtype()));
+  return expand_to(cast(v, t.dtype()), t.shape());
+}
+
+}  // namespace
+
+Tensor& Tensor::add_(const Tensor& o, Scalar alpha) {
+  Tensor v = (alpha.kind == Scalar::Kind::Int && alpha.i == 1) ? add(*this, o) : add(*this, o * alpha);
+  assign_inplace(*this, fit("add_", *this, v));
+  return *this;
+}
+Tensor& Tensor::add_(Scalar s) {
+  assign_inplace(*this, fit("add_", *this, add(*this, s)));
+  return *this;
+}
+Tensor& Tensor::sub_(const Tensor& o, Scalar alpha) {
+  Tensor v = (alpha.kind == Scalar::Kind::Int && alpha.i == 1) ? sub(*this, o) : sub(*this, o * alpha);
+  assign_inplace(*this, fit("sub_", *this, v));
+  return *this;
+}
+Tensor& Tensor::sub_(Scalar s) {
+  assign_inplace(*this, fit("sub_", *this, sub(*this, s)));
+  return *this;
+}
+Tensor& Tensor::mul_(const Tensor& o) {
+  assign_inplace(*this, fit("mul_", *this, mul(*this, o)));
+  return *this;
+}
+Tensor& Tensor::mul_(Scalar s) {
+  assign_inplace(*this, fit("mul_", *this, mul(*this, s)));
+  return *this;
+}
+Tensor& Tensor::div_(const Tensor& o) {
+  assign_inplace(*this, fit("div_", *this, div(*this, o)));
+  return *this;
+}
+Tensor& Tensor::div_(Scalar s) {
+  assign_inplace(*this, fit("div_", *this, div(*this, s)));
+  return *this;
+}
+Tensor& Tensor::copy_(const Tensor& src) {
+  Tensor s = src.device() == device_ ? src : src.to(device_);
+  assign_inplace(*this, fit("copy_", *this, s));
+  return *this;
+}
+Tensor& Tensor::fill_(Scalar s) {
+  assign_inplace(*this, expand_to(const_tensor(s, dtype_, device_), shape()));
+  return *this;
+}
+Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi) {
+  assign_inplace(*this, fit("clamp_", *this, clamp(*this, lo, hi)));
+  return *this;
+}
+Tensor& Tensor::addcmul_(const Tensor& a, const Tensor& b, Scalar value) {
+  assign_inplace(*this, fit("addcmul_", *this, addcmul(*this, a, b, value)));
+  return *this;
+}
+Tensor& Tensor::addcdiv_(const Tensor& a, const Tensor& b, Scalar value) {
+  assign_inplace(*this, fit("addcdiv_", *this, addcdiv(*this, a, b, value)));
+  return *this;
+}
+Tensor& Tensor::lerp_(const Tensor& end, Scalar weight) {
+  assign_inplace(*this, fit("lerp_", *this, lerp(*this, end, weight)));
+  return *this;
+}
+
+void Tensor::index_put(const std::vector<Slice>& idx, const Tensor& value) {
+  Tensor region = index(idx);
+  region.copy_(value);
+}
+void Tensor::index_put(const std::vector<Slice>& idx, Scalar value) {
+  Tensor region = index(idx);
+  region.fill_(value);
+}
+
+}  // namespace loom

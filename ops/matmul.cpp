@@ -1,0 +1,43 @@
+// matmul / bmm: validated and broadcast here, run by the backend's BLAS (a group boundary).
+#include "ops/record.h"
+
+namespace loom {
+
+Tensor matmul(const Tensor& a0, const Tensor& b0) {
+  check_same_device("matmul", a0, b0);
+  LOOM_CHECK(a0.dim() >= 1 && b0.dim() >= 1, Value, "matmul: both arguments need at least 1 dim, got ",
+             shape_str(a0.shape()), " and ", shape_str(b0.shape()));
+  LOOM_CHECK(a0.dtype() == b0.dtype(), Type, "matmul: expected both operands to have the same dtype, got ",
+             dtype_name(a0.dtype()), " and ", dtype_name(b0.dtype()));
+  LOOM_CHECK(!is_bool(a0.dtype()), Type, "matmul: not supported for bool tensors");
+  Tensor a = a0.dim() == 1 ? a0.unsqueeze(0) : a0;
+  Tensor b = b0.dim() == 1 ? b0.unsqueeze(1) : b0;
+  int64_t M = a.shape()[a.dim() - 2], K = a.shape()[a.dim() - 1];
+  int64_t K2 = b.shape()[b.dim() - 2], N = b.shape()[b.dim() - 1];
+  LOOM_CHECK(K == K2, Value, "matmul: shapes ", shape_str(a0.shape()), " and ", shape_str(b0.shape()),
+             " cannot be multiplied (", K, " vs ", K2, ")");
+  Shape ba(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
+  Shape batch = broadcast_shapes("matmul", ba, bb);
+  Shape sa = batch, sb = batch, out = batch;
+  sa.insert(sa.end(), {M, K});
+  sb.insert(sb.end(), {K, N});
+  out.insert(out.end(), {M, N});
+  auto n = new_node(Op::MatMul, a.dtype(), out, a.device());
+  n->in.push_back(as_input(expand_to(a, sa)));
+  n->in.push_back(as_input(expand_to(b, sb)));
+  Tensor r = record_node(std::move(n));
+  if (a0.dim() == 1) r = r.squeeze(-2);
+  if (b0.dim() == 1) r = r.squeeze(-1);
+  return r;
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  LOOM_CHECK(a.dim() == 3 && b.dim() == 3 && a.shape()[0] == b.shape()[0], Value,
+             "bmm: expected [B, M, K] and [B, K, N] tensors, got ", shape_str(a.shape()), " and ",
+             shape_str(b.shape()));
+  return matmul(a, b);
+}
+
+Tensor Tensor::matmul(const Tensor& o) const { return loom::matmul(*this, o); }
+
+}  // namespace loom

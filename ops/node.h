@@ -1,0 +1,45 @@
+#pragma once
+// Node: one recorded primitive of a stream's trace. It computes one Storage.
+#include <memory>
+#include <vector>
+
+#include "ops/op_table.h"
+#include "tensor/scalar.h"
+#include "tensor/shape.h"
+#include "tensor/storage.h"
+
+namespace loom {
+
+struct View {
+  Shape shape;
+  Strides strides;
+  int64_t offset = 0;  // in elements
+};
+
+struct Input {
+  std::shared_ptr<Storage> st;
+  View view;
+  DType dtype;
+};
+
+struct Node {
+  Op op;
+  DType dtype;  // of the result
+  Shape shape;  // the result is laid out contiguously in this shape (unless region write)
+  std::vector<Input> in;
+  Scalar value;            // Const
+  int dim = 0;             // Iota
+  uint64_t seed = 0;       // Rand/Randn: key, and the counter offset of element 0
+  uint64_t offset = 0;
+  std::vector<int> axes;   // reductions: sorted axes of in[0]; the result keeps them as size 1
+  // Region write: the result is `base` with the elements of `region` replaced by this node's
+  // values (laid out per `shape` == region.shape). Null base: a fresh contiguous storage.
+  std::shared_ptr<Storage> base;
+  View region;
+  // A whole-buffer in-place update: the result may take over this storage's memory when
+  // nothing else still reads it (keeps eager in-place memory use).
+  std::weak_ptr<Storage> reuse;
+  Device device;
+};
+
+}  // namespace loom

@@ -1,0 +1,143 @@
+#pragma once
+// loom's op API: free functions with PyTorch's names and semantics.
+// (Included by tensor/tensor.h; user code includes "loom.h".)
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace loom {
+
+class Tensor;
+
+// ---- creation -------------------------------------------------------------------------
+struct Options {
+  DType dtype = DType::Float32;
+  Device device = kCPU;
+  Options() = default;
+  Options(DType t) : dtype(t) {}  // NOLINT: `zeros({2}, DType::Int64)` reads naturally
+  Options(DType t, Device d) : dtype(t), device(d) {}
+  Options(Device d) : device(d) {}  // NOLINT
+};
+
+// From host values (converted to opts.dtype). numel(shape) must equal data size.
+template <typename T>
+Tensor tensor(const std::vector<T>& data, const Shape& shape, Options opts);
+template <typename T>
+Tensor tensor(const std::vector<T>& data, const Shape& shape);  // dtype from T
+Tensor from_blob(const void* data, const Shape& shape, DType dtype, Device device = kCPU);
+Tensor scalar_tensor(Scalar s, Options opts);
+
+Tensor empty(const Shape& shape, Options opts = {});
+Tensor zeros(const Shape& shape, Options opts = {});
+Tensor ones(const Shape& shape, Options opts = {});
+Tensor full(const Shape& shape, Scalar value, Options opts = {});
+Tensor arange(Scalar end, Options opts = {DType::Int64});
+Tensor arange(Scalar start, Scalar end, Scalar step = 1, std::optional<DType> dtype = {},
+              Device device = kCPU);
+Tensor linspace(double start, double end, int64_t steps, Options opts = {});
+Tensor eye(int64_t n, std::optional<int64_t> m = {}, Options opts = {});
+Tensor empty_like(const Tensor& t, std::optional<DType> dtype = {});
+Tensor zeros_like(const Tensor& t, std::optional<DType> dtype = {});
+Tensor ones_like(const Tensor& t, std::optional<DType> dtype = {});
+Tensor full_like(const Tensor& t, Scalar value, std::optional<DType> dtype = {});
+
+// Random numbers from a counter-based generator (Philox-4x32-10): one seed gives the
+// same numbers on every device and with fusion on or off.
+void manual_seed(uint64_t seed);
+Tensor rand(const Shape& shape, Options opts = {});
+Tensor randn(const Shape& shape, Options opts = {});
+Tensor randint(int64_t low, int64_t high, const Shape& shape, Options opts = {DType::Int64});
+Tensor rand_like(const Tensor& t);
+Tensor randn_like(const Tensor& t);
+
+// ---- pointwise --------------------------------------------------------------------------
+#define LOOM_X(name, api, kind) Tensor api(const Tensor& x);
+LOOM_UNARY_OPS(LOOM_X)
+#undef LOOM_X
+#define LOOM_X(name, api, kind)                 \
+  Tensor api(const Tensor& a, const Tensor& b); \
+  Tensor api(const Tensor& a, Scalar b);        \
+  Tensor api(Scalar a, const Tensor& b);
+LOOM_BINARY_OPS(LOOM_X)
+#undef LOOM_X
+Tensor gelu(const Tensor& x, const std::string& approximate);  // "none" | "tanh"
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, Scalar a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, Scalar b);
+Tensor where(const Tensor& cond, Scalar a, Scalar b);
+Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi);
+Tensor clamp(const Tensor& x, const std::optional<Tensor>& lo, const std::optional<Tensor>& hi);
+Tensor lerp(const Tensor& a, const Tensor& b, Scalar w);
+Tensor lerp(const Tensor& a, const Tensor& b, const Tensor& w);
+Tensor addcmul(const Tensor& x, const Tensor& a, const Tensor& b, Scalar value = 1);
+Tensor addcdiv(const Tensor& x, const Tensor& a, const Tensor& b, Scalar value = 1);
+Tensor cast(const Tensor& x, DType t);
+Tensor rsub(const Tensor& a, Scalar b);
+
+// ---- reductions (dims empty = all dims) ---------------------------------------------------
+Tensor sum(const Tensor& x, const Dims& dims = {}, bool keepdim = false,
+           std::optional<DType> dtype = {});
+Tensor mean(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
+Tensor prod(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
+Tensor amax(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim = {}, bool keepdim = false);
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim = {}, bool keepdim = false);
+Tensor var(const Tensor& x, const Dims& dims = {}, double correction = 1, bool keepdim = false);
+Tensor std(const Tensor& x, const Dims& dims = {}, double correction = 1, bool keepdim = false);
+Tensor logsumexp(const Tensor& x, const Dims& dims, bool keepdim = false);
+Tensor norm(const Tensor& x, double p = 2, const Dims& dims = {}, bool keepdim = false);
+Tensor all(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
+Tensor any(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
+Tensor cumsum(const Tensor& x, int64_t dim);
+
+// ---- composites (decomposed into primitives; the fuser makes each one group) -------------
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+Tensor layer_norm(const Tensor& x, const Dims& normalized_shape,
+                  const std::optional<Tensor>& weight = {}, const std::optional<Tensor>& bias = {},
+                  double eps = 1e-5);
+Tensor rms_norm(const Tensor& x, const Dims& normalized_shape,
+                const std::optional<Tensor>& weight = {}, std::optional<double> eps = {});
+Tensor dropout(const Tensor& x, double p, bool training = true);
+// Mean cross entropy of logits [N, C] against int64 class targets [N].
+Tensor cross_entropy(const Tensor& logits, const Tensor& target);
+
+// ---- movement ---------------------------------------------------------------------------
+Tensor cat(const std::vector<Tensor>& xs, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& xs, int64_t dim = 0);
+Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor bmm(const Tensor& a, const Tensor& b);
+
+// ---- operators --------------------------------------------------------------------------
+Tensor operator-(const Tensor& x);
+#define LOOM_BINOP(sym, fn)                                                     \
+  inline Tensor operator sym(const Tensor& a, const Tensor& b) { return fn(a, b); } \
+  inline Tensor operator sym(const Tensor& a, Scalar b) { return fn(a, b); }        \
+  inline Tensor operator sym(Scalar a, const Tensor& b) { return fn(a, b); }
+LOOM_BINOP(+, add)
+LOOM_BINOP(-, sub)
+LOOM_BINOP(*, mul)
+LOOM_BINOP(/, div)
+LOOM_BINOP(%, remainder)
+LOOM_BINOP(==, eq)
+LOOM_BINOP(!=, ne)
+LOOM_BINOP(<, lt)
+LOOM_BINOP(<=, le)
+LOOM_BINOP(>, gt)
+LOOM_BINOP(>=, ge)
+LOOM_BINOP(&, bitwise_and)
+LOOM_BINOP(|, bitwise_or)
+LOOM_BINOP(^, bitwise_xor)
+#undef LOOM_BINOP
+inline Tensor operator~(const Tensor& x) { return bitwise_not(x); }
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+// ---- runtime ----------------------------------------------------------------------------
+void sync();                        // flush every stream's trace and wait
+void set_fusion(bool on);           // off: one kernel per primitive (the oracle)
+bool fusion_enabled();
+std::string explain(const Tensor& t);  // the plan and kernel programs, without running
+
+}  // namespace loom

@@ -1,0 +1,141 @@
+// Pointwise ops: validation, type promotion, broadcasting, then one recorded node.
+#include "ops/record.h"
+
+namespace loom {
+namespace {
+
+Tensor unary_op(Op op, const char* name, const Tensor& x) {
+  LOOM_CHECK(x.defined(), Value, name, ": undefined tensor");
+  UnaryKind k = unary_kind(op);
+  DType in = x.dtype();
+  if (op == Op::Neg) LOOM_CHECK(!is_bool(in), Type, name, ": not supported for bool tensors (shape ",
+                                shape_str(x.shape()), "); use logical_not");
+  if (op == Op::BitwiseNot) LOOM_CHECK(!is_floating(in), Type, name,
+                                       ": needs an integer or bool tensor, got ", dtype_name(in),
+                                       " of shape ", shape_str(x.shape()));
+  Tensor src = x;
+  DType out = in;
+  if (k == UnaryKind::FloatOut && !is_floating(in)) {
+    src = cast(x, kDefaultFloat);
+    out = kDefaultFloat;
+  }
+  if (k == UnaryKind::BoolOut) out = DType::Bool;
+  auto n = new_node(op, out, x.shape(), x.device());
+  n->in.push_back(as_input(src));
+  return record_node(std::move(n));
+}
+
+Tensor binary_op(Op op, const char* name, const Tensor& a, const Tensor& b, DType pt) {
+  check_same_device(name, a, b);
+  BinaryKind k = binary_kind(op);
+  if (k == BinaryKind::Bitwise)
+    LOOM_CHECK(!is_floating(a.dtype()) && !is_floating(b.dtype()), Type, name,
+               ": needs integer or bool tensors, got ", dtype_name(a.dtype()), " ",
+               shape_str(a.shape()), " and ", dtype_name(b.dtype()), " ", shape_str(b.shape()));
+  Shape out = broadcast_shapes(name, a.shape(), b.shape());
+  DType ct = pt;
+  if (k == BinaryKind::TrueDiv && !is_floating(ct)) ct = kDefaultFloat;
+  if ((op == Op::Sub) && is_bool(ct))
+    throw Error(ErrorKind::Type, std::string(name) + ": subtraction of bool tensors is not supported");
+  if ((op == Op::Pow || op == Op::FloorDiv || op == Op::Remainder) && is_bool(ct)) ct = DType::Int64;
+  DType rt = (k == BinaryKind::Compare || k == BinaryKind::Logical) ? DType::Bool : ct;
+  auto n = new_node(op, rt, out, a.device());
+  n->in.push_back(as_input(expand_to(cast(a, ct), out)));
+  n->in.push_back(as_input(expand_to(cast(b, ct), out)));
+  return record_node(std::move(n));
+}
+
+}  // namespace
+
+Tensor cast(const Tensor& x, DType t) {
+  if (x.dtype() == t) return x;
+  auto n = new_node(Op::Cast, t, x.shape(), x.device());
+  n->in.push_back(as_input(x));
+  return record_node(std::move(n));
+}
+
+#define LOOM_X(name, api, kind) \
+  Tensor api(const Tensor& x) { return unary_op(Op::name, #api, x); }
+LOOM_UNARY_OPS(LOOM_X)
+#undef LOOM_X
+
+#define LOOM_X(name, api, kind)                                                             \
+  Tensor api(const Tensor& a, const Tensor& b) {                                            \
+    return binary_op(Op::name, #api, a, b, result_type(a, b));                              \
+  }                                                                                         \
+  Tensor api(const Tensor& a, Scalar b) {                                                   \
+    DType t = result_type(a, b);                                                            \
+    return binary_op(Op::name, #api, a, const_tensor(b, t, a.device()), t);                \
+  }                                                                                         \
+  Tensor api(Scalar a, const Tensor& b) {                                                   \
+    DType t = result_type(b, a);                                                            \
+    return binary_op(Op::name, #api, const_tensor(a, t, b.device()), b, t);                 \
+  }
+LOOM_BINARY_OPS(LOOM_X)
+#undef LOOM_X
+
+// Unary methods of Tensor, from the same table.
+#define LOOM_X(name, api, kind) \
+  Tensor Tensor::api() const { return loom::api(*this); }
+LOOM_UNARY_OPS(LOOM_X)
+#undef LOOM_X
+
+Tensor operator-(const Tensor& x) { return neg(x); }
+Tensor rsub(const Tensor& a, Scalar b) { return sub(b, a); }
+
+Tensor gelu(const Tensor& x, const std::string& approximate) {
+  if (approximate == "none") return gelu(x);
+  LOOM_CHECK(approximate == "tanh", Value, "gelu: approximate must be 'none' or 'tanh', got '",
+             approximate, "'");
+  return gelu_tanh(x);
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  check_same_device("where", cond, a);
+  check_same_device("where", a, b);
+  LOOM_CHECK(is_bool(cond.dtype()), Type, "where: condition must be a bool tensor, got ",
+             dtype_name(cond.dtype()), " of shape ", shape_str(cond.shape()));
+  Shape out = broadcast_shapes("where", broadcast_shapes("where", cond.shape(), a.shape()), b.shape());
+  DType t = result_type(a, b);
+  auto n = new_node(Op::Where, t, out, a.device());
+  n->in.push_back(as_input(expand_to(cond, out)));
+  n->in.push_back(as_input(expand_to(cast(a, t), out)));
+  n->in.push_back(as_input(expand_to(cast(b, t), out)));
+  return record_node(std::move(n));
+}
+Tensor where(const Tensor& c, Scalar a, const Tensor& b) {
+  return where(c, const_tensor(a, result_type(b, a), b.device()), b);
+}
+Tensor where(const Tensor& c, const Tensor& a, Scalar b) {
+  return where(c, a, const_tensor(b, result_type(a, b), a.device()));
+}
+Tensor where(const Tensor& c, Scalar a, Scalar b) {
+  DType t = a.category() >= b.category() ? a.default_dtype() : b.default_dtype();
+  return where(c, const_tensor(a, t, c.device()), const_tensor(b, t, c.device()));
+}
+
+Tensor clamp(const Tensor& x, std::optional<Scalar> lo, std::optional<Scalar> hi) {
+  LOOM_CHECK(lo || hi, Value, "clamp: at least one of min and max must be given");
+  Tensor y = x;
+  if (lo) y = maximum(y, *lo);
+  if (hi) y = minimum(y, *hi);
+  return y;
+}
+Tensor clamp(const Tensor& x, const std::optional<Tensor>& lo, const std::optional<Tensor>& hi) {
+  LOOM_CHECK(lo || hi, Value, "clamp: at least one of min and max must be given");
+  Tensor y = x;
+  if (lo) y = maximum(y, *lo);
+  if (hi) y = minimum(y, *hi);
+  return y;
+}
+
+Tensor lerp(const Tensor& a, const Tensor& b, Scalar w) { return a + (b - a) * w; }
+Tensor lerp(const Tensor& a, const Tensor& b, const Tensor& w) { return a + w * (b - a); }
+Tensor addcmul(const Tensor& x, const Tensor& a, const Tensor& b, Scalar v) {
+  return x + a * b * v;
+}
+Tensor addcdiv(const Tensor& x, const Tensor& a, const Tensor& b, Scalar v) {
+  return x + a / b * v;
+}
+
+}  // namespace loom

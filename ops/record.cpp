@@ -1,0 +1,118 @@
+#include "ops/record.h"
+
+#include <algorithm>
+
+namespace loom {
+
+Tensor::Tensor(std::shared_ptr<Buffer> buf, View view, DType dtype, Device device)
+    : buf_(std::move(buf)), view_(std::move(view)), dtype_(dtype), device_(device) {}
+
+int64_t Tensor::size(int64_t dim) const {
+  return view_.shape[normalize_dim("size", dim, this->dim())];
+}
+
+Tensor make_result(std::shared_ptr<Storage> st, const Shape& shape, DType dt, Device d) {
+  auto buf = std::make_shared<Buffer>();
+  bool pending = st->pending();
+  buf->cur = std::move(st);
+  if (pending) track(buf, d);
+  return Tensor(buf, View{shape, contiguous_strides(shape), 0}, dt, d);
+}
+
+Input as_input(const Tensor& t) { return Input{t.storage(), t.view_info(), t.dtype()}; }
+
+std::shared_ptr<Node> new_node(Op op, DType dt, Shape shape, Device d) {
+  auto n = std::make_shared<Node>();
+  n->op = op;
+  n->dtype = dt;
+  n->shape = std::move(shape);
+  n->device = d;
+  return n;
+}
+
+Tensor record_node(std::shared_ptr<Node> n) {
+  Shape s = n->shape;
+  DType dt = n->dtype;
+  Device d = n->device;
+  return make_result(record(std::move(n)), s, dt, d);
+}
+
+Tensor const_tensor(Scalar s, DType dt, Device d, const Shape& shape) {
+  auto n = new_node(Op::Const, dt, shape, d);
+  n->value = s;
+  return record_node(std::move(n));
+}
+
+Tensor expand_to(const Tensor& t, const Shape& s) {
+  if (t.shape() == s) return t;
+  Dims d(s.begin(), s.end());
+  return t.expand(d);
+}
+
+void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
+  LOOM_CHECK(a.device() == b.device(), Value, op, ": expected all tensors on the same device, got ",
+             a.device().str(), " and ", b.device().str(), " (shapes ", shape_str(a.shape()), " and ",
+             shape_str(b.shape()), ")");
+}
+
+DType result_type(const Tensor& a, const Tensor& b) {
+  bool za = a.dim() == 0, zb = b.dim() == 0;
+  if (za == zb) return promote_types(a.dtype(), b.dtype());
+  const Tensor& z = za ? a : b;
+  const Tensor& t = za ? b : a;
+  return dtype_category(z.dtype()) > dtype_category(t.dtype()) ? z.dtype() : t.dtype();
+}
+
+DType result_type(const Tensor& a, Scalar s) {
+  if (s.category() > dtype_category(a.dtype())) return s.default_dtype();
+  return a.dtype();
+}
+
+std::vector<int> reduce_axes(const char* op, const Dims& dims, int rank) {
+  std::vector<int> ax;
+  if (dims.empty()) {
+    for (int d = 0; d < rank; ++d) ax.push_back(d);
+    return ax;
+  }
+  for (auto d : dims) {
+    int k = normalize_dim(op, d, rank);
+    LOOM_CHECK(std::find(ax.begin(), ax.end(), k) == ax.end(), Value, op, ": dim ", d,
+               " appears multiple times in the list of dims");
+    ax.push_back(k);
+  }
+  if (rank == 0) return {};
+  std::sort(ax.begin(), ax.end());
+  return ax;
+}
+
+void assign_inplace(Tensor& t, const Tensor& value) {
+  LOOM_CHECK(value.shape() == t.shape() && value.dtype() == t.dtype(), Runtime,
+             "internal: in-place value must match the target");
+  auto old = t.storage();
+  bool whole = t.offset() == 0 && t.is_contiguous() &&
+               size_t(t.numel()) * itemsize(t.dtype()) == old->nbytes;
+  if (whole) {
+    // A fresh result nobody else holds becomes the new version directly (no extra copy).
+    auto vs = value.storage();
+    if (vs->pending() && value.buffer().use_count() == 1 && value.offset() == 0 &&
+        value.is_contiguous() && !vs->node->base && vs != old && vs->node->op != Op::Const &&
+        vs->nbytes == old->nbytes) {
+      vs->node->reuse = old;
+      t.buf_->cur = vs;
+    } else {
+      auto n = new_node(Op::Copy, t.dtype(), t.shape(), t.device());
+      n->in.push_back(as_input(value));
+      n->reuse = old;
+      t.buf_->cur = record(std::move(n));
+    }
+  } else {
+    auto n = new_node(Op::Copy, t.dtype(), t.shape(), t.device());
+    n->in.push_back(as_input(value));
+    n->base = old;
+    n->region = t.view_info();
+    t.buf_->cur = record(std::move(n));
+  }
+  track(t.buf_, t.device());
+}
+
+}  // namespace loom

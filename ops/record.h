@@ -1,0 +1,27 @@
+#pragma once
+// Helpers every op uses to validate inputs and record nodes.
+#include <memory>
+
+#include "fusion/trace.h"
+#include "tensor/tensor.h"
+
+namespace loom {
+
+// A tensor over a fresh pending (or ready) storage, contiguous in `shape`.
+Tensor make_result(std::shared_ptr<Storage> st, const Shape& shape, DType dt, Device d);
+Input as_input(const Tensor& t);
+std::shared_ptr<Node> new_node(Op op, DType dt, Shape shape, Device d);
+Tensor record_node(std::shared_ptr<Node> n);  // record + wrap
+Tensor const_tensor(Scalar s, DType dt, Device d, const Shape& shape = {});
+Tensor expand_to(const Tensor& t, const Shape& s);  // broadcast view (no checks beyond rank)
+void check_same_device(const char* op, const Tensor& a, const Tensor& b);
+// torch's result_type for two tensors / a tensor and a Python scalar.
+DType result_type(const Tensor& a, const Tensor& b);
+DType result_type(const Tensor& a, Scalar s);
+// Normalized, sorted, unique dims; empty `dims` means all of them.
+std::vector<int> reduce_axes(const char* op, const Dims& dims, int rank);
+// Replaces t's elements (its view of its buffer) with `value` (same shape and dtype),
+// recorded in eager order: later readers of t's buffer see the new values.
+void assign_inplace(Tensor& t, const Tensor& value);
+
+}  // namespace loom

@@ -1,0 +1,220 @@
+// Reductions over any set of dims, and the statistics built from them.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "ops/record.h"
+
+namespace loom {
+namespace {
+
+Shape keep_shape(const Shape& s, const std::vector<int>& ax) {
+  Shape k = s;
+  for (int a : ax) k[a] = 1;
+  return k;
+}
+
+Tensor squeeze_axes(const Tensor& t, const std::vector<int>& ax) {
+  Dims s;
+  for (int d = 0; d < t.dim(); ++d)
+    if (std::find(ax.begin(), ax.end(), d) == ax.end()) s.push_back(t.shape()[d]);
+  return t.reshape(s);
+}
+
+int64_t reduced_count(const Shape& s, const std::vector<int>& ax) {
+  int64_t n = 1;
+  for (int a : ax) n *= s[a];
+  return n;
+}
+
+DType reduce_dtype(Op op, DType in) {
+  switch (reduce_kind(op)) {
+    case ReduceKind::Sum: return is_floating(in) ? in : DType::Int64;
+    case ReduceKind::Index: return DType::Int64;
+    case ReduceKind::Bool: return DType::Bool;
+    default: return in;
+  }
+}
+
+// One reduction node; the result keeps reduced dims as size 1 (then squeezed as a view).
+Tensor reduce_op(Op op, const char* name, const Tensor& x, const std::vector<int>& ax, bool keepdim,
+                 std::optional<DType> out_dtype = {}) {
+  DType rt = out_dtype ? *out_dtype : reduce_dtype(op, x.dtype());
+  if (x.dim() == 0 || ax.empty()) {
+    if (reduce_kind(op) == ReduceKind::Index) return zeros_like(x, DType::Int64);
+    if (reduce_kind(op) == ReduceKind::Bool) return ne(x, 0);
+    return cast(x, rt).clone();
+  }
+  auto n = new_node(op, rt, keep_shape(x.shape(), ax), x.device());
+  n->axes = ax;
+  n->in.push_back(as_input(x));
+  Tensor r = record_node(std::move(n));
+  return keepdim ? r : squeeze_axes(r, ax);
+}
+
+// Float type reductions of `t` accumulate and return in (float16/bfloat16 -> float32).
+DType acc_float(DType t) { return is_reduced_float(t) ? DType::Float32 : t; }
+
+Tensor mean_keep(const Tensor& x, const std::vector<int>& ax) {
+  DType at = acc_float(x.dtype());
+  Tensor s = reduce_op(Op::Sum, "mean", x, ax, true, at);
+  return s / double(reduced_count(x.shape(), ax));
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& x, const Dims& dims, bool keepdim, std::optional<DType> dtype) {
+  auto ax = reduce_axes("sum", dims, x.dim());
+  if (dtype) return reduce_op(Op::Sum, "sum", cast(x, *dtype), ax, keepdim, *dtype);
+  return reduce_op(Op::Sum, "sum", x, ax, keepdim);
+}
+
+Tensor mean(const Tensor& x, const Dims& dims, bool keepdim) {
+  LOOM_CHECK(is_floating(x.dtype()), Type, "mean: needs a floating point tensor, got ",
+             dtype_name(x.dtype()), " of shape ", shape_str(x.shape()));
+  auto ax = reduce_axes("mean", dims, x.dim());
+  Tensor m = cast(mean_keep(x, ax), x.dtype());
+  return keepdim ? m : squeeze_axes(m, ax);
+}
+
+Tensor prod(const Tensor& x, const Dims& dims, bool keepdim) {
+  return reduce_op(Op::Prod, "prod", x, reduce_axes("prod", dims, x.dim()), keepdim);
+}
+
+static void check_nonempty(const char* op, const Tensor& x, const std::vector<int>& ax) {
+  int64_t n = 1;
+  for (int a : ax) n *= x.shape()[a];
+  LOOM_CHECK(n > 0 || ax.empty(), Index, op, ": cannot reduce over a zero-size dimension (shape ",
+             shape_str(x.shape()), ")");
+}
+
+Tensor amax(const Tensor& x, const Dims& dims, bool keepdim) {
+  auto ax = reduce_axes("amax", dims, x.dim());
+  check_nonempty("amax", x, ax);
+  return reduce_op(Op::Max, "amax", x, ax, keepdim);
+}
+Tensor amin(const Tensor& x, const Dims& dims, bool keepdim) {
+  auto ax = reduce_axes("amin", dims, x.dim());
+  check_nonempty("amin", x, ax);
+  return reduce_op(Op::Min, "amin", x, ax, keepdim);
+}
+
+static Tensor arg_reduce(Op op, const char* name, const Tensor& x, std::optional<int64_t> dim,
+                         bool keepdim) {
+  LOOM_CHECK(!is_bool(x.dtype()), Type, name, ": not supported for bool tensors");
+  if (!dim) {
+    LOOM_CHECK(x.numel() > 0, Index, name, ": cannot take the ", name, " of an empty tensor of shape ",
+               shape_str(x.shape()));
+    Tensor flat = x.reshape({-1});
+    Tensor r = reduce_op(op, name, flat, reduce_axes(name, {}, 1), false);
+    return keepdim ? r.reshape(Dims(x.dim(), 1)) : r;
+  }
+  auto ax = reduce_axes(name, {*dim}, x.dim());
+  check_nonempty(name, x, ax);
+  return reduce_op(op, name, x, ax, keepdim);
+}
+
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  return arg_reduce(Op::ArgMax, "argmax", x, dim, keepdim);
+}
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  return arg_reduce(Op::ArgMin, "argmin", x, dim, keepdim);
+}
+
+Tensor all(const Tensor& x, const Dims& dims, bool keepdim) {
+  return reduce_op(Op::All, "all", x, reduce_axes("all", dims, x.dim()), keepdim);
+}
+Tensor any(const Tensor& x, const Dims& dims, bool keepdim) {
+  return reduce_op(Op::Any, "any", x, reduce_axes("any", dims, x.dim()), keepdim);
+}
+
+Tensor var(const Tensor& x, const Dims& dims, double correction, bool keepdim) {
+  LOOM_CHECK(is_floating(x.dtype()), Type, "var: needs a floating point tensor, got ",
+             dtype_name(x.dtype()), " of shape ", shape_str(x.shape()));
+  auto ax = reduce_axes("var", dims, x.dim());
+  Tensor xf = cast(x, acc_float(x.dtype()));
+  Tensor d = xf - mean_keep(xf, ax);
+  Tensor ss = reduce_op(Op::Sum, "var", d * d, ax, true);
+  Tensor v = cast(ss / (double(reduced_count(x.shape(), ax)) - correction), x.dtype());
+  return keepdim ? v : squeeze_axes(v, ax);
+}
+
+Tensor std(const Tensor& x, const Dims& dims, double correction, bool keepdim) {
+  return sqrt(var(x, dims, correction, keepdim));
+}
+
+Tensor logsumexp(const Tensor& x, const Dims& dims, bool keepdim) {
+  auto ax = reduce_axes("logsumexp", dims, x.dim());
+  Tensor xf = is_floating(x.dtype()) ? cast(x, acc_float(x.dtype())) : cast(x, kDefaultFloat);
+  Tensor m = reduce_op(Op::Max, "logsumexp", xf, ax, true);
+  Tensor mm = where(isinf(m), 0.0, m);  // all -inf rows give -inf, not nan
+  Tensor s = reduce_op(Op::Sum, "logsumexp", exp(xf - mm), ax, true);
+  Tensor r = log(s) + mm;
+  if (is_floating(x.dtype())) r = cast(r, x.dtype());
+  return keepdim ? r : squeeze_axes(r, ax);
+}
+
+Tensor norm(const Tensor& x, double p, const Dims& dims, bool keepdim) {
+  LOOM_CHECK(is_floating(x.dtype()), Type, "norm: needs a floating point tensor, got ",
+             dtype_name(x.dtype()));
+  auto ax = reduce_axes("norm", dims, x.dim());
+  Tensor xf = cast(x, acc_float(x.dtype()));
+  Tensor r;
+  if (std::isinf(p)) {
+    r = p > 0 ? reduce_op(Op::Max, "norm", abs(xf), ax, true) : reduce_op(Op::Min, "norm", abs(xf), ax, true);
+  } else if (p == 2) {
+    r = sqrt(reduce_op(Op::Sum, "norm", xf * xf, ax, true));
+  } else if (p == 1) {
+    r = reduce_op(Op::Sum, "norm", abs(xf), ax, true);
+  } else if (p == 0) {
+    r = reduce_op(Op::Sum, "norm", cast(ne(xf, 0), xf.dtype()), ax, true);
+  } else {
+    r = pow(reduce_op(Op::Sum, "norm", pow(abs(xf), p), ax, true), 1.0 / p);
+  }
+  r = cast(r, x.dtype());
+  return keepdim ? r : squeeze_axes(r, ax);
+}
+
+Tensor cumsum(const Tensor& x, int64_t dim) {
+  // Sequential along `dim`: computed as a sum over a masked broadcast (i <= j), which the
+  // fuser runs as one reduction group. Quadratic in the dim's length: fine for modest sizes.
+  int d = normalize_dim("cumsum", dim, x.dim());
+  if (x.dim() == 0) return cast(x, reduce_dtype(Op::Sum, x.dtype())).clone();
+  int64_t n = x.shape()[d];
+  Tensor xm = x.transpose(d, -1);  // [..., n]
+  Tensor xi = xm.unsqueeze(-2);  // [..., 1, n]: element i
+  Tensor i = arange(n, {DType::Int64, x.device()});
+  Tensor mask = le(i.unsqueeze(0), i.unsqueeze(1));  // [n(j), n(i)]: i <= j
+  Tensor z = where(mask, xi, zeros({}, {xm.dtype(), x.device()}));
+  Tensor r = sum(z, {-1});  // [..., n(j)]
+  return r.transpose(d, -1);
+}
+
+Tensor Tensor::sum(const Dims& dims, bool keepdim) const { return loom::sum(*this, dims, keepdim); }
+Tensor Tensor::mean(const Dims& dims, bool keepdim) const { return loom::mean(*this, dims, keepdim); }
+Tensor Tensor::prod(const Dims& dims, bool keepdim) const { return loom::prod(*this, dims, keepdim); }
+Tensor Tensor::amax(const Dims& dims, bool keepdim) const { return loom::amax(*this, dims, keepdim); }
+Tensor Tensor::amin(const Dims& dims, bool keepdim) const { return loom::amin(*this, dims, keepdim); }
+Tensor Tensor::argmax(std::optional<int64_t> dim, bool keepdim) const {
+  return loom::argmax(*this, dim, keepdim);
+}
+Tensor Tensor::argmin(std::optional<int64_t> dim, bool keepdim) const {
+  return loom::argmin(*this, dim, keepdim);
+}
+Tensor Tensor::var(const Dims& dims, double c, bool keepdim) const {
+  return loom::var(*this, dims, c, keepdim);
+}
+Tensor Tensor::std(const Dims& dims, double c, bool keepdim) const {
+  return loom::std(*this, dims, c, keepdim);
+}
+Tensor Tensor::logsumexp(const Dims& dims, bool keepdim) const {
+  return loom::logsumexp(*this, dims, keepdim);
+}
+Tensor Tensor::norm(double p, const Dims& dims, bool keepdim) const {
+  return loom::norm(*this, p, dims, keepdim);
+}
+Tensor Tensor::all(const Dims& dims, bool keepdim) const { return loom::all(*this, dims, keepdim); }
+Tensor Tensor::any(const Dims& dims, bool keepdim) const { return loom::any(*this, dims, keepdim); }
+Tensor Tensor::cumsum(int64_t dim) const { return loom::cumsum(*this, dim); }
+
+}  // namespace loom

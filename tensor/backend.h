@@ -1,0 +1,39 @@
+#pragma once
+// Backend: what a device provides to the runtime. The CPU backend is always there; the
+// CUDA backend registers itself when a driver and a GPU are found.
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "tensor/device.h"
+
+namespace loom {
+
+struct Group;
+struct Node;
+
+// A lowered group: built once per signature, run many times.
+struct Kernel {
+  virtual ~Kernel() = default;
+  virtual void run(const Group& g) = 0;
+  virtual std::string source() const = 0;  // the program or generated code, for explain()
+};
+
+struct Backend {
+  virtual ~Backend() = default;
+  virtual void* alloc(size_t bytes) = 0;
+  virtual void free(void* p, size_t bytes) = 0;
+  virtual void copy_from_host(void* dst, const void* src, size_t bytes) = 0;
+  virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
+  virtual void copy_within(void* dst, const void* src, size_t bytes) = 0;
+  virtual std::unique_ptr<Kernel> lower(const Group& g) = 0;
+  virtual void run_opaque(const Group& g) = 0;  // matmul and friends
+  virtual void synchronize() {}
+  virtual std::string name() const = 0;
+};
+
+Backend& backend(Device d);
+void register_backend(DeviceKind kind, Backend* b);
+bool backend_available(DeviceKind kind);
+
+}  // namespace loom

@@ -1,0 +1,73 @@
+#include "tensor/shape.h"
+
+#include <sstream>
+
+#include "tensor/error.h"
+
+namespace loom {
+
+int64_t numel(const Shape& s) {
+  int64_t n = 1;
+  for (auto d : s) n *= d;
+  return n;
+}
+
+Strides contiguous_strides(const Shape& s) {
+  Strides st(s.size());
+  int64_t acc = 1;
+  for (int i = int(s.size()) - 1; i >= 0; --i) {
+    st[i] = acc;
+    acc *= s[i] > 0 ? s[i] : 1;
+  }
+  return st;
+}
+
+std::string shape_str(const Shape& s) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
+  os << "]";
+  return os.str();
+}
+
+Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
+  size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    LOOM_CHECK(da == db || da == 1 || db == 1, Value, op, ": shapes ", shape_str(a), " and ",
+               shape_str(b), " cannot be broadcast together (dim ", i, ": ", da, " vs ", db, ")");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+int normalize_dim(const char* op, int64_t dim, int rank) {
+  int r = rank == 0 ? 1 : rank;  // torch accepts dim 0 / -1 on scalars
+  LOOM_CHECK(dim >= -r && dim < r, Index, op, ": dim ", dim, " out of range for a tensor of rank ",
+             rank, " (expected in [", -r, ", ", r - 1, "])");
+  return int(dim < 0 ? dim + r : dim);
+}
+
+void check_sizes(const char* op, const Shape& s) {
+  int64_t n = 1;
+  for (auto d : s) {
+    LOOM_CHECK(d >= 0, Value, op, ": negative size ", d, " in shape ", shape_str(s));
+    LOOM_CHECK(d == 0 || n <= INT64_MAX / d, Value, op, ": shape ", shape_str(s),
+               " has more elements than int64 can count");
+    n *= d;
+  }
+}
+
+bool is_contiguous(const Shape& shape, const Strides& strides) {
+  int64_t acc = 1;
+  for (int i = int(shape.size()) - 1; i >= 0; --i) {
+    if (shape[i] == 1) continue;
+    if (strides[i] != acc) return false;
+    acc *= shape[i];
+  }
+  return true;
+}
+
+}  // namespace loom

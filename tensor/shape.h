@@ -1,0 +1,27 @@
+#pragma once
+// Shapes and strides (in elements), broadcasting and dim normalization.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace loom {
+
+using Shape = std::vector<int64_t>;
+using Strides = std::vector<int64_t>;
+
+int64_t numel(const Shape& s);
+Strides contiguous_strides(const Shape& s);
+std::string shape_str(const Shape& s);  // "[2, 3]"
+
+// Broadcast two shapes (numpy rules); throws naming `op` when they do not match.
+Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
+
+// Wrap a possibly negative dim into [0, rank); throws IndexError naming `op`.
+int normalize_dim(const char* op, int64_t dim, int rank);
+
+// Checks a user-given size list: no negative sizes, no overflow of int64 numel.
+void check_sizes(const char* op, const Shape& s);
+
+bool is_contiguous(const Shape& shape, const Strides& strides);
+
+}  // namespace loom

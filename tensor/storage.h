@@ -1,0 +1,51 @@
+#pragma once
+// Storage: one version of a tensor's memory, either ready (memory holds the values) or
+// pending (a Node of a stream's trace will compute it at the next flush).
+// Buffer: what views share. In-place ops make a new Storage version and point the
+// Buffer at it, so every view sees the update while readers recorded earlier keep
+// reading the version they saw (eager order without copies in the common case).
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "tensor/device.h"
+#include "tensor/dtype.h"
+
+namespace loom {
+
+struct Node;
+
+// Raw device memory with its owner's deleter.
+struct Memory {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  Device device;
+  ~Memory();
+  Memory(const Memory&) = delete;
+  Memory& operator=(const Memory&) = delete;
+  Memory(void* p, size_t b, Device d) : ptr(p), bytes(b), device(d) {}
+};
+
+// Allocates `bytes` on `device` (64-byte aligned on the CPU). Throws on failure.
+std::shared_ptr<Memory> allocate(Device device, size_t bytes);
+
+struct Storage {
+  Device device;
+  size_t nbytes = 0;
+  std::shared_ptr<Memory> mem;  // set once ready (or when materialized)
+  std::shared_ptr<Node> node;   // the producer while pending
+  uint64_t id = 0;              // for plans and logs
+
+  bool pending() const { return node != nullptr; }
+  void* data() const { return mem ? mem->ptr : nullptr; }
+};
+
+struct Buffer {
+  std::shared_ptr<Storage> cur;
+};
+
+std::shared_ptr<Storage> make_ready_storage(Device d, size_t nbytes);
+uint64_t next_storage_id();
+
+}  // namespace loom
