@@ -256,6 +256,15 @@ void sync() {
   for (int k : keys) flush(Device{DeviceKind(k / 1024), k % 1024});
 }
 
+std::vector<Group> plan_storage(const std::shared_ptr<Storage>& st) {
+  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+  if (!st->pending()) return {};
+  auto groups = plan(live_dag({st}), {st}, fusion_flag());
+  for (auto& g : groups)
+    if (!g.opaque) g.signature = signature(g, st->device.kind);
+  return groups;
+}
+
 std::string explain_storage(const std::shared_ptr<Storage>& st) {
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
   std::ostringstream os;
@@ -263,9 +272,9 @@ std::string explain_storage(const std::shared_ptr<Storage>& st) {
     os << "ready: nothing pending\n";
     return os.str();
   }
-  auto dag = live_dag({st});
-  auto groups = plan(dag, {st}, fusion_flag());
-  os << dag.size() << " nodes -> " << groups.size() << " kernel(s)"
+  auto groups = plan_storage(st);
+  size_t nodes = live_dag({st}).size();
+  os << nodes << " nodes -> " << groups.size() << " kernel(s)"
      << (fusion_flag() ? "" : " (fusion off)") << "\n";
   for (size_t i = 0; i < groups.size(); ++i) {
     Group& g = groups[i];
@@ -274,8 +283,7 @@ std::string explain_storage(const std::shared_ptr<Storage>& st) {
       os << g.str();
       continue;
     }
-    g.signature = signature(g, st->device.kind);
-    os << "signature " << std::hex << g.signature << std::dec << "\n" << g.str();
+ os << "signature " << std::hex << g.signature << std::dec << "\n" << g.str();
     os << get_kernel(st->device, g).kernel->source();
   }
   return os.str();

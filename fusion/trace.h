@@ -3,6 +3,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "ops/node.h"
 
@@ -28,7 +29,9 @@ struct TraceLimits {
 };
 TraceLimits& trace_limits();
 
-// The groups a flush would make for the work `st` needs, as text (nothing runs).
+// The groups a flush would make for the work `st` needs, with signatures (nothing runs).
+std::vector<Group> plan_storage(const std::shared_ptr<Storage>& st);
+// The same as text, with each group's lowered program or source.
 std::string explain_storage(const std::shared_ptr<Storage>& st);
 
 bool log_fusion();  // LOOM_LOG=fusion, or set_log_fusion(true)

@@ -35,5 +35,7 @@ struct Backend {
 Backend& backend(Device d);
 void register_backend(DeviceKind kind, Backend* b);
 bool backend_available(DeviceKind kind);
+// Defined by cuda/backend.cpp: registers the CUDA backend when usable; false otherwise.
+bool init_cuda_backend();
 
 }  // namespace loom
