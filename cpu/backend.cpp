@@ -1,6 +1,8 @@
 // The CPU backend: aligned host memory, the tile interpreter, and Eigen matmul.
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <unordered_map>
 
 #include "cpu/interp.h"
 #include "cpu/matmul.h"
@@ -17,14 +19,60 @@ struct CpuKernel : Kernel {
   std::string source() const override { return prog.text(); }
 };
 
+// Caches freed blocks by rounded size: a fresh large malloc is an mmap whose pages fault in
+// on first touch, which costs more than the kernel that writes them.
+class BlockCache {
+ public:
+  static size_t round(size_t b) { return (std::max<size_t>(b, 1) + 4095) / 4096 * 4096; }
+  void* take(size_t n) {
+    std::lock_guard<std::mutex> l(m_);
+    auto it = free_.find(n);
+    if (it == free_.end()) return nullptr;
+    void* p = it->second;
+    free_.erase(it);
+    cached_ -= n;
+    return p;
+  }
+  bool put(void* p, size_t n) {
+    std::lock_guard<std::mutex> l(m_);
+    if (cached_ + n > limit_) return false;
+    free_.emplace(n, p);
+    cached_ += n;
+    return true;
+  }
+  void clear() {
+    std::lock_guard<std::mutex> l(m_);
+    for (auto& [n, p] : free_) std::free(p);
+    free_.clear();
+    cached_ = 0;
+  }
+
+ private:
+  std::mutex m_;
+  std::unordered_multimap<size_t, void*> free_;
+  size_t cached_ = 0;
+  size_t limit_ = [] {
+    const char* v = std::getenv("LOOM_CPU_CACHE_BYTES");
+    return v ? size_t(std::atoll(v)) : size_t(1) << 30;
+  }();
+};
+
 struct CpuBackend : Backend {
+  BlockCache cache;
   void* alloc(size_t bytes) override {
-    size_t n = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+    size_t n = BlockCache::round(bytes);
+    if (void* p = cache.take(n)) return p;
     void* p = std::aligned_alloc(64, n);
+    if (!p) {  // give cached blocks back and try once more
+      cache.clear();
+      p = std::aligned_alloc(64, n);
+    }
     LOOM_CHECK(p, Memory, "cpu: out of memory allocating ", bytes, " bytes");
     return p;
   }
-  void free(void* p, size_t) override { std::free(p); }
+  void free(void* p, size_t bytes) override {
+    if (!cache.put(p, BlockCache::round(bytes))) std::free(p);
+  }
   void copy_from_host(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
   void copy_to_host(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
   void copy_within(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }

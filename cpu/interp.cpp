@@ -1,6 +1,5 @@
 #include "cpu/interp.h"
 
-#include <tbb/enumerable_thread_specific.h>
 #include <tbb/parallel_for.h>
 
 #include <Eigen/Core>
@@ -38,6 +37,7 @@ struct Scratch {
   std::vector<Reg> regs;
   Reg bc[3];
   std::vector<int64_t> idx;
+  std::vector<const void*> full;
   void fit(int slots, int64_t elems) {
     if (int(regs.size()) < slots) regs.resize(slots);
     for (auto& r : regs)
@@ -170,6 +170,11 @@ T acc_value(Op op, const Acc& a) {
   else return T(a.i);
 }
 
+Scratch& local_scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
 class Runner {
  public:
   Runner(const Program& p, const Group& g) : p_(p), g_(g) {
@@ -186,13 +191,13 @@ class Runner {
       nr = std::min(nr, rows_);
       int64_t blocks = (rows_ + nr - 1) / nr;
       if (blocks == 1) {
-        Scratch& s = scratch_.local();
+        Scratch& s = local_scratch();
         rows_block(s, 0, rows_, true);
         return;
       }
       int64_t grain = std::max<int64_t>(1, 32768 / (nr * std::max<int64_t>(cols_, 1)));
       tbb::parallel_for(tbb::blocked_range<int64_t>(0, blocks, grain), [&](auto r) {
-        Scratch& s = scratch_.local();
+        Scratch& s = local_scratch();
         for (int64_t b = r.begin(); b < r.end(); ++b)
           rows_block(s, b * nr, std::min(nr, rows_ - b * nr), true);
       });
@@ -200,7 +205,7 @@ class Runner {
     }
     if (rows_ >= 8) {
       tbb::parallel_for(tbb::blocked_range<int64_t>(0, rows_), [&](auto r) {
-        Scratch& s = scratch_.local();
+        Scratch& s = local_scratch();
         for (int64_t row = r.begin(); row < r.end(); ++row) rows_block(s, row, 1, false);
       });
       return;
@@ -213,23 +218,24 @@ class Runner {
   const Group& g_;
   int rank_, nk_;
   int64_t rows_, cols_;
-  tbb::enumerable_thread_specific<Scratch> scratch_;
 
-  // Row state of the rows a task handles.
+  // Row state of the rows a task handles: one flat buffer for every Row node's values and
+  // one for every reduction's accumulators (no allocation per node).
   struct RowState {
     int64_t r0 = 0, nr = 0;
-    std::vector<Reg> val;               // Row node values, nr each
-    std::vector<std::vector<Acc>> acc;  // per node (reduce nodes only), nr each
+    const Program* p = nullptr;
+    Reg vals;
+    std::vector<Acc> accs;
+    uint64_t* val(int id) { return vals.data() + p->row_slot[id] * nr; }
+    const uint64_t* val(int id) const { return vals.data() + p->row_slot[id] * nr; }
+    Acc* acc(int id) { return accs.data() + p->acc_slot[id] * nr; }
   };
 
   void init_rows(RowState& rs, int64_t r0, int64_t nr) const {
-    rs.r0 = r0, rs.nr = nr;
-    rs.val.assign(p_.nodes.size(), Reg());
-    rs.acc.assign(p_.nodes.size(), {});
-    for (int r : p_.reduces)
-      rs.acc[r].assign(nr, acc_init(p_.nodes[r].op, p_.ct[p_.nodes[r].a]));
-    for (int i = 0; i < int(p_.nodes.size()); ++i)
-      if (p_.nodes[i].space == Space::Row) rs.val[i].resize(nr);
+    rs.r0 = r0, rs.nr = nr, rs.p = &p_;
+    rs.vals.assign(size_t(p_.n_row * nr), 0);
+    rs.accs.resize(p_.reduces.size() * nr);
+    for (int r : p_.reduces) std::fill_n(rs.acc(r), nr, acc_init(p_.nodes[r].op, p_.ct[p_.nodes[r].a]));
   }
 
   int64_t row_base(const Strides& st, int64_t off, int64_t row) const {
@@ -369,7 +375,7 @@ class Runner {
   // Row-space node over the task's rows.
   void eval_row(RowState& rs, int id) const {
     const GNode& n = p_.nodes[id];
-    void* out = rs.val[id].data();
+    void* out = rs.val(id);
     CT ct = p_.ct[id];
     if (n.op == Op::Const) {
       const Scalar& s = g_.scalars[n.scalar];
@@ -384,7 +390,7 @@ class Runner {
     if (is_reduce(n.op)) {
       dispatch_ct(ct, [&](auto t) {
         using T = decltype(t);
-        for (int64_t i = 0; i < rs.nr; ++i) static_cast<T*>(out)[i] = acc_value<T>(n.op, rs.acc[id][i]);
+        for (int64_t i = 0; i < rs.nr; ++i) static_cast<T*>(out)[i] = acc_value<T>(n.op, rs.acc(id)[i]);
       });
       return;
     }
@@ -408,7 +414,7 @@ class Runner {
     Operand ops[3];
     int k = 0;
     for (int a : {n.a, n.b, n.c})
-      if (a >= 0) ops[k++] = {rs.val[a].data(), 1};
+      if (a >= 0) ops[k++] = {rs.val(a), 1};
     apply(n, ct, ops, out, rs.nr);
   }
 
@@ -422,23 +428,34 @@ class Runner {
     else philox_normal(idx, seed, off, static_cast<float*>(out), len);
   }
 
-  // Full node over the tile (r0, nr) x (c0, nc) into `out`.
-  void eval_full(Scratch& s, const RowState& rs, const std::vector<const void*>& full, int id,
-                 void* out, int64_t c0, int64_t nc) const {
+  // A load that can read memory in place: same type as computed, one unit-stride run.
+  const void* direct(const GNode& n, const RowState& rs, int64_t c0) const {
+    const GLeaf& l = g_.leaves[n.leaf];
+    if (rs.nr != 1 || rank_ - nk_ != 1 || l.strides[rank_ - 1] != 1) return nullptr;
+    if (compute_dtype(l.dtype) != l.dtype || l.dtype == DType::Bool) return nullptr;
+    int64_t off = row_base(l.strides, l.offset, rs.r0) + c0;
+    return leaf_ptr(l) + off * int64_t(itemsize(l.dtype));
+  }
+
+  // Full node over the tile (r0, nr) x (c0, nc); returns where its values are (`out`, or
+  // the input memory itself for a load that needs no conversion).
+  const void* eval_full(Scratch& s, const RowState& rs, const std::vector<const void*>& full,
+                        int id, void* out, int64_t c0, int64_t nc) const {
     const GNode& n = p_.nodes[id];
     int64_t len = rs.nr * nc;
     CT ct = p_.ct[id];
     if (is_load(n)) {
+      if (const void* p = direct(n, rs, c0)) return p;
       dispatch_ct(ct, [&](auto t) {
         using T = decltype(t);
         load_full<T>(g_.leaves[n.leaf], static_cast<T*>(out), rs.r0, rs.nr, c0, nc);
       });
-      return;
+      return out;
     }
     if (n.leaf >= 0) {
       index_full(g_.leaves[n.leaf], s.idx.data(), rs.r0, rs.nr, c0, nc);
       index_values(n, s.idx.data(), out, len);
-      return;
+      return out;
     }
     Operand ops[3];
     int k = 0;
@@ -447,11 +464,11 @@ class Runner {
       if (p_.nodes[a].space == Space::Full) {
         ops[k] = {full[a], 1};
       } else if (rs.nr == 1) {
-        ops[k] = {rs.val[a].data(), 0};
+        ops[k] = {rs.val(a), 0};
       } else {  // one value per row: spread each over its row of the tile
         size_t w = ct_width(p_.ct[a]);
         char* dst = reinterpret_cast<char*>(s.bc[k].data());
-        const char* src = reinterpret_cast<const char*>(rs.val[a].data());
+        const char* src = reinterpret_cast<const char*>(rs.val(a));
         for (int64_t i = 0; i < rs.nr; ++i)
           for (int64_t j = 0; j < nc; ++j) std::memcpy(dst + (i * nc + j) * w, src + i * w, w);
         ops[k] = {dst, 1};
@@ -459,28 +476,29 @@ class Runner {
       ++k;
     }
     apply(n, ct, ops, out, len);
+    return out;
   }
 
   // Runs steps over one tile; reductions accumulate and outputs store as values appear.
   void run_steps(Scratch& s, RowState& rs, const StepList& sl, int pass, bool whole,
-                 std::vector<std::vector<Acc>>* accs, int64_t c0, int64_t nc) const {
-    std::vector<const void*> full(p_.nodes.size(), nullptr);
+                 std::vector<Acc>* accs, int64_t c0, int64_t nc) const {
+    auto& full = s.full;
+    full.assign(p_.nodes.size(), nullptr);
     for (size_t k = 0; k < sl.nodes.size(); ++k) {
       int id = sl.nodes[k];
       if (!whole && p_.nodes[id].pass > pass) continue;
-      void* out = s.regs[sl.reg[k]].data();
-      eval_full(s, rs, full, id, out, c0, nc);
-      full[id] = out;
-      consume(rs, id, out, accs, c0, nc, whole ? -1 : pass);
+      const void* v = eval_full(s, rs, full, id, s.regs[sl.reg[k]].data(), c0, nc);
+      full[id] = v;
+      consume(rs, id, v, accs, c0, nc, whole ? -1 : pass);
     }
   }
 
-  void consume(RowState& rs, int id, const void* v, std::vector<std::vector<Acc>>* accs,
-               int64_t c0, int64_t nc, int pass) const {
+  void consume(RowState& rs, int id, const void* v, std::vector<Acc>* accs, int64_t c0,
+               int64_t nc, int pass) const {
     for (int r : p_.reduces) {
       const GNode& rn = p_.nodes[r];
       if (rn.a != id || (pass >= 0 && p_.nodes[id].pass != pass)) continue;
-      auto& acc = accs ? (*accs)[r] : rs.acc[r];
+      Acc* acc = accs ? accs->data() + p_.acc_slot[r] : rs.acc(r);
       dispatch_ct(p_.ct[id], [&](auto t) {
         using T = decltype(t);
         for (int64_t i = 0; i < rs.nr; ++i)
@@ -508,7 +526,7 @@ class Runner {
       char* base = static_cast<char*>(o.st->data());
       dispatch_ct(p_.ct[o.node], [&](auto t) {
         using T = decltype(t);
-        const T* v = reinterpret_cast<const T*>(rs.val[o.node].data());
+        const T* v = reinterpret_cast<const T*>(rs.val(o.node));
         for (int64_t i = 0; i < rs.nr; ++i)
           store_run<T>(base + row_base(o.strides, o.offset, rs.r0 + i) * int64_t(itemsize(dt)), dt,
                        1, v + i, 1);
@@ -522,17 +540,17 @@ class Runner {
     init_rows(rs, r0, nr);
     if (whole) {
       s.fit(p_.single.slots, nr * cols_);
-      std::vector<const void*> full(p_.nodes.size(), nullptr);
+      auto& full = s.full;
+      full.assign(p_.nodes.size(), nullptr);
       // Whole rows: walk passes in order; each Full node is computed once.
       size_t k = 0;
       for (int pass = 0; pass < p_.passes; ++pass) {
         row_pass_start(rs, pass);
         for (; k < p_.single.nodes.size() && p_.nodes[p_.single.nodes[k]].pass == pass; ++k) {
           int id = p_.single.nodes[k];
-          void* out = s.regs[p_.single.reg[k]].data();
-          eval_full(s, rs, full, id, out, 0, cols_);
-          full[id] = out;
-          consume(rs, id, out, nullptr, 0, cols_, -1);
+          const void* v = eval_full(s, rs, full, id, s.regs[p_.single.reg[k]].data(), 0, cols_);
+          full[id] = v;
+          consume(rs, id, v, nullptr, 0, cols_, -1);
         }
       }
       store_rows(rs);
@@ -560,15 +578,14 @@ class Runner {
       row_pass_start(rs, pass);
       const StepList& sl = p_.per_pass[pass];
       if (sl.nodes.empty()) continue;
-      std::vector<std::vector<std::vector<Acc>>> part(nseg);
+      std::vector<std::vector<Acc>> part(nseg);
       tbb::parallel_for(tbb::blocked_range<int64_t>(0, nseg), [&](auto r) {
-        Scratch& s = scratch_.local();
+        Scratch& s = local_scratch();
         s.fit(sl.slots, kChunk);
         for (int64_t sg = r.begin(); sg < r.end(); ++sg) {
           auto& acc = part[sg];
-          acc.assign(p_.nodes.size(), {});
-          for (int id : p_.reduces) acc[id].assign(1, acc_init(p_.nodes[id].op, p_.ct[p_.nodes[id].a]));
-          RowState local{rs.r0, rs.nr, rs.val, {}};
+          for (int id : p_.reduces) acc.push_back(acc_init(p_.nodes[id].op, p_.ct[p_.nodes[id].a]));
+          RowState local = rs;
           int64_t end = std::min(nchunks, (sg + 1) * kSegment);
           for (int64_t ch = sg * kSegment; ch < end; ++ch) {
             int64_t c0 = ch * kChunk;
@@ -578,7 +595,8 @@ class Runner {
       });
       for (int id : p_.reduces) {
         if (p_.nodes[p_.nodes[id].a].pass != pass) continue;
-        for (auto& pa : part) combine(p_.nodes[id].op, p_.ct[p_.nodes[id].a], rs.acc[id][0], pa[id][0]);
+        for (auto& pa : part)
+          combine(p_.nodes[id].op, p_.ct[p_.nodes[id].a], rs.acc(id)[0], pa[p_.acc_slot[id]]);
       }
     }
     store_rows(rs);

@@ -59,7 +59,13 @@ Program build_program(const Group& g) {
   p.nodes = g.nodes;
   p.passes = g.passes;
   p.last = g.passes - 1;
-  for (auto& n : g.nodes) p.ct.push_back(ct_of(n.dtype));
+  for (auto& n : g.nodes) {
+    p.ct.push_back(ct_of(n.dtype));
+    p.row_slot.push_back(n.space == Space::Row ? p.n_row++ : -1);
+    p.acc_slot.push_back(is_reduce(n.op) ? int(std::count_if(g.nodes.begin(), g.nodes.begin() + (&n - g.nodes.data()),
+                                                             [](const GNode& m) { return is_reduce(m.op); }))
+                                         : -1);
+  }
   std::vector<std::vector<int>> targets(g.passes);
   std::vector<int> all_targets;
   for (int i = 0; i < int(g.nodes.size()); ++i) {

@@ -19,6 +19,9 @@ struct Program {
   std::vector<GNode> nodes;
   std::vector<CT> ct;  // compute type per node
   std::vector<int> reduces;  // reduce node ids
+  std::vector<int> row_slot;  // per node: its slot among Row nodes, or -1
+  std::vector<int> acc_slot;  // per node: its slot among reduce nodes, or -1
+  int n_row = 0;
   int passes = 1;
   int last = 0;  // final pass
   // Rows short enough to stay in registers: every pass over one tile, each node once.

@@ -19,6 +19,7 @@ struct PNode {
   Space space = Space::Full;
   bool root = false;
   bool materialize = false;
+  bool in_memory = false;  // read as memory by a region write or an opaque op
 };
 
 struct PGroup {
@@ -60,6 +61,14 @@ class Planner {
       nodes_.push_back({st, st->node.get()});
     }
     for (auto& r : roots) nodes_[index_.at(r.get())].root = true;
+    // Constants are inlined into their readers as scalars, except where memory must hold
+    // them: region-write bases and inputs of opaque ops.
+    for (auto& pn : nodes_) {
+      if (pn.n->base && index_.count(pn.n->base.get())) nodes_[index_.at(pn.n->base.get())].in_memory = true;
+      if (pn.n->op == Op::MatMul)
+        for (auto& in : pn.n->in)
+          if (index_.count(in.st.get())) nodes_[index_.at(in.st.get())].in_memory = true;
+    }
   }
 
   std::vector<Group> run() {
@@ -76,6 +85,7 @@ class Planner {
   std::vector<PNode> nodes_;
   std::vector<PGroup> groups_;
   std::unordered_map<const Storage*, int> index_;
+  std::vector<std::vector<int>> gdeps_;
 
   // Index of the pending producer of an input in this flush, or -1 (ready memory).
   int producer(const Input& in) const {
@@ -87,30 +97,35 @@ class Planner {
 
   int new_group(Shape S, std::vector<int> axes, int first) {
     groups_.push_back({std::move(S), std::move(axes), {first}});
-    nodes_[first].group = int(groups_.size()) - 1;
-    return int(groups_.size()) - 1;
+    gdeps_.emplace_back();
+    int g = int(groups_.size()) - 1;
+    nodes_[first].group = g;
+    add_deps(g, first);
+    return g;
   }
   void join(int g, int i, Space sp) {
     groups_[g].members.push_back(i);
     nodes_[i].group = g;
     nodes_[i].space = sp;
+    add_deps(g, i);
+  }
+  void add_deps(int g, int i) {
+    for_each_dep(i, [&](int p) {
+      int pg = nodes_[p].group;
+      auto& d = gdeps_[g];
+      if (pg >= 0 && pg != g && std::find(d.begin(), d.end(), pg) == d.end()) d.push_back(pg);
+    });
   }
 
-  // Groups that `g` reads from (materialized edges and region-write bases).
-  std::set<int> deps_of(int g) const {
-    std::set<int> d;
-    for (int m : groups_[g].members) for_each_dep(m, [&](int p) {
-        int pg = nodes_[p].group;
-        if (pg >= 0 && pg != g) d.insert(pg);
-      });
-    return d;
-  }
+  // Groups that `g` reads from (materialized edges and region-write bases), kept up to date
+  // as nodes join and groups merge, so planning a long chain stays linear.
+  const std::vector<int>& deps_of(int g) const { return gdeps_[g]; }
   template <typename F>
   void for_each_dep(int i, F f) const {
     const Node& n = *nodes_[i].n;
     for (auto& in : n.in) {
       int p = producer(in);
-      if (p >= 0 && !is_const(p)) f(p);
+      if (p >= 0 && (!is_const(p) || nodes_[p].in_memory)) f(p);
     }
     if (n.base && n.base->pending() && index_.count(n.base.get())) f(index_.at(n.base.get()));
   }
@@ -168,7 +183,7 @@ class Planner {
 
   void place(int i) {
     Node& n = *nodes_[i].n;
-    if (n.op == Op::Const && !nodes_[i].root) return;  // inlined into each consumer as a scalar
+    if (n.op == Op::Const && !nodes_[i].root && !nodes_[i].in_memory) return;  // inlined as a scalar
     if (n.op == Op::Empty) return;                     // allocation only
     if (n.op == Op::MatMul) {
       int g = new_group(n.shape, {}, i);
@@ -243,6 +258,18 @@ class Planner {
     groups_[g].leaves += H.leaves;
     H.members.clear();
     H.alive = false;
+    for (int d : gdeps_[h])
+      if (d != g && std::find(gdeps_[g].begin(), gdeps_[g].end(), d) == gdeps_[g].end())
+        gdeps_[g].push_back(d);
+    gdeps_[h].clear();
+    for (auto& d : gdeps_) {
+      for (int& x : d)
+        if (x == h) x = g;
+      std::sort(d.begin(), d.end());
+      d.erase(std::unique(d.begin(), d.end()), d.end());
+    }
+    auto& own = gdeps_[g];
+    own.erase(std::remove(own.begin(), own.end(), g), own.end());
   }
   void count_leaves(int g, int i) {
     for (auto& in : nodes_[i].n->in) {
@@ -254,7 +281,8 @@ class Planner {
   void mark_materialized() {
     for (int i = 0; i < int(nodes_.size()); ++i) {
       PNode& pn = nodes_[i];
-      if (pn.root || pn.n->op == Op::MatMul || region_write(*pn.n)) pn.materialize = true;
+      if (pn.root || pn.in_memory || pn.n->op == Op::MatMul || region_write(*pn.n))
+        pn.materialize = true;
       if (pn.n->op == Op::Empty) pn.materialize = true;
       for_each_dep(i, [&](int p) {
         if (nodes_[p].group != pn.group || nodes_[p].group < 0) nodes_[p].materialize = true;

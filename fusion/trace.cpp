@@ -52,21 +52,18 @@ bool& log_flag() {
 std::vector<std::shared_ptr<Storage>> live_dag(const std::vector<std::shared_ptr<Storage>>& roots) {
   std::vector<std::shared_ptr<Storage>> order;
   std::unordered_set<const Storage*> done;
+  // (storage, next dependency to visit); dependencies are the inputs, then the base.
   std::vector<std::pair<std::shared_ptr<Storage>, size_t>> stack;
-  auto deps = [](const Node& n) {
-    std::vector<std::shared_ptr<Storage>> d;
-    for (auto& in : n.in) d.push_back(in.st);
-    if (n.base) d.push_back(n.base);
-    return d;
-  };
   for (auto& r : roots) {
     if (!r->pending() || done.count(r.get())) continue;
     stack.push_back({r, 0});
     while (!stack.empty()) {
       auto& [st, next] = stack.back();
-      auto d = deps(*st->node);
-      if (next < d.size()) {
-        auto child = d[next++];
+      const Node& n = *st->node;
+      size_t ndeps = n.in.size() + (n.base ? 1 : 0);
+      if (next < ndeps) {
+        const auto& child = next < n.in.size() ? n.in[next].st : n.base;
+        ++next;
         if (child->pending() && !done.count(child.get())) stack.push_back({child, 0});
         continue;
       }

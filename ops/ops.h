@@ -2,6 +2,7 @@
 // loom's op API: free functions with PyTorch's names and semantics.
 // (Included by tensor/tensor.h; user code includes "loom.h".)
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,6 +27,11 @@ Tensor tensor(const std::vector<T>& data, const Shape& shape, Options opts);
 template <typename T>
 Tensor tensor(const std::vector<T>& data, const Shape& shape);  // dtype from T
 Tensor from_blob(const void* data, const Shape& shape, DType dtype, Device device = kCPU);
+// Zero-copy view of foreign memory (numpy, DLPack): a ready tensor over `data` with the given
+// shape and strides (in elements, may be negative). loom never frees `data`; `deleter` runs
+// when the last tensor using it goes away. In-place ops may write into it.
+Tensor from_external(void* data, const Shape& shape, const Strides& strides, DType dtype,
+                     Device device, std::function<void()> deleter);
 Tensor scalar_tensor(Scalar s, Options opts);
 
 Tensor empty(const Shape& shape, Options opts = {});

@@ -10,6 +10,10 @@
 namespace loom {
 
 Memory::~Memory() {
+  if (deleter) {
+    deleter();
+    return;
+  }
   if (ptr) backend(device).free(ptr, bytes);
   counters().bytes_live.fetch_sub(int64_t(bytes));
 }

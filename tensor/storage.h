@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "tensor/device.h"
@@ -21,6 +22,8 @@ struct Memory {
   void* ptr = nullptr;
   size_t bytes = 0;
   Device device;
+  // Foreign memory (from_external): called instead of the backend's free; not counted live.
+  std::function<void()> deleter;
   ~Memory();
   Memory(const Memory&) = delete;
   Memory& operator=(const Memory&) = delete;
