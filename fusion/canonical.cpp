@@ -47,16 +47,17 @@ int GroupBuilder::add_const(const Node& c) {
 int GroupBuilder::add_load(const Input& in, Space sp, const Shape& node_shape) {
   Strides st = sp == Space::Full ? to_space(in.view.strides, S_, false)
                                  : to_space(in.view.strides, node_shape, true);
-  for (int i = 0; i < int(g_.nodes.size()); ++i) {
+  auto& same = loads_[in.st.get()];
+  for (int i : same) {
     const GNode& n = g_.nodes[i];
-    if (!is_load(n)) continue;
     const GLeaf& l = g_.leaves[n.leaf];
-    if (l.st == in.st && l.strides == st && l.offset == in.view.offset && n.space == sp) return i;
+    if (l.strides == st && l.offset == in.view.offset && n.space == sp) return i;
   }
   g_.leaves.push_back({in.dtype, st, in.view.offset, in.st, sp});
   GNode g{Op::Copy, in.dtype, sp};
   g.leaf = int(g_.leaves.size()) - 1;
-  return push(g);
+  same.push_back(push(g));
+  return same.back();
 }
 
 int GroupBuilder::add_node(const Node& n, Space sp, const std::vector<int>& args,

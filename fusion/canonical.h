@@ -26,6 +26,7 @@ class GroupBuilder {
   Group g_;
   std::unordered_map<const Storage*, int> by_storage_;
   std::unordered_map<const Node*, int> consts_;
+  std::unordered_map<const Storage*, std::vector<int>> loads_;  // load nodes by storage
 };
 
 }  // namespace loom

@@ -33,13 +33,13 @@ int stride_class(const Strides& st, const Shape& sp, size_t d) {
   return st[d] == c ? 2 : 3;
 }
 
+// A word-at-a-time mix (multiply, xor-shift): signatures are computed on every flush.
 struct Hasher {
   uint64_t h = 0xcbf29ce484222325ull;
   void add(uint64_t v) {
-    for (int i = 0; i < 8; ++i) {
-      h ^= (v >> (8 * i)) & 0xff;
-      h *= 0x100000001b3ull;
-    }
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 32;
   }
 };
 

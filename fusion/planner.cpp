@@ -57,17 +57,17 @@ class Planner {
           const std::vector<std::shared_ptr<Storage>>& roots, bool fuse, const PlanLimits& lim)
       : fuse_(fuse), lim_(lim) {
     for (auto& st : dag) {
-      index_[st.get()] = int(nodes_.size());
+      st->mark_epoch = epoch_, st->mark = int64_t(nodes_.size());
       nodes_.push_back({st, st->node.get()});
     }
-    for (auto& r : roots) nodes_[index_.at(r.get())].root = true;
+    for (auto& r : roots) nodes_[idx(r.get())].root = true;
     // Constants are inlined into their readers as scalars, except where memory must hold
     // them: region-write bases and inputs of opaque ops.
     for (auto& pn : nodes_) {
-      if (pn.n->base && index_.count(pn.n->base.get())) nodes_[index_.at(pn.n->base.get())].in_memory = true;
+      if (pn.n->base && idx(pn.n->base.get()) >= 0) nodes_[idx(pn.n->base.get())].in_memory = true;
       if (pn.n->op == Op::MatMul)
         for (auto& in : pn.n->in)
-          if (index_.count(in.st.get())) nodes_[index_.at(in.st.get())].in_memory = true;
+          if (idx(in.st.get()) >= 0) nodes_[idx(in.st.get())].in_memory = true;
     }
   }
 
@@ -84,14 +84,15 @@ class Planner {
   PlanLimits lim_;
   std::vector<PNode> nodes_;
   std::vector<PGroup> groups_;
-  std::unordered_map<const Storage*, int> index_;
+  uint64_t epoch_ = next_mark_epoch();
+  // Index of a pending storage of this flush, or -1.
+  int idx(const Storage* s) const { return s->mark_epoch == epoch_ ? int(s->mark) : -1; }
   std::vector<std::vector<int>> gdeps_;
 
   // Index of the pending producer of an input in this flush, or -1 (ready memory).
   int producer(const Input& in) const {
     if (!in.st->pending()) return -1;
-    auto it = index_.find(in.st.get());
-    return it == index_.end() ? -1 : it->second;
+    return idx(in.st.get());
   }
   bool is_const(int p) const { return p >= 0 && nodes_[p].n->op == Op::Const; }
 
@@ -127,7 +128,7 @@ class Planner {
       int p = producer(in);
       if (p >= 0 && (!is_const(p) || nodes_[p].in_memory)) f(p);
     }
-    if (n.base && n.base->pending() && index_.count(n.base.get())) f(index_.at(n.base.get()));
+    if (n.base && n.base->pending() && idx(n.base.get()) >= 0) f(idx(n.base.get()));
   }
   // Does group `from` (transitively) read group `to`?
   bool reaches(int from, int to) const {
@@ -287,8 +288,7 @@ class Planner {
       for_each_dep(i, [&](int p) {
         if (nodes_[p].group != pn.group || nodes_[p].group < 0) nodes_[p].materialize = true;
       });
-      if (pn.n->base && index_.count(pn.n->base.get()))
-        nodes_[index_.at(pn.n->base.get())].materialize = true;
+      if (pn.n->base && idx(pn.n->base.get()) >= 0) nodes_[idx(pn.n->base.get())].materialize = true;
     }
   }
 
@@ -313,7 +313,7 @@ class Planner {
   // group reads `st`, and (for in-place updates) the group reads it element for element
   // in the order it writes, so each element is read before it is overwritten.
   bool only_reader(const Storage* st, int w, int gi, bool same_order) const {
-    if (st->pending() && index_.count(st) && nodes_[index_.at(st)].root) return false;
+    if (st->pending() && idx(st) >= 0 && nodes_[idx(st)].root) return false;
     const PGroup& G = groups_[gi];
     if (same_order && !G.axes.empty()) return false;
     for (int i = 0; i < int(nodes_.size()); ++i) {

@@ -27,7 +27,11 @@ std::unordered_map<int, Trace>& traces() {
   static std::unordered_map<int, Trace> t;
   return t;
 }
-int trace_key(Device d) { return int(d.kind) * 1024 + d.index; }
+// The CPU trace is looked up on every recorded op: keep a direct reference.
+Trace& trace_for(Device d) {
+  static Trace& cpu = traces()[0];
+  return d.kind == DeviceKind::CPU ? cpu : traces()[int(d.kind) * 1024 + d.index];
+}
 
 bool env_flag(const char* name, bool dflt) {
   const char* v = std::getenv(name);
@@ -51,11 +55,12 @@ bool& log_flag() {
 // Pending storages `roots` need, producers first.
 std::vector<std::shared_ptr<Storage>> live_dag(const std::vector<std::shared_ptr<Storage>>& roots) {
   std::vector<std::shared_ptr<Storage>> order;
-  std::unordered_set<const Storage*> done;
+  uint64_t epoch = next_mark_epoch();
+  auto done = [&](const Storage* s) { return s->mark_epoch == epoch; };
   // (storage, next dependency to visit); dependencies are the inputs, then the base.
   std::vector<std::pair<std::shared_ptr<Storage>, size_t>> stack;
   for (auto& r : roots) {
-    if (!r->pending() || done.count(r.get())) continue;
+    if (!r->pending() || done(r.get())) continue;
     stack.push_back({r, 0});
     while (!stack.empty()) {
       auto& [st, next] = stack.back();
@@ -64,10 +69,13 @@ std::vector<std::shared_ptr<Storage>> live_dag(const std::vector<std::shared_ptr
       if (next < ndeps) {
         const auto& child = next < n.in.size() ? n.in[next].st : n.base;
         ++next;
-        if (child->pending() && !done.count(child.get())) stack.push_back({child, 0});
+        if (child->pending() && !done(child.get())) stack.push_back({child, 0});
         continue;
       }
-      if (done.insert(st.get()).second) order.push_back(st);
+      if (!done(st.get())) {
+        st->mark_epoch = epoch;
+        order.push_back(st);
+      }
       stack.pop_back();
     }
   }
@@ -180,7 +188,7 @@ bool fusion_enabled() { return fusion_flag(); }
 
 std::shared_ptr<Storage> record(std::shared_ptr<Node> n) {
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
-  Trace& tr = traces()[trace_key(n->device)];
+  Trace& tr = trace_for(n->device);
   if (tr.nodes >= trace_limits().max_nodes || tr.pending_bytes >= trace_limits().max_pending_bytes)
     flush(n->device);
   auto st = std::make_shared<Storage>();
@@ -196,12 +204,12 @@ std::shared_ptr<Storage> record(std::shared_ptr<Node> n) {
 
 void track(const std::shared_ptr<Buffer>& b, Device d) {
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
-  traces()[trace_key(d)].buffers.push_back(b);
+  trace_for(d).buffers.push_back(b);
 }
 
 void flush(Device d) {
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
-  Trace& tr = traces()[trace_key(d)];
+  Trace& tr = trace_for(d);
   if (tr.buffers.empty()) return;
   std::vector<std::shared_ptr<Storage>> roots;
   std::unordered_set<const Storage*> seen;

@@ -26,7 +26,7 @@ struct Node {
   Op op;
   DType dtype;  // of the result
   Shape shape;  // the result is laid out contiguously in this shape (unless region write)
-  std::vector<Input> in;
+  SmallVec<Input, 3> in;
   Scalar value;            // Const
   int dim = 0;             // Iota
   uint64_t seed = 0;       // Rand/Randn: key, and the counter offset of element 0

@@ -45,8 +45,13 @@ Tensor const_tensor(Scalar s, DType dt, Device d, const Shape& shape) {
 
 Tensor expand_to(const Tensor& t, const Shape& s) {
   if (t.shape() == s) return t;
-  Dims d(s.begin(), s.end());
-  return t.expand(d);
+  // Broadcast view: new leading dims and size-1 dims read with stride 0 (shapes were
+  // already checked by broadcast_shapes).
+  View v{s, Strides(s.size(), 0), t.offset()};
+  size_t lead = s.size() - t.shape().size();
+  for (size_t i = lead; i < s.size(); ++i)
+    if (t.shape()[i - lead] == s[i]) v.strides[i] = t.strides()[i - lead];
+  return Tensor(t.buffer(), std::move(v), t.dtype(), t.device());
 }
 
 void check_same_device(const char* op, const Tensor& a, const Tensor& b) {

@@ -4,10 +4,12 @@
 #include <string>
 #include <vector>
 
+#include "tensor/small_vec.h"
+
 namespace loom {
 
-using Shape = std::vector<int64_t>;
-using Strides = std::vector<int64_t>;
+using Shape = SmallVec<int64_t, 6>;
+using Strides = SmallVec<int64_t, 6>;
 
 int64_t numel(const Shape& s);
 Strides contiguous_strides(const Shape& s);

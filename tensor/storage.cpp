@@ -27,6 +27,11 @@ std::shared_ptr<Memory> allocate(Device device, size_t bytes) {
   return std::make_shared<Memory>(p, bytes, device);
 }
 
+uint64_t next_mark_epoch() {
+  static std::atomic<uint64_t> e{1};
+  return e++;
+}
+
 uint64_t next_storage_id() {
   static std::atomic<uint64_t> n{1};
   return n++;

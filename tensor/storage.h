@@ -39,6 +39,10 @@ struct Storage {
   std::shared_ptr<Memory> mem;  // set once ready (or when materialized)
   std::shared_ptr<Node> node;   // the producer while pending
   uint64_t id = 0;              // for plans and logs
+  // Scratch marks for the flush walking the DAG (under the runtime mutex): cheaper than
+  // hash sets keyed by pointer.
+  uint64_t mark_epoch = 0;
+  int64_t mark = -1;
 
   bool pending() const { return node != nullptr; }
   void* data() const { return mem ? mem->ptr : nullptr; }
@@ -50,5 +54,6 @@ struct Buffer {
 
 std::shared_ptr<Storage> make_ready_storage(Device d, size_t nbytes);
 uint64_t next_storage_id();
+uint64_t next_mark_epoch();
 
 }  // namespace loom

@@ -1,0 +1,179 @@
+#pragma once
+// SmallVec: a vector that keeps up to N elements inline. Shapes, strides and node inputs are
+// short; keeping them off the heap makes recording an op a handful of allocations, not dozens.
+#include <algorithm>
+#include <cstddef>
+#include <initializer_list>
+#include <iterator>
+#include <memory>
+#include <new>
+#include <utility>
+#include <vector>
+
+namespace loom {
+
+template <typename T, size_t N>
+class SmallVec {
+ public:
+  using value_type = T;
+  using size_type = size_t;
+  using difference_type = std::ptrdiff_t;
+  using reference = T&;
+  using const_reference = const T&;
+  using pointer = T*;
+  using const_pointer = const T*;
+  using iterator = T*;
+  using const_iterator = const T*;
+
+  SmallVec() = default;
+  explicit SmallVec(size_t n) { resize(n); }
+  SmallVec(size_t n, const T& v) { assign(n, v); }
+  SmallVec(std::initializer_list<T> il) { append(il.begin(), il.end()); }
+  template <typename It, typename = decltype(*std::declval<It>(), ++std::declval<It&>())>
+  SmallVec(It first, It last) {
+    append(first, last);
+  }
+  SmallVec(const std::vector<T>& v) { append(v.begin(), v.end()); }  // NOLINT: interop with Dims
+  SmallVec(const SmallVec& o) { append(o.begin(), o.end()); }
+  SmallVec(SmallVec&& o) noexcept { steal(std::move(o)); }
+  SmallVec& operator=(const SmallVec& o) {
+    if (this != &o) {
+      clear();
+      append(o.begin(), o.end());
+    }
+    return *this;
+  }
+  SmallVec& operator=(SmallVec&& o) noexcept {
+    if (this != &o) {
+      destroy();
+      steal(std::move(o));
+    }
+    return *this;
+  }
+  SmallVec& operator=(std::initializer_list<T> il) {
+    clear();
+    append(il.begin(), il.end());
+    return *this;
+  }
+  ~SmallVec() { destroy(); }
+
+  operator std::vector<T>() const { return std::vector<T>(begin(), end()); }  // NOLINT
+
+  T* data() { return ptr_; }
+  const T* data() const { return ptr_; }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  size_t capacity() const { return cap_; }
+  T* begin() { return ptr_; }
+  T* end() { return ptr_ + size_; }
+  const T* begin() const { return ptr_; }
+  const T* end() const { return ptr_ + size_; }
+  const T* cbegin() const { return ptr_; }
+  const T* cend() const { return ptr_ + size_; }
+  std::reverse_iterator<T*> rbegin() { return std::reverse_iterator<T*>(end()); }
+  std::reverse_iterator<T*> rend() { return std::reverse_iterator<T*>(begin()); }
+  T& operator[](size_t i) { return ptr_[i]; }
+  const T& operator[](size_t i) const { return ptr_[i]; }
+  T& at(size_t i) { return check(i), ptr_[i]; }
+  const T& at(size_t i) const { return check(i), ptr_[i]; }
+  T& front() { return ptr_[0]; }
+  const T& front() const { return ptr_[0]; }
+  T& back() { return ptr_[size_ - 1]; }
+  const T& back() const { return ptr_[size_ - 1]; }
+
+  void reserve(size_t n) {
+    if (n <= cap_) return;
+    size_t c = std::max(n, cap_ * 2);
+    T* p = static_cast<T*>(::operator new(c * sizeof(T)));
+    std::uninitialized_move(ptr_, ptr_ + size_, p);
+    std::destroy(ptr_, ptr_ + size_);
+    if (ptr_ != inline_ptr()) ::operator delete(ptr_);
+    ptr_ = p, cap_ = c;
+  }
+  template <typename... A>
+  T& emplace_back(A&&... a) {
+    reserve(size_ + 1);
+    new (ptr_ + size_) T(std::forward<A>(a)...);
+    return ptr_[size_++];
+  }
+  void push_back(const T& v) { emplace_back(v); }
+  void push_back(T&& v) { emplace_back(std::move(v)); }
+  void pop_back() { ptr_[--size_].~T(); }
+  void clear() {
+    std::destroy(ptr_, ptr_ + size_);
+    size_ = 0;
+  }
+  void resize(size_t n) { resize(n, T()); }
+  void resize(size_t n, const T& v) {
+    if (n < size_) {
+      std::destroy(ptr_ + n, ptr_ + size_);
+    } else {
+      reserve(n);
+      std::uninitialized_fill(ptr_ + size_, ptr_ + n, v);
+    }
+    size_ = n;
+  }
+  void assign(size_t n, const T& v) {
+    clear();
+    resize(n, v);
+  }
+  T* insert(const T* pos, const T& v) { return insert(pos, &v, &v + 1); }
+  T* insert(const T* pos, std::initializer_list<T> il) { return insert(pos, il.begin(), il.end()); }
+  template <typename It>
+  T* insert(const T* pos, It first, It last) {
+    size_t at = size_t(pos - ptr_);
+    std::vector<T> tmp(first, last);  // the range may alias this vector
+    size_t k = tmp.size();
+    reserve(size_ + k);
+    for (size_t i = 0; i < k; ++i) emplace_back(T());
+    std::move_backward(ptr_ + at, ptr_ + size_ - k, ptr_ + size_);
+    std::move(tmp.begin(), tmp.end(), ptr_ + at);
+    return ptr_ + at;
+  }
+  T* erase(const T* pos) { return erase(pos, pos + 1); }
+  T* erase(const T* first, const T* last) {
+    size_t a = size_t(first - ptr_), b = size_t(last - ptr_);
+    std::move(ptr_ + b, ptr_ + size_, ptr_ + a);
+    resize(size_ - (b - a));
+    return ptr_ + a;
+  }
+
+  friend bool operator==(const SmallVec& a, const SmallVec& b) {
+    return a.size_ == b.size_ && std::equal(a.begin(), a.end(), b.begin());
+  }
+  friend bool operator!=(const SmallVec& a, const SmallVec& b) { return !(a == b); }
+  friend bool operator<(const SmallVec& a, const SmallVec& b) {
+    return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end());
+  }
+
+ private:
+  T* inline_ptr() { return reinterpret_cast<T*>(buf_); }
+  void check(size_t i) const {
+    if (i >= size_) throw std::out_of_range("SmallVec index");
+  }
+  template <typename It>
+  void append(It first, It last) {
+    for (; first != last; ++first) emplace_back(*first);
+  }
+  void destroy() {
+    clear();
+    if (ptr_ != inline_ptr()) ::operator delete(ptr_);
+    ptr_ = inline_ptr(), cap_ = N;
+  }
+  void steal(SmallVec&& o) {
+    if (o.ptr_ != o.inline_ptr()) {
+      ptr_ = o.ptr_, size_ = o.size_, cap_ = o.cap_;
+      o.ptr_ = o.inline_ptr(), o.size_ = 0, o.cap_ = N;
+    } else {
+      ptr_ = inline_ptr(), cap_ = N, size_ = 0;
+      for (auto& v : o) emplace_back(std::move(v));
+      o.clear();
+    }
+  }
+  alignas(T) unsigned char buf_[N * sizeof(T)];
+  T* ptr_ = inline_ptr();
+  size_t size_ = 0;
+  size_t cap_ = N;
+};
+
+}  // namespace loom
