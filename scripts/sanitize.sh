@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The C++ suite under AddressSanitizer + UndefinedBehaviorSanitizer, and the threaded tests
+# under ThreadSanitizer. Any sanitizer report fails the run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/deps.sh
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOOM_SANITIZE=address \
+  -DLOOM_BUILD_BENCH=OFF -DLOOM_NATIVE=OFF >/dev/null
+cmake --build build-asan -j"$(nproc)" --target loom_tests
+./build-asan/tests/loom_tests --test-case-exclude="*[slow]*"
+export TSAN_OPTIONS=halt_on_error=1
+cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOOM_SANITIZE=thread \
+  -DLOOM_BUILD_BENCH=OFF -DLOOM_NATIVE=OFF >/dev/null
+cmake --build build-tsan -j"$(nproc)" --target loom_tests
+./build-tsan/tests/loom_tests --source-file="*test_threads*"
