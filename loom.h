@@ -3,4 +3,5 @@
 #include "fusion/counters.h"
 #include "fusion/kernel_cache.h"
 #include "fusion/trace.h"
+#include "tensor/fault.h"
 #include "tensor/tensor.h"

@@ -77,17 +77,33 @@ bool better(Op op, T v, T best, bool have) {
   return op == Op::ArgMax ? v > best : v < best;
 }
 
+// Sum and product in a fixed order (16 lanes, then a fixed tree): the result must not
+// depend on the alignment of the data or on which thread runs it.
+template <typename T, bool Mul>
+double lanes(const T* x, int64_t n) {
+  constexpr int L = 16;
+  T acc[L];
+  for (int k = 0; k < L; ++k) acc[k] = Mul ? T(1) : T(0);
+  int64_t i = 0;
+  for (; i + L <= n; i += L)
+    for (int k = 0; k < L; ++k) acc[k] = Mul ? acc[k] * x[i + k] : acc[k] + x[i + k];
+  for (int k = 0; i < n; ++i, ++k) acc[k] = Mul ? acc[k] * x[i] : acc[k] + x[i];
+  for (int w = L / 2; w > 0; w /= 2)
+    for (int k = 0; k < w; ++k) acc[k] = Mul ? acc[k] * acc[k + w] : acc[k] + acc[k + w];
+  return double(acc[0]);
+}
+
 template <typename T>
 void accumulate(Op op, const T* x, int64_t n, int64_t col0, Acc& a) {
   using Eigen::Array;
   Eigen::Map<const Array<T, Eigen::Dynamic, 1>> v(x, n);
   switch (op) {
     case Op::Sum:
-      if constexpr (std::is_floating_point_v<T>) a.f += double(v.sum());
+      if constexpr (std::is_floating_point_v<T>) a.f += lanes<T, false>(x, n);
       else for (int64_t j = 0; j < n; ++j) a.i += int64_t(x[j]);
       break;
     case Op::Prod:
-      if constexpr (std::is_floating_point_v<T>) { for (int64_t j = 0; j < n; ++j) a.f *= double(x[j]); }
+      if constexpr (std::is_floating_point_v<T>) a.f *= lanes<T, true>(x, n);
       else for (int64_t j = 0; j < n; ++j) a.i *= int64_t(x[j]);
       break;
     case Op::Max:

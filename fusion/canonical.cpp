@@ -86,6 +86,13 @@ int GroupBuilder::add_node(const Node& n, Space sp, const std::vector<int>& args
     if (args.size() > 0) g.a = args[0];
     if (args.size() > 1) g.b = args[1];
     if (args.size() > 2) g.c = args[2];
+    // A reduction reads one value per element: spread a row scalar (an inlined constant,
+    // as in sum(ones(n))) over the space first, else it would reduce nothing.
+    if (is_reduce(n.op) && g.a >= 0 && g_.nodes[g.a].space == Space::Row) {
+      GNode c{Op::Copy, g_.nodes[g.a].dtype, Space::Full};
+      c.a = g.a;
+      g.a = push(c);
+    }
   }
   int id = push(g);
   by_storage_[st] = id;

@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "fusion/counters.h"
+#include "tensor/fault.h"
 
 namespace loom {
 namespace {
@@ -26,6 +27,7 @@ KernelLookup get_kernel(Device d, const Group& g) {
   auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<Kernel> k;
   try {
+    LOOM_CHECK(!fault::take_lower(), Runtime, "lowering failed (injected fault)");
     k = backend(d).lower(g);
   } catch (const LowerError&) {
     throw;

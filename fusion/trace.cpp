@@ -179,6 +179,11 @@ TraceLimits& trace_limits() {
 }
 
 bool log_fusion() { return log_flag(); }
+
+int64_t pending_nodes(Device d) {
+  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+  return trace_for(d).nodes;
+}
 void set_log_fusion(bool on) { log_flag() = on; }
 void set_fusion(bool on) {
   sync();

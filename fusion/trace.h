@@ -34,6 +34,9 @@ std::vector<Group> plan_storage(const std::shared_ptr<Storage>& st);
 // The same as text, with each group's lowered program or source.
 std::string explain_storage(const std::shared_ptr<Storage>& st);
 
+// Pending nodes recorded on the device's trace since its last flush.
+int64_t pending_nodes(Device d);
+
 bool log_fusion();  // LOOM_LOG=fusion, or set_log_fusion(true)
 void set_log_fusion(bool on);
 

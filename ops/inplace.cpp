@@ -5,7 +5,7 @@ namespace loom {
 namespace {
 
 // Value for an in-place update of `t`: same shape (no broadcasting of t) and t's dtype.
-Tensor fit(const char* op, const Tensor& t, const Tensor& v) {
+Tensor fit(const char* op, const Tensor& t, Tensor v) {
   check_same_device(op, t, v);
   Shape s = broadcast_shapes(op, t.shape(), v.shape());
   LOOM_CHECK(s == t.shape(), Value, op, ": output of shape ", shape_str(t.shape()),
@@ -14,68 +14,78 @@ Tensor fit(const char* op, const Tensor& t, const Tensor& v) {
     throw Error(ErrorKind::Type, std::string(op) + ": result type " + dtype_name(v.dtype()) +
                                      " can't be cast to the desired output type " +
                                      dtype_name(t.dtype()));
-  return expand_to(cast(v, t.dtype()), t.shape());
+  // Reassign rather than copy, so a fresh result keeps a single holder (see update()).
+  if (v.dtype() != t.dtype()) v = cast(v, t.dtype());
+  if (v.shape() != t.shape()) v = expand_to(v, t.shape());
+  return v;
+}
+
+// Hands the value over as the sole holder of its buffer, so a fresh result becomes the
+// new version itself instead of being copied.
+void update(Tensor& t, Tensor&& value) {
+  Tensor v = std::move(value);
+  assign_inplace(t, v);
 }
 
 }  // namespace
 
 Tensor& Tensor::add_(const Tensor& o, Scalar alpha) {
-  Tensor v = (alpha.kind == Scalar::Kind::Int && alpha.i == 1) ? add(*this, o) : add(*this, o * alpha);
-  assign_inplace(*this, fit("add_", *this, v));
+  bool one = alpha.kind == Scalar::Kind::Int && alpha.i == 1;
+  update(*this, fit("add_", *this, one ? add(*this, o) : add(*this, o * alpha)));
   return *this;
 }
 Tensor& Tensor::add_(Scalar s) {
-  assign_inplace(*this, fit("add_", *this, add(*this, s)));
+  update(*this, fit("add_", *this, add(*this, s)));
   return *this;
 }
 Tensor& Tensor::sub_(const Tensor& o, Scalar alpha) {
-  Tensor v = (alpha.kind == Scalar::Kind::Int && alpha.i == 1) ? sub(*this, o) : sub(*this, o * alpha);
-  assign_inplace(*this, fit("sub_", *this, v));
+  bool one = alpha.kind == Scalar::Kind::Int && alpha.i == 1;
+  update(*this, fit("sub_", *this, one ? sub(*this, o) : sub(*this, o * alpha)));
   return *this;
 }
 Tensor& Tensor::sub_(Scalar s) {
-  assign_inplace(*this, fit("sub_", *this, sub(*this, s)));
+  update(*this, fit("sub_", *this, sub(*this, s)));
   return *this;
 }
 Tensor& Tensor::mul_(const Tensor& o) {
-  assign_inplace(*this, fit("mul_", *this, mul(*this, o)));
+  update(*this, fit("mul_", *this, mul(*this, o)));
   return *this;
 }
 Tensor& Tensor::mul_(Scalar s) {
-  assign_inplace(*this, fit("mul_", *this, mul(*this, s)));
+  update(*this, fit("mul_", *this, mul(*this, s)));
   return *this;
 }
 Tensor& Tensor::div_(const Tensor& o) {
-  assign_inplace(*this, fit("div_", *this, div(*this, o)));
+  update(*this, fit("div_", *this, div(*this, o)));
   return *this;
 }
 Tensor& Tensor::div_(Scalar s) {
-  assign_inplace(*this, fit("div_", *this, div(*this, s)));
+  update(*this, fit("div_", *this, div(*this, s)));
   return *this;
 }
 Tensor& Tensor::copy_(const Tensor& src) {
   Tensor s = src.device() == device_ ? src : src.to(device_);
-  assign_inplace(*this, fit("copy_", *this, s));
+  update(*this, fit("copy_", *this, s));
   return *this;
 }
 Tensor& Tensor::fill_(Scalar s) {
-  assign_inplace(*this, expand_to(const_tensor(s, dtype_, device_), shape()));
+  update(*this, expand_to(const_tensor(s, dtype_, device_), shape()));
   return *this;
 }
 Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi) {
-  assign_inplace(*this, fit("clamp_", *this, clamp(*this, lo, hi)));
+  update(*this, fit("clamp_", *this, clamp(*this, lo, hi)));
   return *this;
 }
 Tensor& Tensor::addcmul_(const Tensor& a, const Tensor& b, Scalar value) {
-  assign_inplace(*this, fit("addcmul_", *this, addcmul(*this, a, b, value)));
+  update(*this, fit("addcmul_", *this, addcmul(*this, a, b, value)));
   return *this;
 }
 Tensor& Tensor::addcdiv_(const Tensor& a, const Tensor& b, Scalar value) {
-  assign_inplace(*this, fit("addcdiv_", *this, addcdiv(*this, a, b, value)));
+  update(*this, fit("addcdiv_", *this, addcdiv(*this, a, b, value)));
   return *this;
 }
 Tensor& Tensor::lerp_(const Tensor& end, Scalar weight) {
-  assign_inplace(*this, fit("lerp_", *this, lerp(*this, end, weight)));
+  update(*this, fit("lerp_", *this, lerp(*this, end, weight)));
   return *this;
 }
 

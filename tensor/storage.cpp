@@ -6,6 +6,7 @@
 #include "fusion/counters.h"
 #include "tensor/backend.h"
 #include "tensor/error.h"
+#include "tensor/fault.h"
 
 namespace loom {
 
@@ -19,6 +20,8 @@ Memory::~Memory() {
 }
 
 std::shared_ptr<Memory> allocate(Device device, size_t bytes) {
+  LOOM_CHECK(!fault::take_alloc(), Memory, device.str(), ": out of memory allocating ", bytes,
+             " bytes (injected fault)");
   void* p = backend(device).alloc(bytes);
   auto live = counters().bytes_live.fetch_add(int64_t(bytes)) + int64_t(bytes);
   auto peak = counters().bytes_peak.load();
