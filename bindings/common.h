@@ -24,7 +24,7 @@ struct PyDType {
 struct PyDevice {
   Device d;
 };
-nb::handle dtype_object(DType t);              // borrowed singleton
+nb::handle dtype_object(DType t);  // borrowed singleton
 bool dtype_from_python(nb::handle h, DType* out, bool convert);
 
 // A `dim` argument: None (all dims), an int, or a sequence of ints.
@@ -43,9 +43,12 @@ std::vector<Slice> parse_index(nb::handle idx);
 Tensor to_tensor(nb::handle data, std::optional<DType> dtype, std::optional<Device> device);
 // Python object for one element of a tensor (bool, int or float by dtype).
 nb::object item_object(const Tensor& t);
+// t <- v in place (torch's rules: castable to t's dtype, v has t's shape); returns t.
+Tensor& assign_result(Tensor& t, const Tensor& v, const char* op);
 
 void init_dtype(nb::module_& m);
 void init_tensor(nb::module_& m);
+void init_index(nb::module_& m);
 void init_operators(nb::module_& m);
 void init_ops(nb::module_& m);
 void init_reduce(nb::module_& m);
@@ -83,14 +86,14 @@ struct type_caster<loom::DType> {
 
 template <>
 struct type_caster<loom::Device> {
-  NB_TYPE_CASTER(loom::Device, const_name("device | str"))
+  NB_TYPE_CASTER(loom::Device, io_name("device | str", "device"))
   bool from_python(handle src, uint32_t, cleanup_list*) noexcept;
   static handle from_cpp(const loom::Device& d, rv_policy, cleanup_list*) noexcept;
 };
 
 template <>
 struct type_caster<loom::py::DimArg> {
-  NB_TYPE_CASTER(loom::py::DimArg, const_name("int | collections.abc.Sequence[int] | None"))
+  NB_TYPE_CASTER(loom::py::DimArg, const_name("int | collections.abc.Sequence[int]"))
   bool from_python(handle src, uint32_t, cleanup_list*) noexcept;
   static handle from_cpp(const loom::py::DimArg&, rv_policy, cleanup_list*) noexcept {
     return none().release();

@@ -1,5 +1,6 @@
 // loom.dtype (one singleton per element type: loom.float32, ...) and loom.device.
 #include "bindings/common.h"
+#include "ops/record.h"
 
 namespace loom::py {
 namespace {
@@ -8,17 +9,21 @@ PyObject* g_dtypes[kNumDTypes] = {};  // borrowed: the module's attributes own t
 PyTypeObject* g_dtype_type = nullptr;
 PyTypeObject* g_device_type = nullptr;
 
-const char* kDTypeAttr[kNumDTypes] = {"bool",    "uint8",    "int8",    "int32",  "int64",
+// `bool` is `bool_` here; python/loom/__init__.py adds loom.bool (and loom.float, loom.int),
+// keeping builtins unshadowed in the generated stub.
+const char* kDTypeAttr[kNumDTypes] = {"bool_",   "uint8",    "int8",    "int32",  "int64",
                                       "float16", "bfloat16", "float32", "float64"};
 
 // Python builtins and numpy dtype names as loom dtypes (torch accepts dtype=float etc.).
 bool dtype_from_name(const char* s, DType* out) {
-  if (!std::strcmp(s, "bool_")) s = "bool";
+  if (!std::strcmp(s, "bool")) s = "bool_";
   for (int i = 0; i < kNumDTypes; ++i)
     if (!std::strcmp(s, kDTypeAttr[i])) return *out = DType(i), true;
-  static const std::pair<const char*, DType> alias[] = {
-      {"float", DType::Float32}, {"double", DType::Float64}, {"half", DType::Float16},
-      {"int", DType::Int32},     {"long", DType::Int64}};
+  static const std::pair<const char*, DType> alias[] = {{"float", DType::Float32},
+                                                        {"double", DType::Float64},
+                                                        {"half", DType::Float16},
+                                                        {"int", DType::Int32},
+                                                        {"long", DType::Int64}};
   for (auto& [n, t] : alias)
     if (!std::strcmp(s, n)) return *out = t, true;
   return false;
@@ -52,42 +57,51 @@ bool dtype_from_python(nb::handle h, DType* out, bool convert) {
 }
 
 void init_dtype(nb::module_& m) {
-  auto dt = nb::class_<PyDType>(m, "dtype", "An element type: loom.float32, loom.int64, ...")
-                .def_prop_ro(
-                    "is_floating_point", [](const PyDType& d) { return is_floating(d.t); },
-                    "True for float16, bfloat16, float32 and float64.")
-                .def_prop_ro(
-                    "is_signed", [](const PyDType& d) { return d.t != DType::UInt8 && !is_bool(d.t); },
-                    "True for signed integer and floating types.")
-                .def_prop_ro(
-                    "itemsize", [](const PyDType& d) { return itemsize(d.t); }, "Bytes per element.")
-                .def_prop_ro(
-                    "name", [](const PyDType& d) { return dtype_name(d.t); }, "Name, e.g. 'float32'.")
-                .def(
-                    "__repr__",
-                    [](const PyDType& d) { return std::string("loom.") + dtype_name(d.t); },
-                    "loom.<name>.")
-                .def(
-                    "__reduce__",
-                    [](const PyDType& d) { return std::string(dtype_name(d.t)); },
-                    "Pickles as the module attribute of the same name.");
+  auto dt =
+      nb::class_<PyDType>(m, "dtype", "An element type: loom.float32, loom.int64, ...")
+          .def_prop_ro(
+              "is_floating_point", [](const PyDType& d) { return is_floating(d.t); },
+              "True for float16, bfloat16, float32 and float64.")
+          .def_prop_ro(
+              "is_signed", [](const PyDType& d) { return d.t != DType::UInt8 && !is_bool(d.t); },
+              "True for signed integer and floating types.")
+          .def_prop_ro(
+              "itemsize", [](const PyDType& d) { return itemsize(d.t); }, "Bytes per element.")
+          .def_prop_ro(
+              "name", [](const PyDType& d) { return dtype_name(d.t); }, "Name, e.g. 'float32'.")
+          .def(
+              "__repr__", [](const PyDType& d) { return std::string("loom.") + dtype_name(d.t); },
+              "loom.<name>.")
+          .def(
+              "__reduce__", [](const PyDType& d) { return std::string(kDTypeAttr[int(d.t)]); },
+              "Pickles as the module attribute of the same name.");
   g_dtype_type = (PyTypeObject*)dt.ptr();
+  m.def("promote_types", &promote_types, "type1"_a, "type2"_a,
+        "The dtype both promote to (torch.promote_types).");
+  m.def(
+      "result_type", [](const Tensor& a, const Tensor& b) { return result_type(a, b); },
+      "tensor1"_a, "tensor2"_a, "The dtype of an op on both (0-d tensors count weakly).");
+  m.def(
+      "result_type", [](const Tensor& a, Scalar b) { return result_type(a, b); }, "tensor1"_a,
+      "tensor2"_a, "The dtype of an op on a tensor and a Python scalar.");
+  m.def(
+      "result_type", [](Scalar b, const Tensor& a) { return result_type(a, b); }, "tensor1"_a,
+      "tensor2"_a, "The dtype of an op on a Python scalar and a tensor.");
   for (int i = 0; i < kNumDTypes; ++i) {
     nb::object o = nb::cast(PyDType{DType(i)});
     m.attr(kDTypeAttr[i]) = o;
     g_dtypes[i] = o.ptr();
   }
-  // torch's aliases.
-  m.attr("float") = m.attr("float32");
+  // torch's aliases (loom.float and loom.int are added by __init__.py).
   m.attr("double") = m.attr("float64");
   m.attr("half") = m.attr("float16");
-  m.attr("int") = m.attr("int32");
   m.attr("long") = m.attr("int64");
 
   auto dev =
       nb::class_<PyDevice>(m, "device", "A device: loom.device('cpu'), loom.device('cuda:0').")
           .def(
-              "__init__", [](PyDevice* p, const std::string& s) { new (p) PyDevice{Device::parse(s)}; },
+              "__init__",
+              [](PyDevice* p, const std::string& s) { new (p) PyDevice{Device::parse(s)}; },
               "spec"_a, "Parses 'cpu', 'cuda' or 'cuda:N'.")
           .def(
               "__init__",
@@ -107,9 +121,8 @@ void init_dtype(nb::module_& m) {
               },
               "The device index (None for the CPU).")
           .def(
-              "__eq__",
-              [](const PyDevice& a, const Device& b) { return a.d == b; }, "other"_a.none(),
-              "Equal to another device or its string ('cpu', 'cuda:0').")
+              "__eq__", [](const PyDevice& a, const Device& b) { return a.d == b; },
+              "other"_a.none(), "Equal to another device or its string ('cpu', 'cuda:0').")
           .def(
               "__eq__", [](const PyDevice&, nb::handle) { return false; }, "other"_a.none(),
               "False for other objects.")

@@ -1,5 +1,6 @@
 #pragma once
 // Devices and streams. Each stream owns one trace of pending work.
+#include <cstdint>
 #include <string>
 
 namespace loom {

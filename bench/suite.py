@@ -1,0 +1,238 @@
+"""loom's benchmark suite: memory-bound workloads, every implementation in one process.
+
+Implementations: loom fused, loom fusion-off, numpy (CPU), torch eager and torch.compile (GPU,
+when torch is importable), and a copy as the bandwidth ceiling. Each result is checked against
+the others before timing, so a fast wrong answer fails the run.
+
+    python bench/suite.py [--device cpu|cuda] [--json out.json] [--png out.png] [--quick]
+"""
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import loom
+
+try:
+    import torch
+except Exception:  # torch is optional
+    torch = None
+
+
+class Timer:
+    """Median of n runs after warm-up; CUDA events for torch on the GPU, else a host timer
+    after a device sync (loom's sync() waits for its stream)."""
+
+    def __init__(self, device, reps):
+        self.device, self.reps = device, reps
+
+    def sync(self):
+        loom.sync()
+        if torch is not None and self.device == "cuda":
+            torch.cuda.synchronize()
+
+    def median_ms(self, fn, nin):
+        for i in range(3):
+            fn(i % nin)
+        self.sync()
+        times = []
+        for i in range(self.reps):
+            t0 = time.perf_counter()
+            fn(i % nin)
+            self.sync()
+            times.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(times)
+
+
+def rel_err(a, b):
+    a = np.asarray(a, dtype=np.float64).ravel()
+    b = np.asarray(b, dtype=np.float64).ravel()
+    den = max(np.linalg.norm(b), 1e-30)
+    return float(np.linalg.norm(a - b) / den)
+
+
+def to_np(x):
+    if isinstance(x, np.ndarray):
+        return x
+    if torch is not None and isinstance(x, torch.Tensor):
+        return x.detach().float().cpu().numpy()
+    if x.dtype == loom.bfloat16 or x.dtype == loom.float16:
+        x = x.to(loom.float32)
+    return x.to("cpu").numpy()
+
+
+# ---- workloads: (name, bytes, make inputs, implementations) ---------------------------------
+def chain8(x):
+    return ((((x * 1.5 + 0.5).tanh() * x).sigmoid()) + x * x - 0.25).relu()
+
+
+def np_chain8(x):
+    t = np.tanh(x * 1.5 + 0.5) * x
+    return np.maximum(1 / (1 + np.exp(-t)) + x * x - 0.25, 0)
+
+
+def workloads(dev, quick):
+    big = dev == "cuda"
+    n_elems = (256 << 20) if big else (16 << 20)
+    rows = 65536 if big else 4096
+    if quick:
+        n_elems //= 16
+        rows //= 16
+    C = 4096
+    W = []
+    W.append(("copy", 8 * n_elems, ("vec", n_elems), {
+        "loom fused": lambda x: x.clone(), "numpy": lambda x: x.copy(),
+        "torch eager": lambda x: x.clone()}))
+    W.append(("chain8", 8 * n_elems, ("vec", n_elems), {
+        "loom fused": chain8, "loom fusion-off": chain8, "numpy": np_chain8,
+        "torch eager": chain8, "torch.compile": chain8}))
+    W.append(("gelu+bias", 8 * rows * C + 4 * C, ("mat_bias", rows, C), {
+        "loom fused": lambda x, b: loom.gelu(x + b, approximate="tanh"),
+        "loom fusion-off": lambda x, b: loom.gelu(x + b, approximate="tanh"),
+        "torch eager": lambda x, b: torch.nn.functional.gelu(x + b, approximate="tanh"),
+        "torch.compile": lambda x, b: torch.nn.functional.gelu(x + b, approximate="tanh")}))
+    for dt in ("float32", "bfloat16"):
+        if dt == "bfloat16" and not big:
+            continue
+        sz = 2 if dt == "bfloat16" else 4
+        W.append((f"softmax {dt}", 2 * sz * rows * C, ("mat", rows, C, dt), {
+            "loom fused": lambda x: loom.softmax(x, dim=-1),
+            "loom fusion-off": lambda x: loom.softmax(x, dim=-1),
+            "torch eager": lambda x: torch.softmax(x, dim=-1),
+            "torch.compile": lambda x: torch.softmax(x, dim=-1)}))
+        W.append((f"layer_norm {dt}", 2 * sz * rows * C, ("mat", rows, C, dt), {
+            "loom fused": lambda x: loom.layer_norm(x, (x.shape[-1],)),
+            "loom fusion-off": lambda x: loom.layer_norm(x, (x.shape[-1],)),
+            "torch eager": lambda x: torch.nn.functional.layer_norm(x, (x.shape[-1],)),
+            "torch.compile": lambda x: torch.nn.functional.layer_norm(x, (x.shape[-1],))}))
+        W.append((f"rms_norm {dt}", 2 * sz * rows * C, ("mat", rows, C, dt), {
+            "loom fused": lambda x: loom.rms_norm(x, (x.shape[-1],), eps=1e-6),
+            "loom fusion-off": lambda x: loom.rms_norm(x, (x.shape[-1],), eps=1e-6),
+            "torch eager": lambda x: torch.nn.functional.rms_norm(x, (x.shape[-1],), eps=1e-6),
+            "torch.compile": lambda x: torch.nn.functional.rms_norm(x, (x.shape[-1],), eps=1e-6)}))
+    W.append(("sum", 4 * n_elems, ("vec", n_elems), {
+        "loom fused": lambda x: x.sum(), "loom fusion-off": lambda x: x.sum(),
+        "numpy": lambda x: x.sum(dtype=np.float64),
+        "torch eager": lambda x: x.sum(), "torch.compile": lambda x: x.sum()}))
+    W.append(("column mean", 4 * rows * C + 4 * C, ("mat", rows, C, "float32"), {
+        "loom fused": lambda x: x.mean(dim=0), "loom fusion-off": lambda x: x.mean(dim=0),
+        "numpy": lambda x: x.mean(axis=0),
+        "torch eager": lambda x: x.mean(dim=0), "torch.compile": lambda x: x.mean(dim=0)}))
+    return W
+
+
+def make_inputs(spec, backend, dev, nin, rng):
+    kind = spec[0]
+    outs = []
+    for _ in range(nin):
+        if kind == "vec":
+            arrs = [rng.standard_normal(spec[1], dtype=np.float32)]
+        elif kind == "mat":
+            arrs = [rng.standard_normal((spec[1], spec[2]), dtype=np.float32)]
+        else:
+            arrs = [rng.standard_normal((spec[1], spec[2]), dtype=np.float32),
+                    rng.standard_normal(spec[2], dtype=np.float32)]
+        dt = spec[3] if kind == "mat" and len(spec) > 3 else "float32"
+        if backend == "numpy":
+            outs.append(arrs)
+        elif backend == "torch":
+            outs.append([torch.from_numpy(a).to(dev).to(getattr(torch, dt)) for a in arrs])
+        else:
+            outs.append([loom.tensor(a, device=dev).to(getattr(loom, dt)) for a in arrs])
+    return outs
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cuda" if loom.cuda.is_available() else "cpu")
+    ap.add_argument("--json")
+    ap.add_argument("--png")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--reps", type=int, default=20)
+    args = ap.parse_args()
+    dev = args.device
+    rng = np.random.default_rng(0)
+    timer = Timer(dev, args.reps)
+    have_torch = torch is not None and (dev == "cpu" or torch.cuda.is_available())
+    rows, copy_gbs = [], None
+    for name, nbytes, spec, impls in workloads(dev, args.quick):
+        results, ref = {}, None
+        for impl, fn in impls.items():
+            backend = "numpy" if impl == "numpy" else "torch" if impl.startswith("torch") else "loom"
+            if backend == "numpy" and dev == "cuda":
+                continue
+            if backend == "torch" and (not have_torch or (impl == "torch.compile" and dev != "cuda")):
+                continue
+            if impl == "torch.compile":
+                fn = torch.compile(fn)
+            nin = 2
+            ins = make_inputs(spec, backend, dev, nin, rng)
+            loom.set_fusion(impl != "loom fusion-off")
+            try:
+                out = to_np(fn(*ins[0]))
+                if ref is None:
+                    ref = out
+                else:
+                    err = rel_err(out, ref)
+                    tol = 2e-2 if "bfloat16" in name else 1e-4
+                    if not err <= tol:
+                        sys.exit(f"{name}: {impl} disagrees with the first implementation (rel err {err:.3g})")
+                ms = timer.median_ms(lambda i: fn(*ins[i]), nin)
+            finally:
+                loom.set_fusion(True)
+            gbs = nbytes / ms / 1e6
+            results[impl] = ms
+            if name == "copy" and impl == "loom fused":
+                copy_gbs = gbs
+            rows.append({"work": name, "impl": impl, "ms": ms, "gbs": gbs})
+        base = {k: results.get(k) for k in ("torch.compile", "torch eager", "numpy")}
+        for r in rows:
+            if r["work"] != name:
+                continue
+            r["pct_copy"] = 100 * r["gbs"] / copy_gbs if copy_gbs else None
+            for k, v in base.items():
+                if v:
+                    r["x_vs_" + k.replace(" ", "_").replace(".", "_")] = v / r["ms"]
+    print(f"{'work':<22}{'impl':<18}{'ms':>10}{'GB/s':>10}{'% copy':>8}")
+    for r in rows:
+        pct = f"{r['pct_copy']:.0f}" if r.get("pct_copy") else "-"
+        print(f"{r['work']:<22}{r['impl']:<18}{r['ms']:>10.3f}{r['gbs']:>10.1f}{pct:>8}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": dev, "rows": rows}, f, indent=1)
+    if args.png:
+        plot(rows, args.png)
+
+
+def plot(rows, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    works = sorted({r["work"] for r in rows}, key=[r["work"] for r in rows].index)
+    impls = sorted({r["impl"] for r in rows}, key=[r["impl"] for r in rows].index)
+    fig, ax = plt.subplots(figsize=(max(8, len(works) * 1.2), 4.5))
+    w = 0.8 / len(impls)
+    for k, impl in enumerate(impls):
+        xs, ys = [], []
+        for i, wk in enumerate(works):
+            for r in rows:
+                if r["work"] == wk and r["impl"] == impl and r.get("pct_copy"):
+                    xs.append(i + k * w)
+                    ys.append(r["pct_copy"])
+        ax.bar(xs, ys, w, label=impl)
+    ax.set_xticks([i + 0.4 - w / 2 for i in range(len(works))])
+    ax.set_xticklabels(works, rotation=30, ha="right")
+    ax.set_ylabel("% of copy bandwidth")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+if __name__ == "__main__":
+    main()

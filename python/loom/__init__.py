@@ -1,0 +1,31 @@
+"""loom: an eager-mode tensor runtime whose ops record lazily and run as fused kernels.
+
+The API follows PyTorch's names and keywords::
+
+    import loom
+    x = loom.randn(4, 1024)
+    y = loom.softmax(x * 2.0, dim=-1)   # recorded, not run
+    print(y.sum(dim=-1))                # a sync point: runs as fused kernels
+
+``loom.array_api`` is a Python array API standard (2023.12) namespace over the same tensors.
+"""
+from . import _loom
+from ._loom import *  # noqa: F401,F403
+from ._loom import Tensor, device, dtype, __version__  # noqa: F401
+from . import cuda  # noqa: F401
+
+# torch's dtype names that shadow Python builtins (kept out of _loom so its stub stays clean).
+# Code below this point must reach the builtins through the builtins module.
+bool = _loom.bool_  # noqa: A001
+float = _loom.float32  # noqa: A001
+int = _loom.int32  # noqa: A001
+__all__ = [n for n in dir(_loom) if not n.startswith("_")] + ["bool", "float", "int"]
+
+
+def __getattr__(name):
+    # loom.array_api is imported on first use (it is plain Python over _loom).
+    if name == "array_api":
+        import importlib
+
+        return importlib.import_module(".array_api", __name__)
+    raise AttributeError(f"module 'loom' has no attribute {name!r}")

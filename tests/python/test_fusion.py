@@ -1,0 +1,87 @@
+"""Runtime controls from Python: sync, fusion on/off, explain, counters, the kernel cache."""
+import numpy as np
+import pytest
+
+import loom
+
+
+def test_fusion_switch():
+    assert loom.fusion_enabled()
+    loom.set_fusion(False)
+    assert not loom.fusion_enabled()
+    loom.set_fusion(True)
+    assert loom.fusion_enabled()
+
+
+def test_softmax_runs_as_one_kernel():
+    x = loom.randn(64, 256)
+    loom.sync()
+    loom.reset_counters()
+    y = loom.softmax(x, dim=-1)
+    assert y.is_pending
+    assert loom.counters()["kernels"] == 0  # nothing ran yet
+    loom.sync()
+    c = loom.counters()
+    assert c["flushes"] == 1 and c["kernels"] == 1, c
+    assert not y.is_pending
+
+
+def test_fusion_off_runs_one_kernel_per_primitive():
+    loom.set_fusion(False)
+    try:
+        x = loom.randn(8, 16)
+        loom.sync()
+        loom.reset_counters()
+        loom.softmax(x, -1).sum().item()
+        assert loom.counters()["kernels"] >= 5
+    finally:
+        loom.set_fusion(True)
+
+
+def test_explain_plans_without_running():
+    x = loom.randn(4, 8)
+    y = (x * 2).exp().sum(1)
+    loom.reset_counters()
+    text = loom.explain(y)
+    assert "kernel" in text and "sum" in text
+    assert loom.counters()["kernels"] == 0 and y.is_pending
+
+
+def test_counters_dict_and_reset():
+    c = loom.counters()
+    for k in ["flushes", "groups", "kernels", "cache_hits", "cache_misses", "bytes_moved",
+              "bytes_live", "bytes_peak", "nodes_recorded"]:
+        assert isinstance(c[k], int)
+    loom.reset_counters()
+    assert loom.counters()["kernels"] == 0
+
+
+def test_loop_hits_the_kernel_cache():
+    """Invariant 5: same ops, other values and sizes -> one cached kernel."""
+    for i, n in enumerate([1000, 1001, 1002, 1003]):
+        x = loom.ones(n) * (0.5 + i)
+        (x.exp() + 1).sum().item()
+        if i == 0:
+            size = loom.kernel_cache_size()
+            loom.reset_counters()
+    assert loom.kernel_cache_size() == size
+    assert loom.counters()["cache_misses"] == 0
+
+
+def test_sync_runs_everything():
+    xs = [loom.ones(10) * i for i in range(5)]
+    assert all(x.is_pending for x in xs)
+    loom.sync()
+    assert not any(x.is_pending for x in xs)
+
+
+def test_views_of_a_pending_producer_in_one_expression():
+    """A consumer reading a pending value both directly and through another view (y * y.T)
+    must not read the view as the value itself."""
+    a = np.arange(9).reshape(3, 3)
+    y = loom.arange(9).reshape(3, 3) * 1
+    np.testing.assert_array_equal((y * y.T).numpy(), a * a.T)
+    y = loom.arange(9).reshape(3, 3) * 1
+    np.testing.assert_array_equal((y + y[::-1]).numpy(), a + a[::-1])
+    y = loom.arange(10) * 2
+    np.testing.assert_array_equal((y[1:] - y[:-1]).numpy(), np.full(9, 2))
