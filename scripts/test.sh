@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sets everything up and runs all of loom's tests (C++ doctest suite through ctest).
+# Sets everything up and runs all of loom's tests: the C++ doctest suite through ctest, then
+# the Python package (pip install .) and its pytest suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
@@ -7,3 +8,5 @@ BUILD=${BUILD:-build}
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release ${CMAKE_ARGS:-} >/dev/null
 cmake --build "$BUILD" -j"$(nproc)"
 ctest --test-dir "$BUILD" --output-on-failure -j"$(nproc)"
+# The Python package and its tests.
+bash scripts/test_python.sh
