@@ -92,6 +92,14 @@ inline T nan_min(T a, T b) {
   return a < b ? a : b;
 }
 
+// Eigen's fast vector sqrt (an rsqrt estimate refined by Newton) gives NaN for +inf, while
+// its scalar tail gives inf: set the +inf lanes explicitly.
+template <typename T>
+void fix_at_inf(const T* a, T* out, int64_t n, T value) {
+  for (int64_t i = 0; i < n; ++i)
+    if (a[i] == std::numeric_limits<T>::infinity()) out[i] = value;
+}
+
 template <typename T>
 void unary_float(Op op, const T* a, T* out, int64_t n) {
   CArr<T> x(a, n);
@@ -104,8 +112,8 @@ void unary_float(Op op, const T* a, T* out, int64_t n) {
     case Op::Log: o = x.log(); break;
     case Op::Log2: map1(a, out, n, [](T v) { return std::log2(v); }); break;
     case Op::Log1p: o = x.log1p(); break;
-    case Op::Sqrt: o = x.sqrt(); break;
-    case Op::Rsqrt: o = x.sqrt().inverse(); break;
+    case Op::Sqrt: o = x.sqrt(); fix_at_inf(a, out, n, std::numeric_limits<T>::infinity()); break;
+    case Op::Rsqrt: o = x.sqrt().inverse(); fix_at_inf(a, out, n, T(0)); break;
     case Op::Reciprocal: o = x.inverse(); break;
     case Op::Sin: o = x.sin(); break;
     case Op::Cos: o = x.cos(); break;
@@ -196,7 +204,10 @@ void unary_bool(Op op, const T* a, uint8_t* out, int64_t n) {
 template <typename T>
 void binary(Op op, const T* a, int sa, const T* b, int sb, T* out, int64_t n) {
   switch (op) {
-    case Op::Add: return map2(a, sa, b, sb, out, n, [](T x, T y) { return T(x + y); });
+    case Op::Add:
+      if constexpr (std::is_same_v<T, uint8_t>)  // bool: true + true is true (stays 0/1)
+        return map2(a, sa, b, sb, out, n, [](T x, T y) { return T(x | y); });
+      return map2(a, sa, b, sb, out, n, [](T x, T y) { return T(x + y); });
     case Op::Sub: return map2(a, sa, b, sb, out, n, [](T x, T y) { return T(x - y); });
     case Op::Mul: return map2(a, sa, b, sb, out, n, [](T x, T y) { return T(x * y); });
     case Op::Div:

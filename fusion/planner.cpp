@@ -182,6 +182,22 @@ class Planner {
     return std::nullopt;
   }
 
+  // Node i may join (or pull in) group g in space `sp` only if every one of its inputs made
+  // inside g is fusable in that space: a second read of an in-group value through another
+  // view (y + y.t(), a broadcast slice) would otherwise read the value as if unpermuted, and
+  // a Row node (epilogue) must not read a Full node, which no pass computes (when every
+  // reduced dim has size 1 the keepdim shape equals the space and both look fusable).
+  bool same_space(int i, int g, Space sp) const {
+    if (base_group(i) == g) return false;
+    for (auto& in : nodes_[i].n->in) {
+      int p = producer(in);
+      if (p < 0 || is_const(p) || nodes_[p].group != g) continue;
+      auto s = fusable(i, in, p);
+      if (!s || *s != sp) return false;
+    }
+    return true;
+  }
+
   void place(int i) {
     Node& n = *nodes_[i].n;
     if (n.op == Op::Const && !nodes_[i].root && !nodes_[i].in_memory) return;  // inlined as a scalar
@@ -209,6 +225,7 @@ class Planner {
       auto s = fusable(i, in, p);
       if (!s || !fits(nodes_[p].group, 1)) continue;
       int g = nodes_[p].group;
+      if (!same_space(i, g, *s)) continue;
       bool cyclic = false;
       for_each_dep(i, [&](int q) {
         int qg = nodes_[q].group;
@@ -231,9 +248,32 @@ class Planner {
       int p = producer(in);
       if (p < 0 || is_const(p) || nodes_[p].group < 0 || nodes_[p].group == target) continue;
       int h = nodes_[p].group;
-      if (!fusable(i, in, p) || !mergeable(target, h)) continue;
+      if (!same_space(i, h, sp) || !mergeable(target, h)) continue;
       merge(target, h);
     }
+  }
+
+  // The group making the memory a region write starts from: never the writer's own group,
+  // whose outputs start as a copy of that memory before the kernel computes it.
+  int base_group(int i) const {
+    const Node& n = *nodes_[i].n;
+    if (!n.base || !n.base->pending()) return -1;
+    int b = idx(n.base.get());
+    return b >= 0 ? nodes_[b].group : -1;
+  }
+
+  // Members of group a reading members of group b, if both were one group.
+  bool internal_reads_ok(int a, int b) const {
+    for (int m : groups_[a].members) {
+      if (base_group(m) == b) return false;
+      for (auto& in : nodes_[m].n->in) {
+        int p = producer(in);
+        if (p < 0 || is_const(p) || nodes_[p].group != b) continue;
+        auto s = fusable(m, in, p);
+        if (!s || *s != nodes_[m].space) return false;
+      }
+    }
+    return true;
   }
 
   bool mergeable(int g, int h) const {
@@ -242,6 +282,9 @@ class Planner {
     if (!G.axes.empty() && !H.axes.empty() && G.axes != H.axes) return false;
     if (int(G.members.size() + H.members.size()) > lim_.max_nodes) return false;
     if (G.leaves + H.leaves > lim_.max_leaves) return false;
+    // Reads between the two groups become in-group reads, which ignore the view: each must
+    // be fusable in its reader's space (a transposed or sliced read must stay a load).
+    if (!internal_reads_ok(g, h) || !internal_reads_ok(h, g)) return false;
     // Merging must not close a cycle through a third group.
     for (int d : deps_of(h))
       if (d != g && reaches(d, g)) return false;
@@ -322,6 +365,9 @@ class Planner {
       for (auto& in : n.in) {
         if (in.st.get() != st) continue;
         if (!same_order || nodes_[i].group != gi) return false;
+        // The CPU tile stores an output as soon as it is computed: a reader evaluated after
+        // the writer (later in dag order) would see the new values.
+        if (i > w) return false;
         if (in.view.offset != 0 || in.view.shape != G.S ||
             in.view.strides != contiguous_strides(G.S))
           return false;
@@ -363,6 +409,15 @@ class Planner {
           o.init = n.base;
           if (only_reader(n.base.get(), m, gi, false)) o.alias = n.base;
         } else if (auto r = n.reuse.lock()) {
+          // A chain of in-place updates (m.mul_(b).add_(x)): versions in between that live
+          // only in this group's registers pass the first version's memory on to the last.
+          for (int k = idx(r.get()); r->pending() && k >= 0 && nodes_[k].group == gi &&
+                                     !nodes_[k].materialize;
+               k = idx(r.get())) {
+            auto prev = r->node->reuse.lock();
+            if (!prev) break;
+            r = std::move(prev);
+          }
           if (only_reader(r.get(), m, gi, true)) o.alias = r;
         }
         b.add_output(o, n);

@@ -185,10 +185,6 @@ int64_t pending_nodes(Device d) {
   return trace_for(d).nodes;
 }
 void set_log_fusion(bool on) { log_flag() = on; }
-void set_fusion(bool on) {
-  sync();
-  fusion_flag() = on;
-}
 bool fusion_enabled() { return fusion_flag(); }
 
 std::shared_ptr<Storage> record(std::shared_ptr<Node> n) {
@@ -264,6 +260,13 @@ void sync() {
   std::vector<int> keys;
   for (auto& [k, t] : traces()) keys.push_back(k);
   for (int k : keys) flush(Device{DeviceKind(k / 1024), k % 1024});
+}
+
+// Defined after loom::sync: an unqualified sync() above it resolved to ::sync (unistd.h), a
+// file-system flush, leaving the trace unflushed.
+void set_fusion(bool on) {
+  loom::sync();
+  fusion_flag() = on;
 }
 
 std::vector<Group> plan_storage(const std::shared_ptr<Storage>& st) {

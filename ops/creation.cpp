@@ -88,8 +88,14 @@ Tensor full(const Shape& shape, Scalar value, Options opts) {
   check_sizes("full", shape);
   return const_tensor(value, opts.dtype, opts.device, shape);
 }
-Tensor zeros(const Shape& shape, Options opts) { return full(shape, 0, opts); }
-Tensor ones(const Shape& shape, Options opts) { return full(shape, 1, opts); }
+Tensor zeros(const Shape& shape, Options opts) {
+  check_sizes("zeros", shape);
+  return full(shape, 0, opts);
+}
+Tensor ones(const Shape& shape, Options opts) {
+  check_sizes("ones", shape);
+  return full(shape, 1, opts);
+}
 
 Tensor empty_like(const Tensor& t, std::optional<DType> dt) {
   return empty(t.shape(), {dt.value_or(t.dtype()), t.device()});
@@ -122,6 +128,11 @@ Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype,
   int64_t n = std::max<int64_t>(0, int64_t(std::ceil(span)));
   bool any_float = start.kind == Scalar::Kind::Float || end.kind == Scalar::Kind::Float ||
                    step.kind == Scalar::Kind::Float;
+  if (!any_float) {  // exact count for integers past 2^53: ceil((end - start) / step)
+    int64_t span_i = end.i - start.i, q = span_i / step.i, r = span_i % step.i;
+    if (r != 0 && ((r > 0) == (step.i > 0))) ++q;
+    n = std::max<int64_t>(0, q);
+  }
   DType t = dtype.value_or(any_float ? kDefaultFloat : DType::Int64);
   Tensor i = iota({n}, 0, device);
   if (!is_floating(t) && !any_float) return cast(i * step.i + start.i, t);
@@ -130,6 +141,7 @@ Tensor arange(Scalar start, Scalar end, Scalar step, std::optional<DType> dtype,
 
 Tensor linspace(double start, double end, int64_t steps, Options opts) {
   LOOM_CHECK(steps >= 0, Value, "linspace: number of steps must be non-negative, got ", steps);
+  if (steps == 1) return full({1}, start, opts);  // like torch: the one value is `start`
   double step = steps > 1 ? (end - start) / double(steps - 1) : 0.0;
   Tensor i = cast(iota({steps}, 0, opts.device), DType::Float64);
   // Like torch: the second half counts back from `end`, so both ends are exact.

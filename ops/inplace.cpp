@@ -4,13 +4,24 @@
 namespace loom {
 namespace {
 
+// Like torch: an in-place write through a view where several elements share one memory
+// location (an expanded dim) has no single answer, so it is an error.
+void check_writable(const char* op, const Tensor& t) {
+  for (int d = 0; d < t.dim() && t.numel() > 0; ++d)
+    LOOM_CHECK(t.strides()[d] != 0 || t.shape()[d] <= 1, Value, op,
+               ": more than one element of the written-to tensor of shape ", shape_str(t.shape()),
+               " refers to a single memory location (expanded dim ", d, "); clone() it first");
+}
+
 // Value for an in-place update of `t`: same shape (no broadcasting of t) and t's dtype.
 Tensor fit(const char* op, const Tensor& t, Tensor v) {
+  check_writable(op, t);
   check_same_device(op, t, v);
   Shape s = broadcast_shapes(op, t.shape(), v.shape());
   LOOM_CHECK(s == t.shape(), Value, op, ": output of shape ", shape_str(t.shape()),
              " does not match the broadcast shape ", shape_str(s));
-  if (dtype_category(v.dtype()) > dtype_category(t.dtype()) && op[0] != 'c')
+  // Only copy_ converts down a category (float -> int); clamp_(int, 0.5) errors as in torch.
+  if (dtype_category(v.dtype()) > dtype_category(t.dtype()) && std::string(op) != "copy_")
     throw Error(ErrorKind::Type, std::string(op) + ": result type " + dtype_name(v.dtype()) +
                                      " can't be cast to the desired output type " +
                                      dtype_name(t.dtype()));
@@ -69,6 +80,7 @@ Tensor& Tensor::copy_(const Tensor& src) {
   return *this;
 }
 Tensor& Tensor::fill_(Scalar s) {
+  check_writable("fill_", *this);
   update(*this, expand_to(const_tensor(s, dtype_, device_), shape()));
   return *this;
 }

@@ -41,7 +41,8 @@ void emit(std::ostringstream& os, const std::vector<double>& v, const Shape& s, 
   bool cut = summarize && n > 6;
   for (int64_t i = 0; i < n; ++i) {
     if (cut && i == 3) {
-      os << (d + 1 == int(s.size()) ? "..., " : "...,\n" + std::string(indent + 1, ' '));
+      // torch prints the innermost ellipsis as an element " ..." (",  ...,").
+      os << (d + 1 == int(s.size()) ? " ..., " : "...,\n" + std::string(indent + 1, ' '));
       i = n - 3;
     }
     if (d + 1 == int(s.size())) {
@@ -78,7 +79,11 @@ std::string Tensor::str() const {
     f.sci = mx >= 1e8 || (mn < 1e-4 && !all_int) || (mn != INFINITY && mx / mn > 1e3 && !all_int);
   }
   bool summarize = numel() > 1000;
-  for (double x : v) f.width = std::max<int>(f.width, int(f.one(x).size()));
+  // Like torch, floats take their width from the nonzero finite values (nan, inf and zeros
+  // are padded to it or overflow it); integers from every value.
+  for (double x : v)
+    if (!f.is_float || (std::isfinite(x) && x != 0))
+      f.width = std::max<int>(f.width, int(f.one(x).size()));
   if (dtype_ == DType::Bool) f.width = 5;
   std::ostringstream os;
   os << "tensor(";

@@ -3,6 +3,7 @@
 // dtype-aware comparison, fused-vs-fusion-off differential runs and error checks.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -110,6 +111,61 @@ inline std::vector<double> ref_unary(const std::vector<double>& v,
   return r;
 }
 
+// Normalized, sorted dims of a rank-`rank` shape; empty `dims` means all of them.
+inline std::vector<int> norm_dims(const std::vector<int64_t>& dims, int rank) {
+  std::vector<int> r;
+  if (dims.empty())
+    for (int d = 0; d < rank; ++d) r.push_back(d);
+  for (auto d : dims) r.push_back(int(d < 0 ? d + rank : d));
+  std::sort(r.begin(), r.end());
+  return r;
+}
+
+// f applied to the elements of each reduced slice (in row-major order of the reduced dims);
+// results row-major over the kept dims (the same order with or without keepdim).
+inline std::vector<double> ref_reduce(const std::vector<double>& v, const Shape& s,
+                                      const std::vector<int64_t>& dims,
+                                      const std::function<double(const std::vector<double>&)>& f) {
+  int rank = int(s.size());
+  std::vector<int> red = norm_dims(dims, rank);
+  std::vector<bool> is_red(size_t(rank), false);
+  for (int d : red) is_red[size_t(d)] = true;
+  Shape kept;
+  for (int d = 0; d < rank; ++d)
+    if (!is_red[size_t(d)]) kept.push_back(s[size_t(d)]);
+  int64_t nk = loom::numel(kept);
+  std::vector<std::vector<double>> slices(static_cast<size_t>(nk));
+  loom::Strides ks = loom::contiguous_strides(kept);
+  int64_t n = loom::numel(s);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t rem = i, k = 0;
+    int kd = int(kept.size()) - 1;
+    for (int d = rank - 1; d >= 0; --d) {
+      int64_t idx = rem % s[size_t(d)];
+      rem /= s[size_t(d)];
+      if (!is_red[size_t(d)]) k += idx * ks[size_t(kd--)];
+    }
+    slices[size_t(k)].push_back(v[size_t(i)]);
+  }
+  std::vector<double> out(static_cast<size_t>(nk));
+  for (int64_t k = 0; k < nk; ++k) out[size_t(k)] = f(slices[size_t(k)]);
+  return out;
+}
+
+// The shape a reduction over `dims` gives.
+inline Shape reduced_shape(const Shape& s, const std::vector<int64_t>& dims, bool keepdim) {
+  std::vector<int> red = norm_dims(dims, int(s.size()));
+  Shape out;
+  for (int d = 0; d < int(s.size()); ++d) {
+    bool r = std::find(red.begin(), red.end(), d) != red.end();
+    if (!r)
+      out.push_back(s[size_t(d)]);
+    else if (keepdim)
+      out.push_back(1);
+  }
+  return out;
+}
+
 // ---- comparison ---------------------------------------------------------------------------
 
 struct Tol {
@@ -119,11 +175,16 @@ struct Tol {
 // Forward tolerances for a result stored in `dt` (integers and bool: exact).
 inline Tol tol(DType dt) {
   switch (dt) {
-    case DType::Float64: return {1e-12, 1e-12};
-    case DType::Float32: return {1e-5, 1e-6};
-    case DType::Float16: return {1e-2, 1e-3};
-    case DType::BFloat16: return {2e-2, 1e-2};
-    default: return {0, 0};
+    case DType::Float64:
+      return {1e-12, 1e-12};
+    case DType::Float32:
+      return {1e-5, 1e-6};
+    case DType::Float16:
+      return {1e-2, 1e-3};
+    case DType::BFloat16:
+      return {2e-2, 1e-2};
+    default:
+      return {0, 0};
   }
 }
 
@@ -205,7 +266,7 @@ inline std::vector<double> check_fused_matches_unfused(const std::function<Tenso
 inline void check_error_at_call(const std::function<void()>& f,
                                 std::initializer_list<std::string> parts, const char* file,
                                 int line, bool allow_flush = false) {
-  INFO("error check at " << file << ":" << line);
+  INFO("error check at " << std::string(file) << ":" << line);
   loom::sync();
   int64_t flushes = loom::counters().flushes.load();
   bool threw = false;
@@ -221,7 +282,8 @@ inline void check_error_at_call(const std::function<void()>& f,
     threw = true;
   }
   CHECK_MESSAGE(threw, "no loom::Error was thrown");
-  if (!allow_flush) CHECK_MESSAGE(loom::counters().flushes.load() == flushes, "error came after a flush");
+  if (!allow_flush)
+    CHECK_MESSAGE(loom::counters().flushes.load() == flushes, "error came after a flush");
 }
 
 }  // namespace lt

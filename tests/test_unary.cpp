@@ -30,10 +30,10 @@ const std::vector<UnaryRow>& unary_rows() {
 // A float64 reference and the input domain the op is defined on.
 struct UnaryRef {
   double (*f)(double);
-  double lo = -3, hi = 3;          // float inputs
-  int64_t ilo = -20, ihi = 20;     // integer inputs
-  bool ints = true;                // takes integer (and bool) inputs
-  bool floats = true;              // takes float inputs
+  double lo = -3, hi = 3;       // float inputs
+  int64_t ilo = -20, ihi = 20;  // integer inputs
+  bool ints = true;             // takes integer (and bool) inputs
+  bool floats = true;           // takes float inputs
 };
 
 double sigmoid_ref(double x) { return 1 / (1 + std::exp(-x)); }
@@ -49,8 +49,8 @@ const std::map<std::string, UnaryRef>& unary_refs() {
       {"ceil", {[](double x) { return std::ceil(x); }, -10, 10}},
       {"round", {[](double x) { return std::nearbyint(x); }, -10, 10}},
       {"trunc", {[](double x) { return std::trunc(x); }, -10, 10}},
-      {"bitwise_not", {[](double x) { return double(~int64_t(x)); }, 0, 0, -1000, 1000, true,
-                       false}},
+      {"bitwise_not",
+       {[](double x) { return double(~int64_t(x)); }, 0, 0, -1000, 1000, true, false}},
       {"exp", {[](double x) { return std::exp(x); }, -5, 5, -10, 10}},
       {"exp2", {[](double x) { return std::exp2(x); }, -5, 5, -10, 10}},
       {"expm1", {[](double x) { return std::expm1(x); }, -5, 5, -10, 10}},
@@ -111,7 +111,7 @@ const UnaryRef* ref_for(const char* name) {
 
 TEST_CASE("unary: every op table row has a reference") {
   for (auto& row : unary_rows()) {
-    INFO("op " << row.name);
+    INFO("op " << std::string(row.name));
     CHECK_MESSAGE(ref_for(row.name) != nullptr, "add a float64 reference for the new row");
   }
 }
@@ -122,8 +122,8 @@ TEST_CASE("unary: every row on float32 and float64 matches float64 std:: math") 
     const UnaryRef* r = ref_for(row.name);
     if (!r) continue;
     for (DType dt : {DType::Float32, DType::Float64}) {
-      INFO("op " << row.name);
-      INFO("dtype " << dtype_name(dt));
+      INFO("op " << std::string(row.name));
+      INFO("dtype " << std::string(dtype_name(dt)));
       Tensor x = lt::random({7, 33}, dt, ++seed, r->lo, r->hi);
       if (!r->floats) {
         LT_CHECK_ERROR(row.fn(x), row.name, dtype_name(dt));
@@ -143,11 +143,10 @@ TEST_CASE("unary: every row on int32, int64 and bool inputs") {
     const UnaryRef* r = ref_for(row.name);
     if (!r || !r->ints) continue;
     for (DType dt : {DType::Int32, DType::Int64, DType::Bool}) {
-      INFO("op " << row.name);
-      INFO("dtype " << dtype_name(dt));
+      INFO("op " << std::string(row.name));
+      INFO("dtype " << std::string(dtype_name(dt)));
       Tensor x = dt == DType::Bool ? lt::random({5, 9}, dt, ++seed)
-                                   : lt::random({5, 9}, dt, ++seed, double(r->ilo),
-                                                double(r->ihi));
+                                   : lt::random({5, 9}, dt, ++seed, double(r->ilo), double(r->ihi));
       std::string name = row.name;
       if (dt == DType::Bool && name == "neg") {
         LT_CHECK_ERROR(row.fn(x), "neg", "bool");
@@ -204,7 +203,7 @@ TEST_CASE("unary: special values (nan, inf, signed zero, halves)") {
 
 TEST_CASE("unary: float16 and bfloat16 compute in float32 and round once") {
   for (DType dt : {DType::Float16, DType::BFloat16}) {
-    INFO("dtype " << dtype_name(dt));
+    INFO("dtype " << std::string(dtype_name(dt)));
     Tensor x = lt::random({100}, dt, 11, -3, 3);
     Tensor y = exp(x);
     CHECK(y.dtype() == dt);

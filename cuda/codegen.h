@@ -1,0 +1,82 @@
+#pragma once
+// Group -> CUDA C++ source. The source depends only on what a group's signature hashes
+// (structure, dtypes, ranks, stride classes, index width) plus a Variant: the launch-time
+// choices that shape the code (vector width, threads per row, persistent-row bucket, split
+// rows). Sizes, strides, offsets and scalar values are kernel arguments (DESIGN invariant 5).
+//
+// Kernel kinds:
+//   pointwise  no reductions. Contiguous 1-D groups get a grid-stride loop over `vec`
+//              elements a thread with 16-byte loads and stores (vec > 1, chosen only when every
+//              pointer is aligned) or a scalar loop (vec == 1); other groups (vec == 0) decompose
+//              the linear index over the space with broadcast dims read at stride 0.
+//   rows       reductions and normalizations: a group of `tpr` threads per row (1: a thread per
+//              row, for column reductions whose kept dim is the contiguous one; 32: a warp; up
+//              to 1024: a block). With k > 0 each thread caches its k columns of every value a
+//              later pass needs in registers, so a normalization reads its input once
+//              (persistent row); with k == 0 every pass re-walks the row.
+//   split      few rows, long columns (full reductions, [8, 32768] softmax): each row is cut
+//              into gridDim.y segments; one launch per pass writes per-segment partials and
+//              the last block of each row block combines them in segment order (deterministic).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "fusion/group.h"
+
+namespace loom::cuda {
+
+struct Variant {
+  bool reduce = false;
+  int vec = 0;  // pointwise: 0 strided n-D, 1 contiguous scalar, >1 contiguous vector width
+  int tpr = 1;  // rows: threads per row (a power of two, at most 1024)
+  int rpb = 1;  // rows: rows per block
+  int k = 0;    // rows: persistent columns per thread (a power of two); 0 loops every pass
+  bool split = false;
+  int block() const { return reduce ? tpr * rpb : 256; }
+  std::string key() const;  // short tag, e.g. "pw_v4", "row_t128_r2_k8", "split_t256"
+};
+
+// A runtime value the kernel reads from its parameter block (p.v[i]).
+struct ValueSlot {
+  enum Kind : uint8_t { N, Rows, Cols, Size, Stride, Offset, SegLen } kind;
+  int access = -1;  // leaves 0..L-1, then outputs L..L+O-1
+  int dim = -1;
+  bool operator==(const ValueSlot& o) const {
+    return kind == o.kind && access == o.access && dim == o.dim;
+  }
+};
+
+// Pointer slots: an access id, or scratch areas of split kernels.
+inline constexpr int kPartials = -1, kFinals = -2, kCounters = -3;
+
+// How the host fills the one parameter struct, laid out as
+//   struct P { const void* p[ptrs.size()]; union {double f; long long i;} s[scalars];
+//              I v[values.size()]; }   (I = int, or long long with index64; empty parts omitted)
+struct ParamSpec {
+  std::vector<int> ptrs;
+  int scalars = 0;
+  std::vector<ValueSlot> values;
+  bool index64 = false;
+  size_t bytes() const;
+  size_t values_offset() const { return 8 * (ptrs.size() + size_t(scalars)); }
+};
+
+struct Generated {
+  std::string source;
+  std::vector<std::string> entries;  // one kernel; split variants: one per pass
+  ParamSpec params;
+  int reduces = 0;          // split: accumulator slots per row in the scratch areas
+  bool final_rows = false;  // split: the last pass only writes row outputs (folded into pass n-2)
+};
+
+// Which kernel structure a group's signature allows.
+enum class Layout : uint8_t { Pointwise, PointwiseContiguous, Rows, Columns };
+Layout layout_of(const Group& g);
+
+Generated generate(const Group& g, const Variant& v);
+
+// 32-bit registers a persistent row kernel spends per cached column slot (values a later pass
+// reads), so the launcher can keep k * words within the register budget.
+int row_cache_words(const Group& g);
+
+}  // namespace loom::cuda

@@ -1,0 +1,473 @@
+// Reduction and normalization kernels. A row (one point of the kept dims) is handled by a group
+// of `tpr` lanes; lane l takes columns l, l + tpr, ... Passes run in order inside the kernel:
+// Row nodes of the pass, then the column loop (accumulating, caching, storing), then the lanes'
+// partial accumulators combine (warp shuffles, then shared memory across warps), which makes
+// the next pass's reduction values. Split variants run one launch per pass instead and combine
+// per-segment partials through a scratch buffer (see codegen.h).
+#include <algorithm>
+
+#include "cuda/codegen_emit.h"
+
+namespace loom::cuda::gen {
+
+// Persistent rows compute each Full node once, in its home pass: the first pass that uses it
+// (its own pass when a reduction takes it in, or when nothing else reads it). A node read in a
+// later pass than its home is cached in registers; one first read later (a weight) is loaded
+// there rather than carried.
+std::vector<int> home_passes(const Group& g) {
+  int n = int(g.nodes.size());
+  std::vector<int> home(n, -1);
+  for (int id = n - 1; id >= 0; --id) {
+    const GNode& x = g.nodes[id];
+    if (x.space != Space::Full) continue;
+    int h = -1;
+    for (int c = id + 1; c < n; ++c) {
+      const GNode& y = g.nodes[c];
+      if (y.a != id && y.b != id && y.c != id) continue;
+      int hc = y.space == Space::Full ? home[c] : x.pass;  // Row consumers are reductions
+      h = h < 0 ? hc : std::min(h, hc);
+    }
+    home[id] = h < 0 ? x.pass : h;
+  }
+  return home;
+}
+
+// Full nodes a later home pass reads from registers.
+std::vector<bool> cached_nodes(const Group& g, const std::vector<int>& home) {
+  std::vector<bool> cached(g.nodes.size(), false);
+  for (int m = 0; m < int(g.nodes.size()); ++m) {
+    if (g.nodes[m].space != Space::Full) continue;
+    for (int a : {g.nodes[m].a, g.nodes[m].b, g.nodes[m].c})
+      if (a >= 0 && g.nodes[a].space == Space::Full && home[a] < home[m]) cached[a] = true;
+  }
+  return cached;
+}
+
+namespace {
+
+class RowGen {
+ public:
+  RowGen(const Group& g, const Variant& v) : g_(g), v_(v), e_(g) {
+    R_ = e_.rank, K_ = e_.kept, last_ = g.passes - 1;
+    for (int i = 0; i < int(g.nodes.size()); ++i)
+      if (is_reduce(g.nodes[i].op)) reduces_.push_back(i);
+    lane_ = v.tpr > 1 ? "lane" : "0";
+    lane0_ = v.tpr > 1 ? "lane == 0" : "true";
+    for (auto& o : g.outputs) (g.nodes[o.node].space == Space::Full ? full_out_ : row_out_) = true;
+  }
+
+  void run(Generated& out) {
+    std::string kernels;
+    if (!v_.split) {
+      kernels = single();
+      out.entries = {"loom_kernel"};
+    } else {
+      int n = full_out_ ? last_ + 1 : last_;  // no Full outputs: the last pass has nothing to walk
+      for (int q = 0; q < n; ++q) {
+        kernels += split(q, !full_out_ && q == last_ - 1);
+        out.entries.push_back("loom_kernel_p" + std::to_string(q));
+      }
+      out.final_rows = !full_out_;
+    }
+    out.source = e_.prelude() + kernels;
+    out.params = e_.spec();
+    out.reduces = int(reduces_.size());
+  }
+
+ private:
+  const Group& g_;
+  const Variant& v_;
+  Emitter e_;
+  int R_, K_, last_;
+  std::vector<int> reduces_;
+  std::string lane_, lane0_;
+  bool full_out_ = false, row_out_ = false;
+  std::vector<bool> rb_used_, j_used_;
+  std::set<std::string> shared_;  // shared-memory declarations of the current kernel
+  bool cols_used_ = false;
+
+  static std::string S(int i) { return std::to_string(i); }
+  int ord(int r) const {
+    return int(std::find(reduces_.begin(), reduces_.end(), r) - reduces_.begin());
+  }
+  std::string off(int a) { return e_.value({ValueSlot::Offset, a}); }
+
+  // ---- addressing ----------------------------------------------------------------------------
+  std::string rb(int a) {
+    rb_used_[a] = true;
+    return "b" + S(a);
+  }
+  std::string addr(int a) {
+    std::string c = e_.terms(a, K_, R_, [&](int d) {
+      if (R_ - K_ == 1) return std::string("(I)col");
+      j_used_[d] = true;
+      return "j" + S(d);
+    });
+    return c.empty() ? rb(a) : rb(a) + " + " + c;
+  }
+  void reset_kernel() {
+    e_.begin_kernel();
+    rb_used_.assign(e_.accesses(), false);
+    shared_.clear();
+    cols_used_ = false;
+  }
+  // Row decomposition over the kept dims and the row base of every access the kernel used.
+  std::string row_setup(const std::string& ind) {
+    std::vector<bool> used(R_, false);
+    for (int a = 0; a < e_.accesses(); ++a)
+      if (rb_used_[a])
+        for (int d = 0; d < K_; ++d)
+          if (e_.cls(a, d) != Cls::Zero) used[d] = true;
+    std::string code = e_.decompose("row", 0, K_, used, "k", ind);
+    for (int a = 0; a < e_.accesses(); ++a) {
+      if (!rb_used_[a]) continue;
+      std::string t = e_.terms(a, 0, K_, [](int d) { return "k" + S(d); });
+      code += ind + "const I b" + S(a) + " = " + off(a) + (t.empty() ? "" : " + " + t) + ";\n";
+    }
+    return code;
+  }
+
+  // ---- node sets -------------------------------------------------------------------------------
+  std::vector<int> full_in(const std::vector<bool>& need, int pass = -1) const {
+    std::vector<int> v;
+    for (int i = 0; i < int(g_.nodes.size()); ++i)
+      if (need[i] && g_.nodes[i].space == Space::Full && (pass < 0 || g_.nodes[i].pass == pass))
+        v.push_back(i);
+    return v;
+  }
+  std::vector<int> reduces_of_pass(int q, const std::vector<bool>& need) const {
+    std::vector<int> v;
+    for (int r : reduces_)
+      if (need[r] && g_.nodes[g_.nodes[r].a].pass == q) v.push_back(r);
+    return v;
+  }
+
+  // ---- pieces ------------------------------------------------------------------------------------
+  // The column body of pass q: evaluates `nodes`; accumulates reductions over pass-q values;
+  // stores Full outputs when `store`; caches values later passes read when `cached`.
+  std::string col_body(int q, const std::vector<int>& nodes, bool store,
+                       const std::vector<bool>* cached, const std::string& ind) {
+    j_used_.assign(R_, false);
+    Body b;
+    b.nodes = nodes;
+    b.raw = [&](int leaf) { return e_.ptr(leaf) + "[" + addr(leaf) + "]"; };
+    b.lin = [&](int leaf) { return addr(leaf); };
+    b.ref = [&](int id) {
+      return g_.nodes[id].space == Space::Row ? "r" + S(id) : "c" + S(id) + "[k]";
+    };
+    b.after = [&](int id, std::string& code) {
+      std::string f = "f" + S(id);
+      if (cached && (*cached)[id]) code += ind + "c" + S(id) + "[k] = " + f + ";\n";
+      if (g_.nodes[id].pass == q)
+        for (int r : reduces_)
+          if (g_.nodes[r].a == id)
+            code += ind + e_.acc_add(r, "a" + S(r), "ai" + S(r), f, "col") + "\n";
+      if (!store) return;
+      for (int o = 0; o < int(g_.outputs.size()); ++o) {
+        if (g_.outputs[o].node != id) continue;
+        int a = e_.out_access(o);
+        code += ind + e_.ptr(a) + "[" + addr(a) + "] = " + e_.store(e_.storage_dtype(a), f) + ";\n";
+      }
+    };
+    std::string code = e_.body(b, ind);
+    if (R_ - K_ >= 2) code = e_.decompose("col", K_, R_, j_used_, "j", ind) + code;
+    return code;
+  }
+
+  std::string row_nodes(const std::vector<int>& ids, const std::string& ind) {
+    std::string code;
+    for (int id : ids) {
+      const GNode& n = g_.nodes[id];
+      std::string raw, lin;
+      if (n.leaf >= 0) lin = rb(n.leaf);
+      if (is_load(n))
+        raw = "(rv ? " + e_.ptr(n.leaf) + "[" + lin + "] : (" +
+              Emitter::storage_type(g_.leaves[n.leaf].dtype) + ")0)";
+      code += ind + e_.row_node(id, raw, lin);
+    }
+    return code;
+  }
+
+  std::string acc_decls(const std::vector<int>& rs, const std::string& ind, bool declare = true) {
+    std::string code;
+    for (int r : rs) {
+      code += ind + (declare ? e_.acc(r).type + " " : "") + "a" + S(r) + " = " + e_.acc_init(r) +
+              ";\n";
+      if (e_.acc(r).index) code += ind + (declare ? "long long " : "") + "ai" + S(r) + " = -1;\n";
+    }
+    return code;
+  }
+
+  // Combines the accumulators of `rs` across the tpr lanes of each row; every lane ends with
+  // the row's result.
+  std::string lanes(const std::vector<int>& rs, const std::string& ind) {
+    if (v_.tpr == 1 || rs.empty()) return "";
+    std::string code = ind + "#pragma unroll\n" + ind + "for (int m = " +
+                       S(std::min(v_.tpr, 32) / 2) + "; m > 0; m >>= 1) {\n";
+    for (int r : rs) {
+      Acc a = e_.acc(r);
+      code += ind + "  const " + a.type + " o" + S(r) + " = __shfl_xor_sync(0xffffffffu, a" +
+              S(r) + ", m);\n";
+      if (a.index)
+        code += ind + "  const long long oi" + S(r) + " = __shfl_xor_sync(0xffffffffu, ai" + S(r) +
+                ", m);\n";
+      code += ind + "  " + e_.acc_combine(r, "a" + S(r), "ai" + S(r), "o" + S(r), "oi" + S(r)) + "\n";
+    }
+    code += ind + "}\n";
+    if (v_.tpr <= 32) return code;
+    // Warp w of row group grp writes slot grp * W + w (= threadIdx.x >> 5).
+    int W = v_.tpr / 32;
+    std::string n = S(W * v_.rpb), at = v_.rpb > 1 ? "grp * " + S(W) + "u + " : "";
+    std::string write, read;
+    for (int r : rs) {
+      Acc a = e_.acc(r);
+      shared_.insert("__shared__ " + a.type + " s" + S(r) + "[" + n + "];");
+      write += ind + "  s" + S(r) + "[threadIdx.x >> 5] = a" + S(r) + ";\n";
+      read += ind + "a" + S(r) + " = s" + S(r) + "[" + at + "0];\n";
+      if (a.index) {
+        shared_.insert("__shared__ long long si" + S(r) + "[" + n + "];");
+        write += ind + "  si" + S(r) + "[threadIdx.x >> 5] = ai" + S(r) + ";\n";
+        read += ind + "ai" + S(r) + " = si" + S(r) + "[" + at + "0];\n";
+      }
+    }
+    code += ind + "if ((threadIdx.x & 31) == 0) {\n" + write + ind + "}\n";
+    code += ind + "__syncthreads();\n" + read;
+    code += ind + "for (int w = 1; w < " + S(W) + "; ++w) {\n";
+    for (int r : rs)
+      code += ind + "  " +
+              e_.acc_combine(r, "a" + S(r), "ai" + S(r), "s" + S(r) + "[" + at + "w]",
+                             "si" + S(r) + "[" + at + "w]") +
+              "\n";
+    code += ind + "}\n" + ind + "__syncthreads();\n";
+    return code;
+  }
+
+  std::string row_outputs(const std::string& cond, const std::string& ind) {
+    std::string code;
+    for (int o = 0; o < int(g_.outputs.size()); ++o) {
+      int id = g_.outputs[o].node;
+      if (g_.nodes[id].space != Space::Row) continue;
+      int a = e_.out_access(o);
+      code += ind + "  " + e_.ptr(a) + "[" + rb(a) + "] = " +
+              e_.store(e_.storage_dtype(a), "r" + S(id)) + ";\n";
+    }
+    return code.empty() ? "" : ind + "if (" + cond + ") {\n" + code + ind + "}\n";
+  }
+
+  std::string header(const std::string& name) {
+    std::string h = "extern \"C\" __global__ void __launch_bounds__(" + S(v_.block()) + ") " +
+                    name + "(const P p) {\n";
+    h += e_.decls();
+    h += "  const U rows = " + e_.uvalue({ValueSlot::Rows}) + ";\n";
+    if (cols_used_) h += "  const U cols = " + e_.uvalue({ValueSlot::Cols}) + ";\n";
+    if (v_.tpr > 1) h += "  const int lane = (int)(threadIdx.x & " + S(v_.tpr - 1) + "u);\n";
+    if (v_.rpb > 1) h += "  const U grp = threadIdx.x / " + S(v_.tpr) + "u;\n";
+    for (auto& s : shared_) h += "  " + s + "\n";
+    return h;
+  }
+
+  // ---- one kernel for all passes -----------------------------------------------------------------
+  std::string single() {
+    reset_kernel();
+    std::vector<int> targets;
+    for (auto& o : g_.outputs) targets.push_back(o.node);
+    std::vector<bool> need = closure(g_, targets);
+    const bool persistent = v_.k > 0;
+    std::vector<int> home = home_passes(g_);
+    std::vector<bool> cached(g_.nodes.size(), false);
+    if (persistent) cached = cached_nodes(g_, home);
+    const std::string in = "    ";
+    std::string body;
+    for (int id = 0; id < int(g_.nodes.size()); ++id)
+      if (cached[id]) body += in + e_.ntype(id) + " c" + S(id) + "[" + S(v_.k) + "];\n";
+    for (int q = 0; q <= last_; ++q) {
+      std::vector<int> rown, rs = reduces_of_pass(q, need);
+      for (int id = 0; id < int(g_.nodes.size()); ++id)
+        if (need[id] && g_.nodes[id].space == Space::Row && g_.nodes[id].pass == q) {
+          if (is_reduce(g_.nodes[id].op)) {
+            body += row_nodes(rown, in), rown.clear();
+            body += in + "const " + e_.ntype(id) + " r" + S(id) + " = " +
+                    e_.acc_final(id, "a" + S(id), "ai" + S(id)) + ";\n";
+          } else {
+            rown.push_back(id);
+          }
+        }
+      body += row_nodes(rown, in);
+      body += acc_decls(rs, in);
+      std::vector<int> nodes;
+      if (persistent) {
+        for (int id : full_in(need))
+          if (home[id] == q) nodes.push_back(id);
+      } else {
+        std::vector<int> t;
+        for (int r : rs) t.push_back(g_.nodes[r].a);
+        if (q == last_)
+          for (auto& o : g_.outputs)
+            if (g_.nodes[o.node].space == Space::Full) t.push_back(o.node);
+        nodes = full_in(closure(g_, t, [&](int id) { return g_.nodes[id].space == Space::Row; }));
+      }
+      if (!nodes.empty()) {
+        cols_used_ = true;
+        if (persistent) {
+          body += in + "#pragma unroll\n" + in + "for (int k = 0; k < " + S(v_.k) + "; ++k) {\n";
+          body += in + "  const U col = (U)(" + lane_ + " + k * " + S(v_.tpr) + ");\n";
+          body += in + "  if (rv && col < cols) {\n";
+          body += col_body(q, nodes, true, &cached, in + "    ");
+          body += in + "  }\n" + in + "}\n";
+        } else {
+          body += in + "if (rv) {\n";
+          body += in + "  for (U col = " + lane_ + "; col < cols; col += " + S(v_.tpr) + ") {\n";
+          body += col_body(q, nodes, q == last_, nullptr, in + "    ");
+          body += in + "  }\n" + in + "}\n";
+        }
+      }
+      body += lanes(rs, in);
+    }
+    body += row_outputs("rv && " + lane0_, in);
+    std::string k = header("loom_kernel");
+    k += "  for (U rb = (U)blockIdx.x * " + S(v_.rpb) + "u; rb < rows; rb += (U)gridDim.x * " +
+         S(v_.rpb) + "u) {\n";
+    k += std::string("    const U row = rb") + (v_.rpb > 1 ? " + grp" : "") + ";\n";
+    k += "    const bool rv = row < rows;\n";
+    k += row_setup(in) + body + "  }\n}\n";
+    return k;
+  }
+
+  // ---- split rows: kernel of pass q --------------------------------------------------------------
+  std::string split(int q, bool final_rows) {
+    reset_kernel();
+    const int NR = int(reduces_.size());
+    const bool acc = q < last_, rows_here = q == last_ || final_rows;
+    std::vector<int> targets;
+    for (int r : reduces_)
+      if (acc && g_.nodes[g_.nodes[r].a].pass == q) targets.push_back(g_.nodes[r].a);
+    for (auto& o : g_.outputs) {
+      bool full = g_.nodes[o.node].space == Space::Full;
+      if ((full && q == last_) || (!full && rows_here)) targets.push_back(o.node);
+    }
+    std::vector<bool> need =
+        closure(g_, targets, [&](int id) { return is_reduce(g_.nodes[id].op); });
+    std::vector<bool> all(g_.nodes.size(), true);
+    std::vector<int> rs = acc ? reduces_of_pass(q, all) : std::vector<int>{};
+    auto slot = [&](int r, const std::string& row, const std::string& seg) {
+      std::string base = seg.empty() ? "(unsigned long long)" + row
+                                     : "((unsigned long long)" + row + " * gridDim.y + " + seg + ")";
+      return "(" + base + " * " + S(NR) + " + " + S(ord(r)) + ") * 2";
+    };
+    const std::string in = "  ";
+    std::string body;
+    // Row values known before this pass: reductions finished by earlier launches come from FIN.
+    std::vector<int> rown;
+    auto flush_rows = [&](const std::string& ind) {
+      body += row_nodes(rown, ind);
+      rown.clear();
+    };
+    for (int id = 0; id < int(g_.nodes.size()); ++id) {
+      if (!need[id] || g_.nodes[id].space != Space::Row || g_.nodes[id].pass > q) continue;
+      if (is_reduce(g_.nodes[id].op)) {
+        flush_rows(in);
+        std::string w = e_.scratch(kFinals) + "[" + slot(id, "row", "") + "]";
+        std::string wi = e_.scratch(kFinals) + "[" + slot(id, "row", "") + " + 1]";
+        body += in + "const " + e_.ntype(id) + " r" + S(id) + " = rv ? " +
+                e_.acc_final(id, e_.acc_from_word(id, w), wi) + " : (" + e_.ntype(id) + ")0;\n";
+      } else {
+        rown.push_back(id);
+      }
+    }
+    flush_rows(in);
+    body += acc_decls(rs, in);
+    std::vector<int> nodes = full_in(need);
+    if (!nodes.empty()) {
+      cols_used_ = true;
+      body += in + "if (rv) {\n";
+      body += in + "  for (U col = c0 + " + lane_ + "; col < c1; col += " + S(v_.tpr) + ") {\n";
+      body += col_body(q, nodes, q == last_, nullptr, in + "    ");
+      body += in + "  }\n" + in + "}\n";
+    }
+    if (acc) {
+      body += lanes(rs, in);
+      std::string part = e_.scratch(kPartials), fin = e_.scratch(kFinals);
+      std::string cnt = e_.scratch(kCounters);
+      body += in + "if (rv && " + lane0_ + ") {\n";
+      for (int r : rs) {
+        body += in + "  " + part + "[" + slot(r, "row", "blockIdx.y") + "] = " +
+                e_.acc_to_word(r, "a" + S(r)) + ";\n";
+        if (e_.acc(r).index)
+          body += in + "  " + part + "[" + slot(r, "row", "blockIdx.y") + " + 1] = ai" + S(r) + ";\n";
+      }
+      body += in + "}\n" + in + "__threadfence();\n" + in + "__syncthreads();\n";
+      shared_.insert("__shared__ unsigned lm_ticket;");
+      body += in + "if (threadIdx.x == 0) lm_ticket = atomicAdd(" + cnt + " + blockIdx.x, 1u);\n";
+      body += in + "__syncthreads();\n";
+      // The last block of this row block to finish combines every segment, in segment order
+      // per lane and then across lanes: the same order on every run.
+      body += in + "if (lm_ticket == gridDim.y - 1) {\n";
+      std::string in2 = in + "  ";
+      body += in2 + "__threadfence();\n" + acc_decls(rs, in2, false);
+      body += in2 + "if (rv) {\n";
+      body += in2 + "  for (U s = " + lane_ + "; s < gridDim.y; s += " + S(v_.tpr) + ") {\n";
+      for (int r : rs) {
+        std::string w = "((volatile long long*)" + part + ")[" + slot(r, "row", "s") + "]";
+        std::string wi = "((volatile long long*)" + part + ")[" + slot(r, "row", "s") + " + 1]";
+        body += in2 + "    " +
+                e_.acc_combine(r, "a" + S(r), "ai" + S(r), e_.acc_from_word(r, w), wi) + "\n";
+      }
+      body += in2 + "  }\n" + in2 + "}\n";
+      body += lanes(rs, in2);
+      body += in2 + "if (rv && " + lane0_ + ") {\n";
+      for (int r : rs) {
+        body += in2 + "  " + fin + "[" + slot(r, "row", "") + "] = " +
+                e_.acc_to_word(r, "a" + S(r)) + ";\n";
+        if (e_.acc(r).index)
+          body += in2 + "  " + fin + "[" + slot(r, "row", "") + " + 1] = ai" + S(r) + ";\n";
+      }
+      body += in2 + "}\n";
+      if (final_rows) {
+        for (int id = 0; id < int(g_.nodes.size()); ++id) {
+          if (!need[id] || g_.nodes[id].space != Space::Row || g_.nodes[id].pass <= q) continue;
+          if (is_reduce(g_.nodes[id].op)) {
+            flush_rows(in2);
+            body += in2 + "const " + e_.ntype(id) + " r" + S(id) + " = " +
+                    e_.acc_final(id, "a" + S(id), "ai" + S(id)) + ";\n";
+          } else {
+            rown.push_back(id);
+          }
+        }
+        flush_rows(in2);
+        body += row_outputs("rv && " + lane0_, in2);
+      }
+      body += in2 + "if (threadIdx.x == 0) " + cnt + "[blockIdx.x] = 0;\n";
+      body += in + "}\n";
+    } else {
+      body += row_outputs("rv && " + lane0_ + " && blockIdx.y == 0", in);
+    }
+    std::string k = header("loom_kernel_p" + S(q));
+    k += "  const U row = (U)blockIdx.x * " + S(v_.rpb) + "u" + (v_.rpb > 1 ? " + grp" : "") + ";\n";
+    k += "  const bool rv = row < rows;\n";
+    if (!nodes.empty()) {
+      k += "  const U seglen = " + e_.uvalue({ValueSlot::SegLen}) + ";\n";
+      k += "  const U c0 = (U)blockIdx.y * seglen;\n";
+      k += "  const U c1 = c0 + seglen < cols ? c0 + seglen : cols;\n";
+    }
+    k += row_setup(in) + body + "}\n";
+    return k;
+  }
+};
+
+}  // namespace
+
+void generate_rows(const Group& g, const Variant& v, Generated& out) { RowGen(g, v).run(out); }
+
+}  // namespace loom::cuda::gen
+
+namespace loom::cuda {
+
+int row_cache_words(const Group& g) {
+  std::vector<bool> cached = gen::cached_nodes(g, gen::home_passes(g));
+  int words = 0;
+  for (size_t i = 0; i < cached.size(); ++i)
+    if (cached[i]) words += itemsize(compute_dtype(g.nodes[i].dtype)) > 4 ? 2 : 1;
+  return words;
+}
+
+}  // namespace loom::cuda

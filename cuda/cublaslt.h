@@ -1,0 +1,41 @@
+#pragma once
+// matmul on the GPU: cuBLASLt (opened with dlopen, like the driver) for float32 (TF32 off, so
+// results match float32 math), float64, float16 and bfloat16 with any strides it can express;
+// a generated kernel for integer types and layouts it cannot (broadcast rows, odd strides).
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cuda/driver.h"
+#include "fusion/group.h"
+
+namespace loom::cuda {
+
+// Compiles (or finds in the caches) a module and returns its entry points, in order.
+using CompileFn = std::function<std::vector<Function>(
+    const std::string& source, const std::vector<std::string>& entries, const std::string& tag)>;
+
+class Matmul {
+ public:
+  Matmul(int dev, Stream stream, CompileFn compile);
+  ~Matmul();
+  // Runs an opaque MatMul group: inputs [..., M, K] and [..., K, N] (batch dims broadcast,
+  // any strides), output contiguous [..., M, N].
+  void run(const Group& g);
+  bool cublaslt_available() const;
+
+ private:
+  struct Lt;
+  bool run_lt(const Node& n, void* out);
+  void run_naive(const Node& n, void* out);
+  int dev_;
+  Stream stream_;
+  CompileFn compile_;
+  std::unique_ptr<Lt> lt_;
+};
+
+// Source of the fallback kernel (entry "loom_matmul") for element type `t`.
+std::string matmul_fallback_source(DType t);
+
+}  // namespace loom::cuda

@@ -1,0 +1,31 @@
+#pragma once
+// Launch-time decisions for a generated kernel: which variant the group's sizes and pointers
+// call for, the grid, and the bytes of the parameter block. Everything here reads runtime
+// values; nothing here changes the signature.
+#include <cstdint>
+#include <vector>
+
+#include "cuda/codegen.h"
+
+namespace loom::cuda {
+
+struct LaunchConfig {
+  unsigned grid_x = 1, grid_y = 1, block = 256;
+  int64_t seglen = 0;  // split: columns a segment
+  bool empty = false;  // nothing to do (no elements, or no rows)
+};
+
+Variant choose_variant(const Group& g, int sm_count);
+LaunchConfig launch_config(const Group& g, const Variant& v, int sm_count);
+
+// Scratch of a split launch: partial and final accumulators, then per-row-block counters.
+struct SplitScratch {
+  size_t partial_bytes = 0, final_bytes = 0, counter_bytes = 0;
+};
+SplitScratch split_scratch(const Group& g, const Generated& k, const LaunchConfig& lc);
+
+// The parameter block; `scratch` holds the device pointers for kPartials, kFinals, kCounters.
+std::vector<char> pack_params(const Group& g, const ParamSpec& spec, const LaunchConfig& lc,
+                              const uint64_t scratch[3]);
+
+}  // namespace loom::cuda

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# On the GPU machine (shared/GPU.md): builds loom against the Debian packages carried in
+# .device-deps/, runs the GPU differential tests (tests/cuda/test_gpu_ops.cpp), then the whole
+# doctest suite, then the GPU tests again from the warm disk cache. Full logs go to $OUT (or
+# ./gpu-check-out); a short table is printed last.
+#   GPU_CHECK_SANITIZE=1   also run the GPU tests under compute-sanitizer (memcheck, slow)
+#   GPU_CHECK_FILTER=...   doctest test-case filter for the GPU run (default "gpu:*")
+#   GPU_CHECK_BUDGET=400   seconds for everything; each stage gets at most what is left
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/gpu-check-out}
+mkdir -p "$OUT"
+BUILD=${BUILD:-build-gpu}
+FILTER=${GPU_CHECK_FILTER:-gpu:*}
+T0=$(date +%s)
+declare -a ROWS
+row() { ROWS+=("$(printf '%-28s %-6s %5ss  %s' "$1" "$2" "$3" "$4")"); }
+elapsed() { echo $(($(date +%s) - $1)); }
+
+# Eigen, oneTBB and doctest are not installed there: unpack the carried .debs.
+P=/tmp/deps
+if ls .device-deps/*.deb >/dev/null 2>&1; then
+  for f in .device-deps/*.deb; do dpkg -x "$f" "$P"; done
+  export CMAKE_PREFIX_PATH=$P/usr LD_LIBRARY_PATH=$P/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+  export CPATH=$P/usr/include:$P/usr/include/eigen3${CPATH:+:$CPATH}
+fi
+export LOOM_CACHE_DIR=$(mktemp -d /tmp/loom-cache.XXXX)
+export LOOM_STRICT_WARNINGS=1
+
+{
+  date -u +"date %Y-%m-%dT%H:%M:%SZ"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
+  nvcc --version 2>&1 | tail -1
+  nproc
+} | tee "$OUT/machine.txt"
+
+t=$(date +%s)
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOOM_BUILD_BENCH=OFF \
+  >"$OUT/build.log" 2>&1 && ninja -C "$BUILD" loom_tests >>"$OUT/build.log" 2>&1
+rc=$?
+row build "$([ $rc = 0 ] && echo ok || echo FAIL)" "$(elapsed $t)" "$OUT/build.log"
+TESTS=$BUILD/tests/loom_tests
+if [ $rc != 0 ]; then
+  # A test file elsewhere may be broken mid-edit: build the CUDA tests alone against the library.
+  grep -E "error|FAILED" "$OUT/build.log" | head -20
+  t=$(date +%s)
+  ninja -C "$BUILD" loom >>"$OUT/build.log" 2>&1 &&
+    g++ -std=c++20 -O2 -I. ${CPATH:+-I$P/usr/include} tests/main.cpp tests/cuda/*.cpp \
+      "$BUILD/libloom.a" -L$P/usr/lib/x86_64-linux-gnu -ltbb -ldl -lpthread \
+      -o "$BUILD/loom_cuda_tests" >>"$OUT/build.log" 2>&1
+  rc=$?
+  row "build (cuda tests only)" "$([ $rc = 0 ] && echo ok || echo FAIL)" "$(elapsed $t)" ""
+  if [ $rc != 0 ]; then
+    tail -40 "$OUT/build.log"
+    printf '%s\n' "${ROWS[@]}"
+    exit 1
+  fi
+  TESTS=$BUILD/loom_cuda_tests
+fi
+
+BUDGET=${GPU_CHECK_BUDGET:-400}
+run() {  # name, timeout, log, args...
+  local name=$1 limit=$2 log=$3
+  shift 3
+  local left=$((BUDGET - $(elapsed $T0) - 5))
+  [ $left -lt $limit ] && limit=$left
+  if [ $limit -le 5 ]; then
+    row "$name" skip 0 "out of time budget"
+    return 1
+  fi
+  local t=$(date +%s)
+  timeout "$limit" "$@" >"$log" 2>&1
+  local rc=$?
+  local summary=$(grep -E '^\[doctest\] (test cases|assertions)' "$log" | tr -s ' ' | paste -sd' ')
+  row "$name" "$([ $rc = 0 ] && echo ok || echo "rc=$rc")" "$(elapsed $t)" "$summary"
+  return $rc
+}
+
+# 1. The GPU differential suite from a cold cache (every kernel compiled), with the fusion log;
+#    one process per test case, so a kernel fault cannot hide the other cases' results.
+: >"$OUT/gpu_tests.log"
+mapfile -t CASES < <("$TESTS" --list-test-cases -tc="$FILTER" | grep -v -E '^(\[doctest\]|====)')
+for c in "${CASES[@]}"; do
+  LOOM_LOG=fusion run "${c:5:27}" 150 "$OUT/case.log" "$TESTS" -tc="$c"
+  cat "$OUT/case.log" >>"$OUT/gpu_tests.log"
+done
+rm -f "$OUT/case.log"
+grep -E "ERROR|FAILED|CRASHED" -A3 "$OUT/gpu_tests.log" | grep -v "^\s*$" | head -60
+compiled=$(grep -c ": compiled " "$OUT/gpu_tests.log")
+ms=$(grep -oE ": compiled [0-9.]+ ms" "$OUT/gpu_tests.log" | awk '{s += $2} END {printf "%.0f", s}')
+row "  kernels compiled" "-" "-" "$compiled kernels, $ms ms NVRTC + load"
+
+# 2. The rest of the doctest suite (CPU tests, the codegen NVRTC tests).
+run "all tests (gpu:* above)" 120 "$OUT/all_tests.log" "$TESTS" -tce="$FILTER"
+grep -E "ERROR|FAILED" "$OUT/all_tests.log" | head -20
+
+# 3. A fresh process must find every kernel on disk.
+LOOM_LOG=fusion run "gpu tests (disk cache)" 60 "$OUT/gpu_tests_warm.log" "$TESTS" -tc="$FILTER"
+row "  disk hits / compiles" "-" "-" \
+  "$(grep -c ': disk hit' "$OUT/gpu_tests_warm.log") / $(grep -c ': compiled ' "$OUT/gpu_tests_warm.log")"
+
+if [ "${GPU_CHECK_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
+  run "memcheck gpu tests" 240 "$OUT/memcheck.log" compute-sanitizer --tool memcheck \
+    --error-exitcode 3 "$TESTS" -tc="$FILTER" -tce="*2^31*"
+  grep -E "ERROR SUMMARY|Invalid|out of bounds" "$OUT/memcheck.log" | head -10
+fi
+
+echo
+echo "loom gpu_check $(date -u +%Y-%m-%d) on $(head -2 "$OUT/machine.txt" | tail -1), $(elapsed $T0)s total"
+printf '%s\n' "${ROWS[@]}" | tee "$OUT/summary.txt"

@@ -1,0 +1,337 @@
+// Every kernel pattern the CUDA code generator emits compiles with NVRTC for sm_90 with warnings
+// as errors, on machines without a GPU (DESIGN invariant 7). Groups come from the public API on
+// the CPU device through plan_storage (nothing runs); each op of the op table is lowered for
+// every dtype it takes, and every kernel kind and variant is generated. Identical sources are
+// compiled once, on all cores.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "cuda/codegen.h"
+#include "cuda/cublaslt.h"
+#include "cuda/launch.h"
+#include "cuda/nvrtc.h"
+#include "fusion/group.h"
+#include "fusion/trace.h"
+#include "loom.h"
+
+using namespace loom;
+namespace lc = loom::cuda;
+
+namespace {
+
+const DType kDtypes[] = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16,
+                         DType::Int32,   DType::Int64,   DType::Bool};
+
+// Ready data of dtype `dt`. Its clone() is pending, so ops on the clone fuse into one group that
+// loads the data (make every tensor's data first: making data syncs).
+Tensor data(const Shape& s, DType dt, uint64_t seed = 1) {
+  manual_seed(seed);
+  Tensor base = rand(s) * 4.0 - 2.0;
+  if (dt == DType::Bool) base = gt(base, 0.0);
+  else base = cast(is_integral(dt) ? base * 10.0 : base, dt);
+  loom::sync();
+  return base;
+}
+
+// Sums everything `parts` hold into one float32 root, so one plan covers all of them.
+Tensor join(const std::vector<Tensor>& parts) {
+  Tensor acc;
+  for (const Tensor& p : parts) {
+    Tensor f = cast(p, DType::Float32);
+    acc = acc.defined() ? acc + f : f;
+  }
+  return acc;
+}
+
+// A reduction of the table over `dim` (all dims when negative), whichever way it takes dims.
+template <typename F>
+Tensor reduce_by(F f, const Tensor& x, int dim) {
+  if constexpr (std::is_invocable_v<F, const Tensor&, std::optional<int64_t>, bool>)
+    return f(x, dim < 0 ? std::nullopt : std::optional<int64_t>(dim), false);
+  else
+    return f(x, dim < 0 ? Dims{} : Dims{dim}, false);
+}
+
+// The variant the launcher picks for a group; with `all`, every other kernel shape of the same
+// structure too (scalar and vector loops; loop, split and persistent rows).
+std::vector<lc::Variant> variants_for(const Group& g, bool all) {
+  std::vector<lc::Variant> vs{lc::choose_variant(g, 132)};
+  if (!all) return vs;
+  lc::Layout l = lc::layout_of(g);
+  if (!g.has_reduce()) {
+    if (l == lc::Layout::PointwiseContiguous) {
+      lc::Variant s, v;
+      s.vec = 1, v.vec = 4;
+      vs.push_back(s), vs.push_back(v);
+    }
+  } else {
+    lc::Variant loop, split, persist;
+    loop.reduce = split.reduce = persist.reduce = true;
+    if (l == lc::Layout::Columns) {
+      loop.tpr = split.tpr = persist.tpr = 1;
+      loop.rpb = split.rpb = persist.rpb = 256;
+      persist.k = 4;
+    } else {
+      loop.tpr = split.tpr = 256, persist.tpr = 32, persist.rpb = 8, persist.k = 8;
+    }
+    split.split = true;
+    vs.push_back(loop), vs.push_back(split), vs.push_back(persist);
+  }
+  return vs;
+}
+
+class Corpus {
+ public:
+  // `all`: every variant (kernel kinds); otherwise the launcher's pick (op coverage).
+  void add(const Tensor& t, const std::string& what, bool all = true) {
+    std::vector<Group> gs = plan_storage(t.storage());
+    int n = 0;
+    for (const Group& g : gs) {
+      if (g.opaque) continue;
+      ++n;
+      for (const lc::Variant& v : variants_for(g, all)) {
+        lc::Generated k = lc::generate(g, v);
+        CHECK_FALSE(k.entries.empty());
+        sources_.emplace(k.source, what + " [" + v.key() + "]");
+        ++generated_;
+      }
+    }
+    CHECK_MESSAGE(n > 0, what << ": nothing to generate");
+  }
+
+  // Compiles every distinct source on all cores; returns the failures' messages.
+  std::vector<std::string> compile_all(int* compiled) {
+    std::vector<std::pair<std::string, std::string>> work(sources_.begin(), sources_.end());
+    std::atomic<size_t> next{0};
+    std::mutex m;
+    std::vector<std::string> failures;
+    unsigned nt = std::max(1u, std::thread::hardware_concurrency());
+    std::vector<std::thread> threads;
+    for (unsigned t = 0; t < nt; ++t)
+      threads.emplace_back([&] {
+        for (size_t i; (i = next++) < work.size();) {
+          try {
+            lc::compile(work[i].first, "loom_test", 9, 0);
+          } catch (const std::exception& e) {
+            std::lock_guard<std::mutex> l(m);
+            failures.push_back(work[i].second + ":\n" + e.what());
+          }
+        }
+      });
+    for (auto& t : threads) t.join();
+    *compiled = int(work.size());
+    if (const char* dir = std::getenv("LOOM_DUMP_KERNELS")) {  // for reading what was generated
+      int i = 0;
+      for (auto& [src, what] : work) std::ofstream(std::string(dir) + "/k" + std::to_string(i++) +
+                                                   ".cu") << "// " << what << "\n" << src;
+    }
+    return failures;
+  }
+  void add_source(const std::string& src, const std::string& what) { sources_.emplace(src, what); }
+  int generated() const { return generated_; }
+
+ private:
+  std::map<std::string, std::string> sources_;  // source -> what made it
+  int generated_ = 0;
+};
+
+struct StrictGuard {
+  bool old = lc::strict_warnings();
+  StrictGuard() { lc::set_strict_warnings(true); }
+  ~StrictGuard() { lc::set_strict_warnings(old); }
+};
+
+void build_corpus(Corpus& c) {
+  // ---- every unary and binary op of the table x every dtype, one fused group per family ----
+  for (DType dt : kDtypes) {
+    std::string name = dtype_name(dt);
+    Tensor xd = data({64, 100}, dt, 1), yd = data({64, 100}, dt, 2);
+    Tensor x = xd.clone(), y = yd.clone();
+    std::vector<Tensor> un, bin;
+#define LOOM_X(op, api, kind)          \
+  try {                                \
+    un.push_back(loom::api(x));        \
+  } catch (const loom::Error&) {       \
+  }
+    LOOM_UNARY_OPS(LOOM_X)
+#undef LOOM_X
+#define LOOM_X(op, api, kind)                  \
+  try {                                        \
+    bin.push_back(loom::api(x, y));            \
+    bin.push_back(loom::api(x, 3));            \
+  } catch (const loom::Error&) {               \
+  }
+    LOOM_BINARY_OPS(LOOM_X)
+#undef LOOM_X
+    CHECK(un.size() >= 30);
+    c.add(join(un), "unary ops " + name, false);
+    c.add(join(bin), "binary ops " + name, false);
+    c.add(where(gt(cast(x, DType::Float32), 0.0), x, y), "where " + name, false);
+    std::vector<Tensor> casts;
+    for (DType to : {DType::Bool, DType::UInt8, DType::Int8, DType::Int32, DType::Int64,
+                     DType::Float16, DType::BFloat16, DType::Float32, DType::Float64})
+      casts.push_back(cast(cast(x, to), DType::Float64));
+    c.add(join(casts), "casts from " + name, false);
+    // ---- reductions of the table: row, column, full; all of one input fuse into one group --
+    for (int dim : {1, 0, -1}) {
+      std::vector<Tensor> rs;
+#define LOOM_X(op, api, kind)                                                              \
+  try {                                                                                    \
+    rs.push_back(reduce_by(                                                                \
+        [](auto&&... a) -> decltype(loom::api(a...)) { return loom::api(a...); }, x, dim)); \
+  } catch (const loom::Error&) {                                                           \
+  }
+      LOOM_REDUCE_OPS(LOOM_X)
+#undef LOOM_X
+      c.add(join(rs), "reductions dim " + std::to_string(dim) + " " + name, dt == DType::Float32);
+    }
+  }
+  // ---- pointwise layouts ----
+  Tensor ready = data({64, 1000}, DType::Float32), bd = data({1000}, DType::Float32, 3);
+  Tensor wd = data({64}, DType::Float32, 4);
+  Tensor a = ready.clone(), b = bd.clone(), w64 = wd.clone();
+  c.add(ready.t() * 2.0 + 1.0, "strided (transposed) input", false);
+  c.add(ready + b, "broadcast row vector", false);
+  c.add(ready + ready.slice(1, 0, 1), "broadcast column", false);
+  c.add(ready.slice(1, 0, 500, 2).exp(), "strided slice", false);
+  c.add(cast(ready, DType::Float16) * 0.5, "contiguous f32 -> f16 (vector)");
+  // 64-bit indexing: more than 2^31 elements (planned only, never allocated).
+  Tensor big = ones({1}).expand({(int64_t(1) << 31) + 64});
+  c.add(big * 3.0, "index64 pointwise");
+  c.add(big.sum(), "index64 full reduction");
+  c.add(ready.reshape({1, 64000}).expand({40000, 64000}).sum({1}), "index64 row reduction");
+  // ---- reductions with prologue and epilogue, row-space loads and index leaves ----
+  c.add(sqrt(sum(a * a, {1})) + 1.0, "row reduction prologue+epilogue");
+  c.add(sum(a * a, {0}) * 0.5, "column reduction prologue+epilogue");
+  c.add(sum(exp(a)) / 3.0, "full reduction prologue+epilogue");
+  c.add(amax(a, {1}) + w64, "epilogue with row-space load");
+  c.add(sum(a, {1}) + cast(arange(64), DType::Float32), "epilogue with row-space iota");
+  c.add(a.reshape({8, 8, 1000}).sum({0, 2}), "2 reduced dims");
+  c.add(a.reshape({8, 8, 1000}).sum({1}), "2 kept dims");
+  c.add(layer_norm(ready.reshape({64, 10, 100}).transpose(1, 2), {100, 10}),
+        "normalization over 2 unmerged dims");
+  c.add(a.var({1}), "var", false);
+  c.add(a.logsumexp({1}), "logsumexp", false);
+  c.add(a.norm(2, {1}), "norm", false);
+  c.add(cumsum(a.slice(1, 0, 50), 1), "cumsum", false);
+  c.add(cross_entropy(a, cast(arange(64) % 10, DType::Int64)), "cross_entropy", false);
+  // ---- normalizations ----
+  for (DType dt : {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64}) {
+    Tensor xd = data({64, 1000}, dt, 5), wd = data({1000}, dt, 6), bd = data({1000}, dt, 7);
+    Tensor x = xd.clone(), w = wd.clone(), bb = bd.clone();
+    std::string name = dtype_name(dt);
+    bool all = dt == DType::Float32;
+    c.add(softmax(x, 1), "softmax " + name, all || dt == DType::BFloat16);
+    c.add(log_softmax(x, 1), "log_softmax " + name, all);
+    c.add(softmax(x, 0), "softmax dim 0 " + name, all);
+    c.add(layer_norm(x, {1000}, w, bb), "layer_norm " + name, all);
+    c.add(rms_norm(x, {1000}, w), "rms_norm " + name, all);
+  }
+  // ---- multi-output: an Adam step (parameter and both moments from one kernel) ----
+  {
+    Tensor p = data({4096}, DType::Float32, 8), g = data({4096}, DType::Float32, 9);
+    Tensor m = data({4096}, DType::Float32, 10), v = data({4096}, DType::Float32, 11);
+    m.mul_(0.9).add_(g * 0.1);
+    v.mul_(0.999).addcmul_(g, g, 0.001);
+    p.sub_(m / (v.sqrt() + 1e-8) * 1e-3);
+    // Reading all three through matmuls makes each an output of the fused group.
+    Tensor r = matmul(p.reshape({1, -1}), m.reshape({-1, 1})) +
+               matmul(v.reshape({1, -1}), v.reshape({-1, 1}));
+    c.add(r, "adam step (multi-output)");
+  }
+  // ---- random numbers and index leaves ----
+  c.add(rand({64, 1000}) * 2.0, "rand", false);
+  c.add(randn({64, 1000}, DType::Float16), "randn f16", false);
+  c.add(dropout(a, 0.25), "dropout", false);
+  c.add(arange(0, 1000, 3), "arange", false);
+  c.add(eye(100), "eye", false);
+  c.add(linspace(0, 1, 1000), "linspace", false);
+  c.add(randint(0, 10, {1000}), "randint", false);
+  // ---- the matmul fallback kernel (integer types, layouts cuBLASLt cannot take) ----
+  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int32,
+                   DType::Int64, DType::Int8, DType::UInt8})
+    c.add_source(lc::matmul_fallback_source(dt), std::string("matmul fallback ") + dtype_name(dt));
+  // ---- region writes ----
+  {
+    Tensor t = data({64, 1000}, DType::Float32, 12);
+    t.index_put({Slice::range(0, 10), Slice::range(5, 50)}, 1.5);
+    c.add(t, "region write (index_put)", false);
+    Tensor u = cat({a, a}, 1);
+    c.add(u, "cat", false);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("codegen: source depends on structure only, not values, sizes or device kind") {
+  auto source = [](const Tensor& t) {
+    std::vector<Group> gs = plan_storage(t.storage());
+    REQUIRE(gs.size() == 1);
+    return lc::generate(gs[0], lc::choose_variant(gs[0], 132)).source;
+  };
+  Tensor xd = data({1000}, DType::Float32), yd = data({1001}, DType::Float32);
+  Tensor rd = data({64, 1000}, DType::Float32), sd = data({63, 999}, DType::Float32);
+  Tensor x = xd.clone(), y = yd.clone(), r = rd.clone(), s = sd.clone();
+  CHECK(source(x * 0.5) == source(x * 0.7));
+  CHECK(source(x * 0.5) == source(y * 0.7));
+  CHECK(source(softmax(r, 1)) == source(softmax(s, 1)));
+  // The signature's target differs between devices; the generated code must not.
+  std::vector<Group> gs = plan_storage(softmax(r, 1).storage());
+  REQUIRE(gs.size() == 1);
+  Group g = gs[0];
+  lc::Variant v = lc::choose_variant(g, 132);
+  g.signature = signature(g, DeviceKind::CPU);
+  std::string cpu = lc::generate(g, v).source;
+  g.signature = signature(g, DeviceKind::CUDA);
+  CHECK(lc::generate(g, v).source == cpu);
+}
+
+TEST_CASE("codegen: kernel kinds follow the group's structure") {
+  auto only = [](const Tensor& t) {
+    std::vector<Group> gs = plan_storage(t.storage());
+    REQUIRE(gs.size() == 1);
+    return gs[0];
+  };
+  Tensor ad = data({64, 1000}, DType::Float32), fd = data({1 << 20}, DType::Float32);
+  Tensor a = ad.clone();
+  CHECK(lc::layout_of(only(a * 2.0)) == lc::Layout::PointwiseContiguous);
+  CHECK(lc::layout_of(only(ad.t() * 2.0)) == lc::Layout::Pointwise);
+  CHECK(lc::layout_of(only(softmax(a, 1))) == lc::Layout::Rows);
+  CHECK(lc::layout_of(only(sum(a, {0}))) == lc::Layout::Columns);
+  // A persistent softmax row: one kernel, every pass inside it, the row cached in registers.
+  Group sm = only(softmax(a, 1));
+  lc::Variant v = lc::choose_variant(sm, 132);
+  CHECK(v.reduce);
+  CHECK_FALSE(v.split);
+  CHECK(v.k > 0);
+  CHECK(lc::generate(sm, v).entries.size() == 1);
+  // Few long rows split into segments: one launch per pass.
+  Group full = only(sum(fd.clone()));
+  lc::Variant fv = lc::choose_variant(full, 132);
+  CHECK(fv.split);
+  CHECK(lc::launch_config(full, fv, 132).grid_y > 1);
+}
+
+TEST_CASE("codegen: every op, dtype and kernel kind compiles for sm_90 without warnings") {
+  if (!lc::nvrtc_available()) {
+    MESSAGE("NVRTC unavailable, skipping: " << lc::nvrtc_unavailable_reason());
+    return;
+  }
+  StrictGuard strict;
+  Corpus c;
+  build_corpus(c);
+  int compiled = 0;
+  std::vector<std::string> failures = c.compile_all(&compiled);
+  MESSAGE(c.generated() << " kernels generated, " << compiled << " distinct sources compiled");
+  for (const std::string& f : failures) FAIL_CHECK(f);
+  CHECK(compiled > 60);
+}

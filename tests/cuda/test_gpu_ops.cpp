@@ -1,0 +1,349 @@
+// Differential tests of the CUDA backend: every op of the table, reductions, normalizations, an
+// optimizer step, random numbers and matmul run on device=cuda and are compared with the CPU
+// device (the reference semantics) and with fusion off. Skips itself where CUDA is unavailable.
+// Ops on a pending copy fuse into one multi-output kernel per family, which keeps the number of
+// NVRTC compiles (the cost of this test on a fresh machine) small.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "loom.h"
+
+using namespace loom;
+
+namespace {
+
+bool skip() {
+  if (backend_available(DeviceKind::CUDA)) return false;
+  MESSAGE("CUDA unavailable, skipping GPU differential tests");
+  return true;
+}
+
+const Device kGPU{DeviceKind::CUDA, 0};
+const DType kDtypes[] = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16,
+                         DType::Int32,   DType::Int64,   DType::Bool};
+
+// Host data of dtype `dt` on the CPU: floats in [-2, 2] with NaN and +-inf when `specials`;
+// integers in [-5, 5] without 0; bools half true.
+Tensor host_data(const Shape& s, DType dt, uint32_t seed, bool specials = false) {
+  std::mt19937 g(seed);
+  int64_t n = numel(s);
+  std::vector<double> v(size_t(std::max<int64_t>(n, 0)));
+  for (auto& x : v) {
+    if (dt == DType::Bool) {
+      x = double(g() & 1);
+    } else if (is_integral(dt)) {
+      do x = double(int(g() % 11) - 5);
+      while (x == 0);
+    } else {
+      x = std::uniform_real_distribution<double>(-2, 2)(g);
+    }
+  }
+  if (specials && is_floating(dt) && n > 8) {
+    v[1] = NAN, v[3] = INFINITY, v[5] = -INFINITY;
+  }
+  return tensor<double>(v, s, Options(dt));
+}
+
+struct Tol {
+  double rtol, atol;
+};
+Tol tol_of(DType dt) {
+  switch (dt) {
+    case DType::Float64: return {1e-10, 1e-12};
+    case DType::Float32: return {2e-5, 1e-6};
+    case DType::Float16: return {1e-2, 1e-3};
+    case DType::BFloat16: return {2e-2, 1e-2};
+    default: return {0, 0};
+  }
+}
+
+// got (GPU) against want (CPU or fusion off): same shape and dtype, values within tolerance
+// (bitwise for integers and bools).
+void check_same(const Tensor& got, const Tensor& want, const std::string& what,
+                std::optional<Tol> t = {}) {
+  INFO(what);
+  REQUIRE(got.shape() == want.shape());
+  REQUIRE(got.dtype() == want.dtype());
+  std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
+  Tol tt = t ? *t : tol_of(want.dtype());
+  int64_t bad = 0, first = -1;
+  for (size_t i = 0; i < g.size(); ++i) {
+    bool ok = std::isnan(w[i]) ? std::isnan(g[i])
+              : std::isinf(w[i]) ? g[i] == w[i]
+                                 : std::fabs(g[i] - w[i]) <= tt.atol + tt.rtol * std::fabs(w[i]);
+    if (!ok && bad++ == 0) first = int64_t(i);
+  }
+  if (bad) {
+    std::ostringstream os;
+    os.precision(10);
+    os << what << ": " << bad << " of " << g.size() << " differ; first at " << first << ": gpu "
+       << g[size_t(first)] << ", cpu " << w[size_t(first)] << " (" << dtype_name(want.dtype())
+       << " " << shape_str(want.shape()) << ")";
+    FAIL_CHECK(os.str());
+  }
+}
+
+// Runs `f` on a CPU input and on the same data on the GPU; compares every result.
+void differential(const std::vector<Tensor>& cpu_in,
+                  const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& f,
+                  const std::string& what, std::optional<Tol> t = {}) {
+  std::vector<Tensor> gpu_in;
+  for (const Tensor& x : cpu_in) gpu_in.push_back(x.to(kGPU).clone());  // pending: ops fuse
+  std::vector<Tensor> g = f(gpu_in);
+  std::vector<Tensor> c = f(cpu_in);
+  REQUIRE(g.size() == c.size());
+  for (size_t i = 0; i < g.size(); ++i) {
+    CHECK(g[i].device() == kGPU);
+    check_same(g[i], c[i], what + " #" + std::to_string(i), t);
+  }
+}
+
+// Reductions of the table over `dim` (all dims when negative), whichever way each takes dims.
+template <typename F>
+Tensor reduce_by(F f, const Tensor& x, int dim) {
+  if constexpr (std::is_invocable_v<F, const Tensor&, std::optional<int64_t>, bool>)
+    return f(x, dim < 0 ? std::nullopt : std::optional<int64_t>(dim), false);
+  else
+    return f(x, dim < 0 ? Dims{} : Dims{dim}, false);
+}
+
+struct FusionOff {
+  bool was = fusion_enabled();
+  FusionOff() { set_fusion(false); }
+  ~FusionOff() { set_fusion(was); }
+};
+
+}  // namespace
+
+TEST_CASE("gpu: unary and binary ops x dtypes match the CPU") {
+  if (skip()) return;
+  for (DType dt : kDtypes) {
+    std::string name = dtype_name(dt);
+    Tensor x = host_data({37, 129}, dt, 1, true), y = host_data({37, 129}, dt, 2);
+    differential({x}, [&](const std::vector<Tensor>& in) {
+      std::vector<Tensor> r;
+#define LOOM_X(op, api, kind) \
+  try {                       \
+    r.push_back(api(in[0]));  \
+  } catch (const Error&) {    \
+  }
+      LOOM_UNARY_OPS(LOOM_X)
+#undef LOOM_X
+      return r;
+    }, "unary " + name);
+    differential({x, y}, [&](const std::vector<Tensor>& in) {
+      std::vector<Tensor> r;
+#define LOOM_X(op, api, kind)      \
+  try {                            \
+    r.push_back(api(in[0], in[1])); \
+    r.push_back(api(in[0], 3));    \
+    r.push_back(api(2.5, in[1]));  \
+  } catch (const Error&) {         \
+  }
+      LOOM_BINARY_OPS(LOOM_X)
+#undef LOOM_X
+      r.push_back(where(gt(cast(in[0], DType::Float32), 0.0), in[0], in[1]));
+      return r;
+    }, "binary " + name);
+  }
+}
+
+TEST_CASE("gpu: casts between dtypes match the CPU (saturation wrap rounding)") {
+  if (skip()) return;
+  std::vector<double> v = {0.5, -0.5, 1.5, 2.5, -2.5, 127.4, 128.6, -129.5, 255.5, 300.7,
+                           -300.7, 1e10, -1e10, 65504, 65520, 1e-8, NAN, INFINITY, -INFINITY,
+                           3.3e38, 0.1, -0.0};
+  for (DType from : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16,
+                     DType::Int32, DType::Int64, DType::Bool, DType::UInt8, DType::Int8}) {
+    Tensor x = is_floating(from) ? tensor<double>(v, {int64_t(v.size())}, Options(from))
+                                 : host_data({500}, from, 3) * (from == DType::Bool ? 1 : 37);
+    if (!is_floating(from) && from != DType::Bool) x = cast(x, from);
+    differential({x}, [&](const std::vector<Tensor>& in) {
+      std::vector<Tensor> r;
+      for (DType to : {DType::Bool, DType::UInt8, DType::Int8, DType::Int32, DType::Int64,
+                       DType::Float16, DType::BFloat16, DType::Float32, DType::Float64})
+        r.push_back(cast(in[0], to));
+      return r;
+    }, std::string("casts from ") + dtype_name(from), Tol{0, 0});
+  }
+}
+
+TEST_CASE("gpu: reductions match the CPU (row column full split loop)") {
+  if (skip()) return;
+  struct Case {
+    Shape shape;
+    int dim;
+  };
+  // Row persistent, column, full (split), few long rows (split), long rows (loop), column split,
+  // column persistent.
+  std::vector<Case> cases = {{{64, 1000}, 1},  {{64, 1000}, 0},   {{64, 1000}, -1},
+                             {{8, 32768}, 1},  {{200, 20000}, 1}, {{4096, 512}, 0},
+                             {{8, 20000}, 0}};
+  for (DType dt : kDtypes) {
+    for (auto& c : cases) {
+      bool small = c.shape[0] == 64;
+      if (!small && dt != DType::Float32 && dt != DType::Int64 && dt != DType::BFloat16) continue;
+      Tensor x = host_data(c.shape, dt, 4, is_floating(dt) && small);
+      Tol t = tol_of(dt);
+      if (dt == DType::Float32) t = {1e-4, 1e-3};  // sums of 64k elements in different orders
+      if (dt == DType::Float64) t = {1e-9, 1e-9};
+      std::string what = std::string("reduce ") + dtype_name(dt) + " " + shape_str(c.shape) +
+                         " dim " + std::to_string(c.dim);
+      differential({x}, [&](const std::vector<Tensor>& in) {
+        std::vector<Tensor> r;
+#define LOOM_X(op, api, kind)                                                               \
+  try {                                                                                     \
+    r.push_back(reduce_by(                                                                  \
+        [](auto&&... a) -> decltype(loom::api(a...)) { return loom::api(a...); }, in[0], c.dim)); \
+  } catch (const Error&) {                                                                  \
+  }
+        LOOM_REDUCE_OPS(LOOM_X)
+#undef LOOM_X
+        if (is_floating(dt)) r.push_back(sqrt(sum(in[0] * in[0], {c.dim < 0 ? 0 : c.dim})) + 1.0);
+        return r;
+      }, what, t);
+    }
+  }
+}
+
+TEST_CASE("gpu: softmax layer_norm rms_norm match the CPU and fusion off") {
+  if (skip()) return;
+  for (Shape s : {Shape{64, 1000}, Shape{256, 4096}, Shape{8, 32768}}) {
+    for (DType dt : {DType::Float32, DType::BFloat16, DType::Float16}) {
+      if (dt == DType::Float16 && s[0] != 64) continue;
+      Tensor x = host_data(s, dt, 5), w = host_data({s[1]}, dt, 6), b = host_data({s[1]}, dt, 7);
+      std::string what = std::string(dtype_name(dt)) + " " + shape_str(s);
+      auto f = [&](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{softmax(in[0], 1), log_softmax(in[0], 1),
+                                   layer_norm(in[0], {s[1]}, in[1], in[2]),
+                                   rms_norm(in[0], {s[1]}, in[1])};
+      };
+      Tol t = dt == DType::Float32 ? Tol{1e-4, 1e-5} : tol_of(dt);
+      differential({x, w, b}, f, "normalizations " + what, t);
+      if (dt == DType::Float32) {  // fusion off on the GPU: one kernel per primitive
+        std::vector<Tensor> gin = {x.to(kGPU), w.to(kGPU), b.to(kGPU)};
+        std::vector<Tensor> fused = f(gin), unfused;
+        {
+          FusionOff off;
+          unfused = f(gin);
+          for (auto& u : unfused) u.to_vector<double>();
+        }
+        for (size_t i = 0; i < fused.size(); ++i)
+          check_same(fused[i], unfused[i], "fused vs unfused " + what, t);
+      }
+    }
+  }
+  // A softmax row that fits on chip runs as one kernel.
+  Tensor x = host_data({64, 1000}, DType::Float32, 8).to(kGPU);
+  loom::sync();
+  reset_counters();
+  Tensor y = softmax(x, 1);
+  y.to_vector<float>();
+  CHECK(counters().kernels == 1);
+}
+
+TEST_CASE("gpu: an Adam step is one kernel and matches the CPU and fusion off") {
+  if (skip()) return;
+  Shape s{100003};
+  auto step = [](Tensor& p, Tensor& m, Tensor& v, const Tensor& g) {
+    m.mul_(0.9).add_(g * 0.1);
+    v.mul_(0.999).addcmul_(g, g, 0.001);
+    p.sub_(m / (v.sqrt() + 1e-8) * 1e-3);
+  };
+  Tensor p = host_data(s, DType::Float32, 9), g = host_data(s, DType::Float32, 10);
+  Tensor m = host_data(s, DType::Float32, 11) * 0.1, v = abs(host_data(s, DType::Float32, 12));
+  m = m.clone(), v = v.clone();
+  loom::sync();
+  Tensor gp = p.to(kGPU), gg = g.to(kGPU), gm = m.to(kGPU), gv = v.to(kGPU);
+  Tensor up = p.to(kGPU), ug = g.to(kGPU), um = m.to(kGPU), uv = v.to(kGPU);
+  loom::sync();
+  reset_counters();
+  step(gp, gm, gv, gg);
+  loom::sync();
+  CHECK(counters().kernels == 1);
+  step(p, m, v, g);
+  {
+    FusionOff off;
+    step(up, um, uv, ug);
+    loom::sync();
+  }
+  Tol t{1e-5, 1e-7};
+  check_same(gp, p, "adam p", t), check_same(gm, m, "adam m", t), check_same(gv, v, "adam v", t);
+  check_same(gp, up, "adam p unfused", t), check_same(gm, um, "adam m unfused", t);
+  check_same(gv, uv, "adam v unfused", t);
+}
+
+TEST_CASE("gpu: rand randn dropout iota equal the CPU") {
+  if (skip()) return;
+  manual_seed(1234);
+  Tensor rc = rand({333, 97}), nc = randn({333, 97}), dc = dropout(ones({1000}), 0.3);
+  Tensor ic = arange(0, 1000, 3), ec = eye(37), lc = linspace(-1, 1, 999);
+  manual_seed(1234);
+  Options o(DType::Float32, kGPU);
+  Tensor rg = rand({333, 97}, o), ng = randn({333, 97}, o), dg = dropout(ones({1000}, o), 0.3);
+  Tensor ig = arange(0, 1000, 3, std::nullopt, kGPU), eg = eye(37, {}, o);
+  Tensor lg = linspace(-1, 1, 999, o);
+  check_same(rg, rc, "rand", Tol{0, 0});
+  check_same(ng, nc, "randn", Tol{1e-6, 1e-6});
+  check_same(dg, dc, "dropout", Tol{0, 0});
+  check_same(ig, ic, "arange", Tol{0, 0});
+  check_same(eg, ec, "eye", Tol{0, 0});
+  check_same(lg, lc, "linspace", Tol{1e-7, 1e-7});
+}
+
+TEST_CASE("gpu: strided broadcast unaligned region-write kernels match the CPU") {
+  if (skip()) return;
+  Tensor a = host_data({64, 1000}, DType::Float32, 13), b = host_data({1000}, DType::Float32, 14);
+  Tensor h = host_data({4099}, DType::Float16, 15);
+  Tensor ga = a.to(kGPU), gb = b.to(kGPU), gh = h.to(kGPU);
+  check_same(ga.t() * 2.0 + 1.0, a.t() * 2.0 + 1.0, "transposed");
+  check_same(ga + gb, a + b, "broadcast row");
+  check_same(ga + ga.slice(1, 0, 1), a + a.slice(1, 0, 1), "broadcast column");
+  check_same(ga.slice(1, 1, 999, 3).exp(), a.slice(1, 1, 999, 3).exp(), "strided slice");
+  check_same(gh.slice(0, 1, 4099) * 0.5, h.slice(0, 1, 4099) * 0.5, "unaligned f16");
+  check_same(cast(gh, DType::Float32) + 1.0, cast(h, DType::Float32) + 1.0, "vector f16 -> f32");
+  Tensor t = a.clone(), gt_ = ga.clone();
+  t.index_put({Slice::range(0, 10), Slice::range(5, 50)}, 1.5);
+  gt_.index_put({Slice::range(0, 10), Slice::range(5, 50)}, 1.5);
+  check_same(gt_, t, "index_put");
+  check_same(cat({ga, ga * 2.0}, 1), cat({a, a * 2.0}, 1), "cat");
+  check_same(cumsum(ga.slice(1, 0, 50), 1), cumsum(a.slice(1, 0, 50), 1), "cumsum", Tol{1e-5, 1e-5});
+  Tensor tgt = cast(arange(64) % 10, DType::Int64);
+  check_same(cross_entropy(ga, tgt.to(kGPU)), cross_entropy(a, tgt), "cross_entropy",
+             Tol{1e-5, 1e-5});
+  check_same(ga.var({1}), a.var({1}), "var", Tol{1e-5, 1e-6});
+}
+
+TEST_CASE("gpu: matmul (cuBLASLt and fallback) matches the CPU") {
+  if (skip()) return;
+  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16,
+                   DType::Int32, DType::Int64}) {
+    Tensor a = host_data({3, 65, 130}, dt, 16), b = host_data({3, 130, 47}, dt, 17);
+    Tensor w = host_data({130, 47}, dt, 18);
+    Tol t = dt == DType::Float32 ? Tol{1e-5, 1e-4} : tol_of(dt);
+    if (dt == DType::Float16 || dt == DType::BFloat16) t = {3e-2, 5e-2};
+    std::string name = dtype_name(dt);
+    Tensor ga = a.to(kGPU), gb = b.to(kGPU), gw = w.to(kGPU);
+    check_same(matmul(ga, gb), matmul(a, b), "bmm " + name, t);
+    check_same(matmul(ga, gw), matmul(a, w), "broadcast weight " + name, t);
+    check_same(matmul(gb.transpose(1, 2), ga.transpose(1, 2)),
+               matmul(b.transpose(1, 2), a.transpose(1, 2)), "transposed " + name, t);
+    check_same(matmul(ga[0], gw), matmul(a[0], w), "2-D " + name, t);
+  }
+}
+
+TEST_CASE("gpu: more than 2^31 elements use 64-bit indexing") {
+  if (skip()) return;
+  int64_t n = (int64_t(1) << 31) + 100;
+  Tensor x = ones({n}, Options(DType::UInt8, kGPU));
+  Tensor s = sum(x + 1);
+  CHECK(s.item<int64_t>() == 2 * n);
+  CHECK(x.slice(0, n - 3, n).sum().item<int64_t>() == 3);
+}

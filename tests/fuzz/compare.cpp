@@ -1,0 +1,148 @@
+// Comparing the three runs of a program.
+//
+// Fused vs fusion-off: ints and bools exactly; floats within 1e-5 relative plus an absolute
+// floor of 1e-6 times the output's magnitude, plus 4x the oracle's own float32 rounding error
+// on that output (|fusion-off - float64|, clipped at 1e-3 of the magnitude): an ill-conditioned
+// output (noise amplified by a normalization or an exp) may differ as much as the oracle errs.
+// Versus float64 (programs without discontinuous ops only): 1e-3 relative plus 1e-3 times the
+// largest magnitude among the values the output was computed from. NaN must match NaN.
+#include <cmath>
+#include <sstream>
+
+#include "exec.h"
+#include "program.h"
+
+namespace loom::fuzz {
+namespace {
+
+std::string index_str(const Shape& s, size_t flat) {
+  std::vector<int64_t> idx(s.size());
+  for (int d = int(s.size()) - 1; d >= 0; --d) {
+    idx[size_t(d)] = s[size_t(d)] ? int64_t(flat) % s[size_t(d)] : 0;
+    flat = s[size_t(d)] ? flat / size_t(s[size_t(d)]) : 0;
+  }
+  return "[" + ints_str(idx) + "]";
+}
+
+std::string out_desc(const Output& o) {
+  return o.name + " (" + dtype_tag(o.dtype) + " " + shape_str(o.shape) + ")";
+}
+
+Verdict mismatch(const std::string& what, const std::string& msg) {
+  return {Verdict::Kind::Mismatch, what, msg};
+}
+
+// |a - b| within tol; NaN only matches NaN and infinities match exactly.
+bool near(double a, double b, double tol) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  if (std::isinf(a) || std::isinf(b)) return a == b;
+  return std::fabs(a - b) <= tol;
+}
+
+double maxabs(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v)
+    if (std::isfinite(x)) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+// The oracle's float32 error on one output, clipped so that flips don't loosen much.
+double oracle_error(const Output& u, const Output* r, double mag) {
+  if (!r || r->v.size() != u.v.size()) return 1e-3 * mag;
+  double e = 0;
+  for (size_t i = 0; i < u.v.size(); ++i) {
+    double d = std::fabs(u.v[i] - r->v[i]);
+    if (std::isfinite(d)) e = std::max(e, std::min(d, 1e-3 * (std::fabs(r->v[i]) + mag)));
+  }
+  return e;
+}
+
+std::string elem_msg(const Output& a, const char* an, const Output& b, const char* bn, size_t i,
+                     double tol, size_t bad) {
+  std::ostringstream os;
+  os.precision(9);
+  os << out_desc(a) << ": " << bad << " of " << a.v.size() << " elements differ; first at " << i
+     << " " << index_str(a.shape, i) << ": " << an << " " << a.v[i] << " vs " << bn << " " << b.v[i]
+     << " (tolerance " << tol << ")";
+  return os.str();
+}
+
+// Fused vs fusion-off for one output.
+std::string compare_fu(const Output& f, const Output& u, const Output* r, double rtol) {
+  bool exact = !is_floating(u.dtype);
+  double mag = std::max(1.0, maxabs(u.v));
+  double slack = exact ? 0 : 1e-6 * mag + 4 * oracle_error(u, r, mag);
+  size_t bad = 0, first = 0;
+  double ftol = 0;
+  for (size_t i = 0; i < u.v.size(); ++i) {
+    double tol = exact ? 0 : rtol * std::fabs(u.v[i]) + slack;
+    if (!near(f.v[i], u.v[i], tol) && bad++ == 0) first = i, ftol = tol;
+  }
+  return bad ? elem_msg(f, "fused", u, "fusion-off", first, ftol, bad) : "";
+}
+
+// A float32 run vs float64 for one output.
+std::string compare_ref(const Output& a, const char* an, const Output& r, double rtol) {
+  size_t bad = 0, first = 0;
+  double ftol = 0;
+  for (size_t i = 0; i < r.v.size(); ++i) {
+    if (std::fabs(r.v[i]) > 1e30) continue;  // beyond float32's range: not comparable
+    double tol = rtol * (std::fabs(r.v[i]) + r.scale);
+    if (!near(a.v[i], r.v[i], tol) && bad++ == 0) first = i, ftol = tol;
+  }
+  return bad ? elem_msg(a, an, r, "float64", first, ftol, bad) : "";
+}
+
+}  // namespace
+
+Verdict compare(const Program& p, const RunResult& f, const RunResult& u, const RunResult& r) {
+  using Err = RunResult::Err;
+  if (u.err == Err::Call && f.err == Err::Call) return {Verdict::Kind::Invalid, "invalid", u.error};
+  const RunResult* runs[] = {&f, &u, &r};
+  const char* names[] = {"fused", "fusion-off", "float64"};
+  for (int k = 0; k < 3; ++k)
+    if (runs[k]->err != Err::None)
+      return mismatch(runs[k]->err == Err::Sync ? "sync-error" : "call-error",
+                      std::string(names[k]) + " raised: " + runs[k]->error);
+  if (f.outs.size() != u.outs.size() || r.outs.size() != u.outs.size())
+    return mismatch("meta", "different numbers of outputs");
+  for (size_t k = 0; k < u.outs.size(); ++k) {
+    const Output &fo = f.outs[k], &uo = u.outs[k], &ro = r.outs[k];
+    if (fo.shape != uo.shape || fo.dtype != uo.dtype || fo.v.size() != uo.v.size())
+      return mismatch("meta", out_desc(fo) + " fused vs " + out_desc(uo) + " fusion-off");
+    if (ro.shape != uo.shape || ro.v.size() != uo.v.size())
+      return mismatch("meta", out_desc(uo) + " fusion-off vs " + out_desc(ro) + " float64");
+  }
+  bool narrow = has_reduced_float(p);
+  for (size_t k = 0; k < u.outs.size(); ++k) {
+    std::string m = compare_fu(f.outs[k], u.outs[k], &r.outs[k], narrow ? 2e-2 : 1e-5);
+    if (!m.empty()) return mismatch("fused-vs-unfused", m);
+  }
+  if (has_discontinuous(p)) return {};
+  for (size_t k = 0; k < u.outs.size(); ++k) {
+    if (!is_floating(u.outs[k].dtype)) continue;
+    double rtol = narrow ? 3e-2 : 1e-3;
+    std::string m = compare_ref(u.outs[k], "fusion-off", r.outs[k], rtol);
+    if (m.empty()) m = compare_ref(f.outs[k], "fused", r.outs[k], rtol);
+    if (!m.empty()) return mismatch("vs-f64", m);
+  }
+  return {};
+}
+
+Verdict check(const Program& p, const RunOptions& ro) {
+  RunResult f = run(p, Mode::Fused, ro);
+  RunResult u = run(p, Mode::Unfused, ro);
+  if (u.err == RunResult::Err::Call && f.err == RunResult::Err::Call)
+    return {Verdict::Kind::Invalid, "invalid", u.error};
+  RunResult r = run(p, Mode::Ref64, ro);
+  return compare(p, f, u, r);
+}
+
+std::string report(const Program& p, const Verdict& v) {
+  std::string k = v.kind == Verdict::Kind::Pass      ? "pass"
+                  : v.kind == Verdict::Kind::Invalid ? "invalid program"
+                                                     : "MISMATCH (" + v.what + ")";
+  return k + ": " + v.msg + "\n" + to_text(p);
+}
+
+}  // namespace loom::fuzz

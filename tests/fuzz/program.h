@@ -1,0 +1,109 @@
+#pragma once
+// Differential fuzzing of loom: random programs over a pool of values, run fused, with fusion
+// off (the oracle) and in float64 (the reference), then compared.
+//
+// Text form, one instruction a line ('#' starts a comment):
+//   %0 = input f32 [3,4,1] seed=17        randn data from std::mt19937(seed)
+//   %3 = add %0 %1                        value operands are %N, scalars are numbers:
+//   %4 = mul %3 2                         "2" is an int scalar, "2.0" / "0.5" a float scalar
+//   %5 = sum %4 dims=0,2 keep=1           attributes are key=value
+//   %6 = index %5 idx=1:-1:2,:,None       slices: a:b:c, int (select), None, ...
+//   mul_ %6 2.0                           in-place ops define no value
+//   peek %5                               a sync point that also records %5's value there
+//   out %5 %6                             the values compared at the end
+// Domain guards are part of the ops: log/log2/sqrt/rsqrt/log1p/reciprocal read abs(x)+0.5,
+// exp/exp2/expm1/sinh/cosh read clamp(x,-20,20), tan clamp(x,-1.25,1.25), asin/acos
+// clamp(x,-0.875,0.875); div/floor_divide/remainder divide by abs(y)+0.5 (a tensor y);
+// pow is pow(abs(x)+0.5, y) with a tensor exponent clamped to [-2, 2].
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "loom.h"
+
+namespace loom::fuzz {
+
+// One operand: a value (%N) or a scalar literal.
+struct Operand {
+  bool is_val = true;
+  int val = -1;
+  double num = 0;
+  bool is_int = false;  // scalar written without a decimal point
+  static Operand v(int id) { return {true, id, 0, false}; }
+  static Operand s(double x, bool integer = false) { return {false, -1, x, integer}; }
+};
+
+struct Instr {
+  int out = -1;  // the value defined, or -1 (in-place ops, sync, peek)
+  std::string op;
+  std::vector<Operand> args;
+  std::vector<std::pair<std::string, std::string>> kw;  // in order
+
+  bool has(const std::string& k) const;
+  const std::string& get(const std::string& k) const;  // throws if absent
+  void set(const std::string& k, const std::string& v);
+};
+
+struct Program {
+  uint64_t seed = 0;
+  std::vector<Instr> code;
+  std::vector<int> outputs;
+};
+
+// ---- generation and text -------------------------------------------------------------------
+
+struct GenOptions {
+  int min_ops = 5, max_ops = 60;
+};
+Program generate(uint64_t seed, const GenOptions& opt = {});
+std::string to_text(const Program& p);
+Program parse(const std::string& text);  // throws std::runtime_error on bad text
+
+// Properties used by the comparison.
+bool has_discontinuous(const Program& p);  // floor, comparisons, argmax, casts to int, ...
+bool has_reduced_float(const Program& p);  // float16 / bfloat16 round trips
+bool is_discontinuous_op(const std::string& op);
+
+// ---- running -------------------------------------------------------------------------------
+
+enum class Mode { Fused, Unfused, Ref64 };
+const char* mode_name(Mode m);
+
+struct RunOptions {
+  std::string fault;  // test hook: in Fused mode, results of this op are scaled by 1.001
+};
+
+struct Output {
+  std::string name;  // "%5", or "peek %5 @3" for a mid-program read
+  DType dtype = DType::Float32;
+  Shape shape;
+  std::vector<double> v;
+  double scale = 1;  // Ref64 only: largest magnitude over the value's inputs' history
+};
+
+struct RunResult {
+  enum class Err { None, Call, Sync } err = Err::None;
+  std::string error;  // message, with the instruction that raised
+  std::vector<Output> outs;
+};
+
+RunResult run(const Program& p, Mode mode, const RunOptions& ro = {});
+
+// ---- comparison ----------------------------------------------------------------------------
+
+struct Verdict {
+  enum class Kind { Pass, Invalid, Mismatch } kind = Kind::Pass;
+  std::string what;  // mismatch class: "sync-error", "meta", "fused-vs-unfused", "vs-f64", ...
+  std::string msg;   // details: the first differing element
+};
+
+// Runs the program three ways and compares them.
+Verdict check(const Program& p, const RunOptions& ro = {});
+Verdict compare(const Program& p, const RunResult& fused, const RunResult& unfused,
+                const RunResult& ref);
+// A full report: the verdict, then the program text.
+std::string report(const Program& p, const Verdict& v);
+
+}  // namespace loom::fuzz

@@ -1,0 +1,276 @@
+// The fuser's behaviour, seen through counters: kernel counts, the signature cache, dead code,
+// explain() and the trace-length limit.
+#include "helpers.h"
+
+using namespace loom;
+using lt::check_close;
+using lt::host;
+
+namespace {
+
+// Records f() with everything else already flushed, then flushes it; returns the counter deltas.
+struct FlushStats {
+  int64_t kernels, groups, materialized, misses, hits;
+};
+FlushStats flush_stats(const std::function<Tensor()>& f, Tensor* out = nullptr) {
+  loom::sync();
+  reset_counters();
+  Tensor r = f();
+  loom::sync();
+  auto& c = counters();
+  FlushStats s{c.kernels.load(), c.groups.load(), c.materialized.load(), c.cache_misses.load(),
+               c.cache_hits.load()};
+  if (out) *out = r;
+  return s;
+}
+
+Tensor chain20(const Tensor& x) {
+  Tensor y = x;
+  for (int i = 0; i < 4; ++i) y = ((y * 0.9 + 0.1).sin() - y).abs();  // 5 ops a round
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("fusion: softmax of [4096, 4096] runs as one kernel") {
+  Tensor x = randn({4096, 4096});
+  loom::sync();
+  auto groups = plan_storage(softmax(x, 1).storage());
+  CHECK(groups.size() == 1);
+  Tensor y;
+  FlushStats s = flush_stats([&] { return softmax(x, 1); }, &y);
+  CHECK(s.kernels == 1);
+  CHECK(s.materialized == 1);
+  // and it is a softmax: every row sums to 1, values in (0, 1)
+  Tensor rows = y.sum({1});
+  CHECK(rows.amin().item<float>() == doctest::Approx(1.0f).epsilon(1e-5));
+  CHECK(rows.amax().item<float>() == doctest::Approx(1.0f).epsilon(1e-5));
+  CHECK(y.amin().item<float>() > 0.0f);
+}
+
+TEST_CASE("fusion: a 20-op pointwise chain is one kernel; fusion off runs one per primitive") {
+  Tensor x = lt::random({1000, 37}, DType::Float32, 161);
+  Tensor y;
+  FlushStats s = flush_stats([&] { return chain20(x); }, &y);
+  CHECK(s.kernels == 1);
+  CHECK(s.materialized == 1);
+  Tensor want = chain20(x.to(DType::Float64));
+  check_close(y, host(want), lt::Tol{1e-5, 1e-5});
+  {
+    lt::FusionOff off;
+    Tensor z;
+    FlushStats so = flush_stats([&] { return chain20(x); }, &z);
+    CHECK(so.kernels == 20);  // each primitive its own kernel (constants are kernel arguments)
+    CHECK(so.kernels > s.kernels);
+    check_close(z, host(y), lt::Tol{1e-6, 1e-6});
+  }
+}
+
+TEST_CASE("fusion: layer_norm and rms_norm are one kernel each") {
+  Tensor x = lt::random({512, 768}, DType::Float32, 162);
+  Tensor w = lt::random({768}, DType::Float32, 163), b = lt::random({768}, DType::Float32, 164);
+  loom::sync();
+  CHECK(flush_stats([&] { return layer_norm(x, {768}, w, b); }).kernels == 1);
+  CHECK(flush_stats([&] { return layer_norm(x, {768}); }).kernels == 1);
+  CHECK(flush_stats([&] { return rms_norm(x, {768}, w); }).kernels == 1);
+  CHECK(flush_stats([&] { return log_softmax(x, -1); }).kernels == 1);
+  {
+    lt::FusionOff off;
+    CHECK(flush_stats([&] { return layer_norm(x, {768}, w, b); }).kernels > 3);
+  }
+}
+
+TEST_CASE("fusion: new scalars and sizes every iteration compile only once") {
+  Tensor big = lt::random({3000}, DType::Float32, 165, 0, 1);
+  loom::sync();
+  int64_t misses_after_first = -1;
+  size_t cache_after_first = 0;
+  reset_counters();
+  double total = 0;
+  for (int i = 0; i < 1000; ++i) {
+    Tensor x = big.narrow(0, 0, 1000 + i);
+    double s = 0.5 + 0.001 * i;
+    Tensor r = ((x * s).exp() + s).sum();
+    total += r.item<double>();
+    if (i == 0) {
+      misses_after_first = counters().cache_misses.load();
+      cache_after_first = kernel_cache_size();
+    }
+  }
+  CHECK(total > 0);
+  CHECK(misses_after_first >= 1);
+  CHECK(counters().cache_misses.load() == misses_after_first);
+  CHECK(kernel_cache_size() == cache_after_first);
+  CHECK(counters().cache_hits.load() >= 999);
+  // the last iteration's value is right
+  Tensor x = big.narrow(0, 0, 1999);
+  double s = 0.5 + 0.001 * 999, want = 0;
+  for (double v : host(x)) want += std::exp(v * s) + s;
+  CHECK(((x * s).exp() + s).sum().item<double>() == doctest::Approx(want).epsilon(1e-5));
+}
+
+TEST_CASE("fusion: dropped intermediates are never materialized") {
+  Tensor x = lt::random({256, 64}, DType::Float32, 166);
+  loom::sync();
+  FlushStats s = flush_stats([&] {
+    Tensor a = x * 2.0, b = a + 1.0, c = b.exp();
+    return c.sum({1});  // a, b, c die with this scope
+  });
+  CHECK(s.materialized == 1);
+  CHECK(s.kernels == 1);
+  // a live intermediate is written once, alongside the result
+  Tensor keep;
+  FlushStats s2 = flush_stats([&] {
+    Tensor a = x * 2.0;
+    keep = a;
+    return (a + 1.0).exp().sum({1});
+  });
+  CHECK(s2.materialized == 2);
+  check_close(keep, lt::ref_unary(host(x), [](double v) { return 2 * v; }));
+  // a dead branch costs nothing
+  FlushStats s3 = flush_stats([&] {
+    Tensor dead = (x * 3.0).exp();
+    (void)dead;
+    return x + 1.0;
+  });
+  CHECK(s3.materialized == 1);
+  CHECK(s3.kernels == 1);
+}
+
+TEST_CASE("fusion: explain reports the plan without running it") {
+  Tensor x = lt::random({64, 64}, DType::Float32, 167);
+  loom::sync();
+  reset_counters();
+  Tensor y = softmax(x * 2.0, 1);
+  std::string e = explain(y);
+  CHECK(e.find("1 kernel") != std::string::npos);
+  CHECK(e.find("exp") != std::string::npos);
+  CHECK(counters().kernels.load() == 0);  // nothing ran
+  CHECK(y.is_pending());
+  {
+    Tensor z = x;
+    for (int i = 0; i < 3; ++i) z = matmul(z.exp(), x.t()) * 0.01;
+    std::string e2 = explain(z);
+    CHECK(e2.find("kernel(s)") != std::string::npos);
+    CHECK(e2.find("matmul") != std::string::npos);
+    CHECK(plan_storage(z.storage()).size() >= 4);  // matmuls split the groups
+  }
+  loom::sync();
+  CHECK(explain(y).find("ready") != std::string::npos);
+}
+
+TEST_CASE("fusion: the trace-length limit flushes a long chain by itself") {
+  int64_t saved = trace_limits().max_nodes;
+  struct Restore {
+    int64_t v;
+    ~Restore() { trace_limits().max_nodes = v; }
+  } restore{saved};
+  trace_limits().max_nodes = 50;
+  Tensor x = lt::random({100, 10}, DType::Float64, 168);
+  loom::sync();
+  reset_counters();
+  Tensor y = x;
+  for (int i = 0; i < 200; ++i) y = y * 0.99 + 0.01;
+  CHECK(counters().flushes.load() >= 3);  // flushed while recording, before any sync point
+  auto v = host(x);
+  for (auto& e : v)
+    for (int i = 0; i < 200; ++i) e = e * 0.99 + 0.01;
+  check_close(y, v, lt::Tol{1e-12, 1e-12});
+}
+
+TEST_CASE("fusion: counters and flushes") {
+  Tensor x = lt::random({10}, DType::Float32, 169);
+  loom::sync();
+  reset_counters();
+  Tensor y = x + 1.0;
+  CHECK(counters().kernels.load() == 0);  // recorded, not run
+  CHECK(counters().nodes_recorded.load() >= 1);
+  CHECK(y.is_pending());
+  check_close(y, lt::ref_unary(host(x), [](double v) { return v + 1; }));  // a sync point
+  CHECK_FALSE(y.is_pending());
+  CHECK(counters().kernels.load() == 1);
+  CHECK(counters().flushes.load() >= 1);
+  CHECK(counters().bytes_moved.load() >= 2 * 10 * 4);
+  CHECK(counters_str().find("kernels=1") != std::string::npos);
+}
+
+TEST_CASE("fusion: reductions whose reduced dims all have size 1") {
+  // The keepdim shape equals the iteration space here, so row and full values look alike.
+  Tensor x = lt::make({0.7}, {1, 1, 1}, DType::Float64);
+  Tensor y = lt::make({0.3, -0.4}, {2, 1}, DType::Float64);
+  check_close(lerp(x.logsumexp({0, 2}, true) - 2.0, -x, 0.3), {0.3 * -0.7 + 0.7 * -1.3});
+  check_close(x.sum({1}, true) + x, {1.4});
+  check_close(x * x.amax({0, 1, 2}, true) + x, {0.49 + 0.7});
+  check_close((x.amax({1}, true) - x) * 2.0 + x.exp(), {std::exp(0.7)});
+  check_close(y.sum({1}, true) * y + y, {0.39, -0.24});
+  check_close(y - y.mean({1}, true) + y.var({1}, 0, true) + y, {0.3, -0.4});
+  for (auto& f :
+       std::vector<std::function<Tensor()>>{[&] {
+                                              return lerp(x.logsumexp({0, 2}, true) - 2.0, -x, 0.3);
+                                            },
+                                            [&] { return (y.amin({1}, true) + 1.0) * (y - 2.0); }})
+    lt::check_fused_matches_unfused(f);
+}
+
+TEST_CASE("fusion: an in-group value read again through another view") {
+  Tensor x = lt::random({5, 5}, DType::Float64, 170);
+  auto v = host(x);
+  auto at = [&](int i, int j) { return v[size_t(i * 5 + j)]; };
+  std::vector<double> w1, w2, w3;
+  for (int i = 0; i < 5; ++i)
+    for (int j = 0; j < 5; ++j) {
+      w1.push_back(2 * at(i, j) + 2 * at(j, i));
+      w2.push_back(std::exp(at(i, j)) * std::exp(at(0, j)));
+      w3.push_back(at(i, j) + at(j, i) + 2);
+    }
+  Tensor y = x * 2.0;
+  check_close(y + y.t(), w1);
+  Tensor e = x.exp();
+  check_close(e * e[0], w2);
+  Tensor p = x + 1.0;
+  check_close(p + p.transpose(0, 1), w3);
+  lt::check_fused_matches_unfused([&] {
+    Tensor q = x.sin();
+    return q * q.t() + q.slice(0, 0, 1) - q.sum({0}, true).t();
+  });
+}
+
+TEST_CASE("fusion: scalar values and row lengths are kernel arguments") {
+  Tensor a = lt::random({1000}, DType::Float32, 171);
+  loom::sync();
+  reset_counters();
+  float s5 = (a * 0.5).sum().item<float>();
+  int64_t misses = counters().cache_misses.load();
+  float s7 = (a * 0.7).sum().item<float>();
+  CHECK(counters().cache_misses.load() == misses);  // same kernel, new argument
+  CHECK(s7 == doctest::Approx(s5 * 1.4).epsilon(1e-5));
+  // softmax over 200 different row lengths and row counts: a few size classes at most
+  Tensor big = lt::random({64, 5000}, DType::Float32, 172);
+  loom::sync();
+  size_t c0 = kernel_cache_size();
+  for (int i = 0; i < 200; ++i) {
+    Tensor x = big.narrow(1, 0, 100 + 20 * i).narrow(0, 0, 1 + i % 64);
+    Tensor y = softmax(x * (1.0 + i), 1);
+    CHECK(y.sum().item<float>() == doctest::Approx(double(1 + i % 64)).epsilon(1e-4));
+  }
+  CHECK(kernel_cache_size() - c0 <= 6);
+}
+
+TEST_CASE("fusion: set_fusion flushes work recorded under the previous mode") {
+  Tensor x = lt::random({100, 10}, DType::Float32, 173);
+  loom::sync();
+  Tensor y = chain20(x);
+  CHECK(y.is_pending());
+  reset_counters();
+  Tensor z;
+  {
+    lt::FusionOff off;  // set_fusion(false) is a sync point: y runs fused, as recorded
+    CHECK_FALSE(y.is_pending());
+    CHECK(counters().kernels.load() == 1);
+    z = chain20(x);
+    CHECK(z.is_pending());
+  }  // set_fusion(true) flushes z unfused
+  CHECK_FALSE(z.is_pending());
+  CHECK(counters().kernels.load() == 1 + 20);
+  check_close(z, host(y), lt::Tol{1e-6, 1e-6});
+}
