@@ -1,6 +1,8 @@
 // The CUDA backend: stream-ordered memory from the driver's pool on the device's default stream,
 // generated kernels (codegen -> memory cache -> disk cache -> NVRTC), matmul through cuBLASLt.
 // Registers itself only when a driver, a GPU and NVRTC are present (DESIGN invariant 7).
+#include "tensor/backend.h"
+
 #include <chrono>
 #include <iostream>
 #include <memory>
@@ -15,7 +17,6 @@
 #include "fusion/counters.h"
 #include "fusion/kernel_cache.h"
 #include "fusion/trace.h"
-#include "tensor/backend.h"
 
 #ifndef LOOM_VERSION
 #define LOOM_VERSION "dev"
@@ -65,8 +66,9 @@ class CudaBackend : public Backend {
     cc_major_ = p.cc_major, cc_minor_ = p.cc_minor;
     arch_ = "sm_" + std::to_string(cc_major_) + std::to_string(cc_minor_);
     matmul_ = std::make_unique<cuda::Matmul>(
-        0, stream_, [this](const std::string& src, const std::vector<std::string>& entries,
-                           const std::string& tag) { return load(src, entries, tag)->fns; });
+        0, stream_,
+        [this](const std::string& src, const std::vector<std::string>& entries,
+               const std::string& tag) { return load(src, entries, tag)->fns; });
   }
 
   void* alloc(size_t bytes) override {
@@ -99,8 +101,8 @@ class CudaBackend : public Backend {
                                const std::string& tag) {
     auto t0 = Clock::now();
     std::vector<std::string> opts = cuda::compile_options(cc_major_, cc_minor_);
-    std::string key = cuda::disk_cache::cache_key(source, opts, arch_, cuda::nvrtc_version(),
-                                                  LOOM_VERSION);
+    std::string key =
+        cuda::disk_cache::cache_key(source, opts, arch_, cuda::nvrtc_version(), LOOM_VERSION);
     auto it = modules_.find(key);
     if (it != modules_.end()) {
       if (log_fusion()) std::cerr << "[loom] cuda " << tag << ": memory hit\n";

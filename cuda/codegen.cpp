@@ -49,8 +49,10 @@ Layout layout_of(const Group& g) {
 Generated generate(const Group& g, const Variant& v) {
   LOOM_CHECK(!g.opaque, Value, "cuda codegen: opaque groups run through the backend directly");
   Generated out;
-  if (v.reduce) gen::generate_rows(g, v, out);
-  else gen::generate_pointwise(g, v, out);
+  if (v.reduce)
+    gen::generate_rows(g, v, out);
+  else
+    gen::generate_pointwise(g, v, out);
   return out;
 }
 
@@ -83,8 +85,10 @@ const Snippet kSnippets[] = {
      "  unsigned u = __float_as_uint(f);\n"
      "  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);\n"
      "  u += 0x7fffu + ((u >> 16) & 1u);\n  return (unsigned short)(u >> 16);\n}\n"},
-    {"rh", "h2f f2h", "__device__ __forceinline__ float lm_rh(float f) { return lm_h2f(lm_f2h(f)); }\n"},
-    {"rb", "b2f f2b", "__device__ __forceinline__ float lm_rb(float f) { return lm_b2f(lm_f2b(f)); }\n"},
+    {"rh", "h2f f2h",
+     "__device__ __forceinline__ float lm_rh(float f) { return lm_h2f(lm_f2h(f)); }\n"},
+    {"rb", "b2f f2b",
+     "__device__ __forceinline__ float lm_rb(float f) { return lm_b2f(lm_f2b(f)); }\n"},
     {"max", "",
      "template <class T>\n__device__ __forceinline__ T lm_max(T a, T b) {\n"
      "  if (a != a) return a;\n  if (b != b) return b;\n  return a > b ? a : b;\n}\n"},
@@ -152,6 +156,22 @@ const Snippet kSnippets[] = {
     {"vec", "",
      "template <class T, int V>\n"
      "struct alignas(sizeof(T) * V > 16 ? 16 : sizeof(T) * V) lm_vec {\n  T v[V];\n};\n"},
+};
+
+// Unary ops that are one math-library call (the float form gets an 'f' suffix).
+struct MathCall {
+  Op op;
+  const char* fn;
+  bool rounding = false;  // floor and friends: integers pass through unchanged
+};
+const MathCall kMathCalls[] = {
+    {Op::Floor, "floor", true}, {Op::Ceil, "ceil", true}, {Op::Round, "rint", true},
+    {Op::Trunc, "trunc", true}, {Op::Exp, "exp"},         {Op::Exp2, "exp2"},
+    {Op::Expm1, "expm1"},       {Op::Log, "log"},         {Op::Log2, "log2"},
+    {Op::Log1p, "log1p"},       {Op::Sqrt, "sqrt"},       {Op::Sin, "sin"},
+    {Op::Cos, "cos"},           {Op::Tan, "tan"},         {Op::Tanh, "tanh"},
+    {Op::Asin, "asin"},         {Op::Acos, "acos"},       {Op::Atan, "atan"},
+    {Op::Sinh, "sinh"},         {Op::Cosh, "cosh"},       {Op::Erf, "erf"},
 };
 
 std::string lit(double v, bool dbl) {
@@ -276,48 +296,75 @@ const char* Emitter::ctype(DType t) {
   switch (t) {
     case DType::Float16:
     case DType::BFloat16:
-    case DType::Float32: return "float";
-    case DType::Float64: return "double";
-    case DType::Int64: return "long long";
-    case DType::Bool: return "unsigned char";
-    default: return "int";
+    case DType::Float32:
+      return "float";
+    case DType::Float64:
+      return "double";
+    case DType::Int64:
+      return "long long";
+    case DType::Bool:
+      return "unsigned char";
+    default:
+      return "int";
   }
 }
 
 const char* Emitter::storage_type(DType t) {
   switch (t) {
     case DType::Bool:
-    case DType::UInt8: return "unsigned char";
-    case DType::Int8: return "signed char";
-    case DType::Int32: return "int";
-    case DType::Int64: return "long long";
+    case DType::UInt8:
+      return "unsigned char";
+    case DType::Int8:
+      return "signed char";
+    case DType::Int32:
+      return "int";
+    case DType::Int64:
+      return "long long";
     case DType::Float16:
-    case DType::BFloat16: return "unsigned short";
-    case DType::Float32: return "float";
-    case DType::Float64: return "double";
+    case DType::BFloat16:
+      return "unsigned short";
+    case DType::Float32:
+      return "float";
+    case DType::Float64:
+      return "double";
   }
   return "?";
 }
 
 std::string Emitter::load(DType t, const std::string& raw) {
   switch (t) {
-    case DType::Float16: need("h2f"); return "lm_h2f(" + raw + ")";
-    case DType::BFloat16: need("b2f"); return "lm_b2f(" + raw + ")";
-    case DType::Bool: return "(unsigned char)(" + raw + " != 0)";
+    case DType::Float16:
+      need("h2f");
+      return "lm_h2f(" + raw + ")";
+    case DType::BFloat16:
+      need("b2f");
+      return "lm_b2f(" + raw + ")";
+    case DType::Bool:
+      return "(unsigned char)(" + raw + " != 0)";
     case DType::UInt8:
-    case DType::Int8: return "(int)" + raw;
-    default: return raw;
+    case DType::Int8:
+      return "(int)" + raw;
+    default:
+      return raw;
   }
 }
 
 std::string Emitter::store(DType t, const std::string& v) {
   switch (t) {
-    case DType::Float16: need("f2h"); return "lm_f2h(" + v + ")";
-    case DType::BFloat16: need("f2b"); return "lm_f2b(" + v + ")";
-    case DType::Bool: return "(unsigned char)(" + v + " != 0)";
-    case DType::UInt8: return "(unsigned char)" + v;
-    case DType::Int8: return "(signed char)" + v;
-    default: return v;
+    case DType::Float16:
+      need("f2h");
+      return "lm_f2h(" + v + ")";
+    case DType::BFloat16:
+      need("f2b");
+      return "lm_f2b(" + v + ")";
+    case DType::Bool:
+      return "(unsigned char)(" + v + " != 0)";
+    case DType::UInt8:
+      return "(unsigned char)" + v;
+    case DType::Int8:
+      return "(signed char)" + v;
+    default:
+      return v;
   }
 }
 
@@ -345,7 +392,8 @@ std::string Emitter::op_expr(int id, const std::vector<std::string>& args) {
       }
       need("f2i");
       if (to == DType::Int64)
-        return "lm_f2i<long long>(" + x + ", (-9223372036854775807ll - 1), 9223372036854775807ll, 0)";
+        return "lm_f2i<long long>(" + x +
+               ", (-9223372036854775807ll - 1), 9223372036854775807ll, 0)";
       return "lm_f2i<int>(" + x + ", (-2147483647 - 1), 2147483647, " +
              (to == DType::Int8 ? "1" : "0") + ")";
     }
@@ -369,10 +417,18 @@ std::string Emitter::op_expr(int id, const std::vector<std::string>& args) {
   const std::string X = fp || !is_fp(T) ? x : "(" + T + ")" + x;  // FloatOut on a stray int
   if (IT == "unsigned char" && (n.op == Op::Abs || n.op == Op::Relu)) return x;  // bool: >= 0
   if (IT == "unsigned char" && n.op == Op::Sign) return "(unsigned char)(" + x + " != 0)";
+  for (const MathCall& m : kMathCalls)
+    if (m.op == n.op) {
+      if (m.rounding && !fp) return x;  // rounding an integer is the identity
+      return call(m.fn, m.rounding ? x : X);
+    }
   switch (n.op) {
-    case Op::Neg: return "(" + T + ")(-" + x + ")";
-    case Op::Abs: return "(" + x + " < 0 ? (" + T + ")(-" + x + ") : " + x + ")";
-    case Op::Square: return "(" + T + ")(" + x + " * " + x + ")";
+    case Op::Neg:
+      return "(" + T + ")(-" + x + ")";
+    case Op::Abs:
+      return "(" + x + " < 0 ? (" + T + ")(-" + x + ") : " + x + ")";
+    case Op::Square:
+      return "(" + T + ")(" + x + " * " + x + ")";
     case Op::Sign: {
       std::string s = "(" + T + ")((" + x + " > 0) - (" + x + " < 0))";
       return fp ? "(" + x + " != " + x + " ? " + x + " : " + s + ")" : s;
@@ -381,51 +437,37 @@ std::string Emitter::op_expr(int id, const std::vector<std::string>& args) {
       return fp ? "(" + x + " > 0 ? " + x + " : (" + x + " != " + x + " ? " + x + " : (" + T +
                       ")0))"
                 : "(" + x + " > 0 ? " + x + " : (" + T + ")0)";
-    case Op::Floor: return fp ? call("floor", x) : x;
-    case Op::Ceil: return fp ? call("ceil", x) : x;
-    case Op::Round: return fp ? call("rint", x) : x;
-    case Op::Trunc: return fp ? call("trunc", x) : x;
     case Op::BitwiseNot:
       return T == "unsigned char" ? "(unsigned char)(!" + x + ")" : "(" + T + ")(~" + x + ")";
-    case Op::Exp: return call("exp", X);
-    case Op::Exp2: return call("exp2", X);
-    case Op::Expm1: return call("expm1", X);
-    case Op::Log: return call("log", X);
-    case Op::Log2: return call("log2", X);
-    case Op::Log1p: return call("log1p", X);
-    case Op::Sqrt: return call("sqrt", X);
-    case Op::Rsqrt: return "(" + one + " / " + call("sqrt", X) + ")";
-    case Op::Reciprocal: return "(" + one + " / " + X + ")";
-    case Op::Sin: return call("sin", X);
-    case Op::Cos: return call("cos", X);
-    case Op::Tan: return call("tan", X);
-    case Op::Tanh: return call("tanh", X);
-    case Op::Asin: return call("asin", X);
-    case Op::Acos: return call("acos", X);
-    case Op::Atan: return call("atan", X);
-    case Op::Sinh: return call("sinh", X);
-    case Op::Cosh: return call("cosh", X);
-    case Op::Erf: return call("erf", X);
-    case Op::Sigmoid: return "(" + one + " / (" + one + " + " + call("exp", "-" + X) + "))";
+    case Op::Rsqrt:
+      return "(" + one + " / " + call("sqrt", X) + ")";
+    case Op::Reciprocal:
+      return "(" + one + " / " + X + ")";
+    case Op::Sigmoid:
+      return "(" + one + " / (" + one + " + " + call("exp", "-" + X) + "))";
     case Op::Gelu:
       return "(" + half + " * " + X + " * (" + one + " + " +
              call("erf", X + " * " + lit(0.70710678118654752, dbl)) + "))";
     case Op::GeluTanh:
       return "(" + half + " * " + X + " * (" + one + " + " +
-             call("tanh", lit(0.7978845608028654, dbl) + " * (" + X + " + " +
-                              lit(0.044715, dbl) + " * " + X + " * " + X + " * " + X + ")") +
+             call("tanh", lit(0.7978845608028654, dbl) + " * (" + X + " + " + lit(0.044715, dbl) +
+                              " * " + X + " * " + X + " * " + X + ")") +
              "))";
-    case Op::Silu: return "(" + X + " * (" + one + " / (" + one + " + " + call("exp", "-" + X) + ")))";
+    case Op::Silu:
+      return "(" + X + " * (" + one + " / (" + one + " + " + call("exp", "-" + X) + ")))";
     case Op::Softplus:
       return "(" + X + " > " + lit(20, dbl) + " ? " + X + " : " + call("log1p", call("exp", X)) +
              ")";
-    case Op::IsNan: return "(unsigned char)(" + x + " != " + x + ")";
+    case Op::IsNan:
+      return "(unsigned char)(" + x + " != " + x + ")";
     case Op::IsInf:
       return fp ? "(unsigned char)isinf(" + x + ")" : "(unsigned char)(" + x + " != " + x + ")";
     case Op::IsFinite:
       return fp ? "(unsigned char)isfinite(" + x + ")" : "(unsigned char)(" + x + " == " + x + ")";
-    case Op::LogicalNot: return "(unsigned char)(" + x + " == 0)";
-    default: break;
+    case Op::LogicalNot:
+      return "(unsigned char)(" + x + " == 0)";
+    default:
+      break;
   }
   const std::string y = args.size() > 1 ? args[1] : "";
   auto bin = [&](const char* o) {
@@ -436,10 +478,14 @@ std::string Emitter::op_expr(int id, const std::vector<std::string>& args) {
   };
   auto cmp = [&](const char* o) { return "(unsigned char)(" + x + " " + o + " " + y + ")"; };
   switch (n.op) {
-    case Op::Add: return bin("+");
-    case Op::Sub: return bin("-");
-    case Op::Mul: return bin("*");
-    case Op::Div: return fp ? "(" + x + " / " + y + ")" : "((float)" + x + " / (float)" + y + ")";
+    case Op::Add:
+      return bin("+");
+    case Op::Sub:
+      return bin("-");
+    case Op::Mul:
+      return bin("*");
+    case Op::Div:
+      return fp ? "(" + x + " / " + y + ")" : "((float)" + x + " / (float)" + y + ")";
     case Op::FloorDiv:
       if (fp) return call("floor", "(" + x + " / " + y + ")");
       need("ifdiv");
@@ -455,22 +501,40 @@ std::string Emitter::op_expr(int id, const std::vector<std::string>& args) {
       if (fp) return fn("pow") + "(" + x + ", " + y + ")";
       need("ipow");
       return "lm_ipow(" + x + ", " + y + ")";
-    case Op::Maximum: need("max"); return "lm_max(" + x + ", " + y + ")";
-    case Op::Minimum: need("min"); return "lm_min(" + x + ", " + y + ")";
-    case Op::Atan2: return fn("atan2") + "(" + x + ", " + y + ")";
-    case Op::Eq: return cmp("==");
-    case Op::Ne: return cmp("!=");
-    case Op::Lt: return cmp("<");
-    case Op::Le: return cmp("<=");
-    case Op::Gt: return cmp(">");
-    case Op::Ge: return cmp(">=");
-    case Op::LogicalAnd: return "(unsigned char)((" + x + " != 0) && (" + y + " != 0))";
-    case Op::LogicalOr: return "(unsigned char)((" + x + " != 0) || (" + y + " != 0))";
-    case Op::LogicalXor: return "(unsigned char)((" + x + " != 0) != (" + y + " != 0))";
-    case Op::BitwiseAnd: return bin("&");
-    case Op::BitwiseOr: return bin("|");
-    case Op::BitwiseXor: return bin("^");
-    default: break;
+    case Op::Maximum:
+      need("max");
+      return "lm_max(" + x + ", " + y + ")";
+    case Op::Minimum:
+      need("min");
+      return "lm_min(" + x + ", " + y + ")";
+    case Op::Atan2:
+      return fn("atan2") + "(" + x + ", " + y + ")";
+    case Op::Eq:
+      return cmp("==");
+    case Op::Ne:
+      return cmp("!=");
+    case Op::Lt:
+      return cmp("<");
+    case Op::Le:
+      return cmp("<=");
+    case Op::Gt:
+      return cmp(">");
+    case Op::Ge:
+      return cmp(">=");
+    case Op::LogicalAnd:
+      return "(unsigned char)((" + x + " != 0) && (" + y + " != 0))";
+    case Op::LogicalOr:
+      return "(unsigned char)((" + x + " != 0) || (" + y + " != 0))";
+    case Op::LogicalXor:
+      return "(unsigned char)((" + x + " != 0) != (" + y + " != 0))";
+    case Op::BitwiseAnd:
+      return bin("&");
+    case Op::BitwiseOr:
+      return bin("|");
+    case Op::BitwiseXor:
+      return bin("^");
+    default:
+      break;
   }
   throw Error(ErrorKind::Runtime, std::string("cuda codegen: no lowering for op ") + op_name(n.op));
 }
@@ -480,9 +544,8 @@ std::string Emitter::index_expr(int id, const std::string& lin) {
   if (n.op == Op::Iota) return "(long long)(" + lin + ")";
   const char* f = n.op == Op::Rand ? "lm_rand" : "lm_randn";
   need(n.op == Op::Rand ? "rand" : "randn");
-  return std::string(f) + "((unsigned long long)" + scalar_i(n.scalar) +
-         ", (unsigned long long)" + scalar_i(n.scalar + 1) + " + (unsigned long long)(" + lin +
-         "))";
+  return std::string(f) + "((unsigned long long)" + scalar_i(n.scalar) + ", (unsigned long long)" +
+         scalar_i(n.scalar + 1) + " + (unsigned long long)(" + lin + "))";
 }
 
 std::string Emitter::body(const Body& b, const std::string& ind) {
@@ -529,10 +592,14 @@ Acc Emitter::acc(int r) const {
   std::string it = ctype(g.nodes[n.a].dtype);
   Acc a;
   a.index = n.op == Op::ArgMax || n.op == Op::ArgMin;
-  if (n.op == Op::Any || n.op == Op::All) a.type = "int";
-  else if (it == "float") a.type = n.op == Op::Prod ? "double" : "float";  // CPU: prod in double
-  else if (it == "double") a.type = "double";
-  else a.type = "long long";
+  if (n.op == Op::Any || n.op == Op::All)
+    a.type = "int";
+  else if (it == "float")
+    a.type = n.op == Op::Prod ? "double" : "float";  // CPU: prod in double
+  else if (it == "double")
+    a.type = "double";
+  else
+    a.type = "long long";
   return a;
 }
 
@@ -542,10 +609,13 @@ std::string Emitter::acc_init(int r) {
   bool lo = n.op == Op::Max || n.op == Op::ArgMax;  // starts at the lowest value
   switch (n.op) {
     case Op::Sum:
-    case Op::Any: return "0";
+    case Op::Any:
+      return "0";
     case Op::Prod:
-    case Op::All: return "1";
-    default: break;
+    case Op::All:
+      return "1";
+    default:
+      break;
   }
   if (t == "float") return lo ? "__uint_as_float(0xff800000u)" : "__uint_as_float(0x7f800000u)";
   if (t == "double")
@@ -559,18 +629,27 @@ std::string Emitter::acc_add(int r, const std::string& a, const std::string& ai,
   const GNode& n = g.nodes[r];
   const std::string cv = "(" + acc(r).type + ")" + v;
   switch (n.op) {
-    case Op::Sum: return a + " += " + cv + ";";
-    case Op::Prod: return a + " *= " + cv + ";";
-    case Op::Max: need("max"); return a + " = lm_max(" + a + ", " + cv + ");";
-    case Op::Min: need("min"); return a + " = lm_min(" + a + ", " + cv + ");";
+    case Op::Sum:
+      return a + " += " + cv + ";";
+    case Op::Prod:
+      return a + " *= " + cv + ";";
+    case Op::Max:
+      need("max");
+      return a + " = lm_max(" + a + ", " + cv + ");";
+    case Op::Min:
+      need("min");
+      return a + " = lm_min(" + a + ", " + cv + ");";
     case Op::ArgMax:
     case Op::ArgMin:
       need("argcomb");
       return std::string("lm_arg<") + (n.op == Op::ArgMax ? "true" : "false") + ">(" + a + ", " +
              ai + ", " + cv + ", (long long)" + col + ");";
-    case Op::Any: return a + " |= (" + v + " != 0);";
-    case Op::All: return a + " &= (" + v + " != 0);";
-    default: break;
+    case Op::Any:
+      return a + " |= (" + v + " != 0);";
+    case Op::All:
+      return a + " &= (" + v + " != 0);";
+    default:
+      break;
   }
   return "";
 }
@@ -579,18 +658,27 @@ std::string Emitter::acc_combine(int r, const std::string& a, const std::string&
                                  const std::string& b, const std::string& bi) {
   const GNode& n = g.nodes[r];
   switch (n.op) {
-    case Op::Sum: return a + " += " + b + ";";
-    case Op::Prod: return a + " *= " + b + ";";
-    case Op::Max: need("max"); return a + " = lm_max(" + a + ", " + b + ");";
-    case Op::Min: need("min"); return a + " = lm_min(" + a + ", " + b + ");";
+    case Op::Sum:
+      return a + " += " + b + ";";
+    case Op::Prod:
+      return a + " *= " + b + ";";
+    case Op::Max:
+      need("max");
+      return a + " = lm_max(" + a + ", " + b + ");";
+    case Op::Min:
+      need("min");
+      return a + " = lm_min(" + a + ", " + b + ");";
     case Op::ArgMax:
     case Op::ArgMin:
       need("argcomb");
       return std::string("lm_arg<") + (n.op == Op::ArgMax ? "true" : "false") + ">(" + a + ", " +
              ai + ", " + b + ", " + bi + ");";
-    case Op::Any: return a + " |= " + b + ";";
-    case Op::All: return a + " &= " + b + ";";
-    default: break;
+    case Op::Any:
+      return a + " |= " + b + ";";
+    case Op::All:
+      return a + " &= " + b + ";";
+    default:
+      break;
   }
   return "";
 }

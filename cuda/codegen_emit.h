@@ -22,11 +22,11 @@ struct Acc {
 
 // The Full nodes one element evaluates, and how it reaches everything else.
 struct Body {
-  std::vector<int> nodes;                                     // in topological order
-  std::function<std::string(int leaf)> raw;                   // memory element of a Full load
-  std::function<std::string(int leaf)> lin;                   // linear index of an index leaf
-  std::function<std::string(int id)> ref;                     // a node computed elsewhere
-  std::function<void(int id, std::string& code)> after;       // stores, accumulation, caching
+  std::vector<int> nodes;                                // in topological order
+  std::function<std::string(int leaf)> raw;              // memory element of a Full load
+  std::function<std::string(int leaf)> lin;              // linear index of an index leaf
+  std::function<std::string(int id)> ref;                // a node computed elsewhere
+  std::function<void(int id, std::string& code)> after;  // stores, accumulation, caching
 };
 
 class Emitter {
@@ -59,7 +59,7 @@ class Emitter {
   std::string scalar_f(int s) const { return "p.s[" + std::to_string(s) + "].f"; }
   std::string scalar_i(int s) const { return "p.s[" + std::to_string(s) + "].i"; }
   ParamSpec spec() const;
-  std::string decls() const;  // declarations of the pointers the current kernel used
+  std::string decls() const;              // declarations of the pointers the current kernel used
   void begin_kernel() { used_.clear(); }  // a module's kernels share slots, not declarations
 
   // ---- types ---------------------------------------------------------------------------------
@@ -83,10 +83,10 @@ class Emitter {
   std::string acc_init(int r);
   std::string acc_add(int r, const std::string& a, const std::string& ai, const std::string& v,
                       const std::string& col);
-  std::string acc_combine(int r, const std::string& a, const std::string& ai,
-                          const std::string& b, const std::string& bi);
+  std::string acc_combine(int r, const std::string& a, const std::string& ai, const std::string& b,
+                          const std::string& bi);
   std::string acc_final(int r, const std::string& a, const std::string& ai) const;
-  std::string acc_to_word(int r, const std::string& a);   // for split kernels' scratch
+  std::string acc_to_word(int r, const std::string& a);  // for split kernels' scratch
   std::string acc_from_word(int r, const std::string& w);
 
   // ---- assembly --------------------------------------------------------------------------------

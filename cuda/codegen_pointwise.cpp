@@ -56,8 +56,8 @@ void generate_pointwise(const Group& g, const Variant& v, Generated& out) {
       for (int o = 0; o < int(g.outputs.size()); ++o) {
         if (g.outputs[o].node != id) continue;
         int a = e.out_access(o);
-        code += ind + e.ptr(a) + "[" + at(a) + "] = " +
-                e.store(e.storage_dtype(a), "f" + std::to_string(id)) + ";\n";
+        code += ind + e.ptr(a) + "[" + at(a) +
+                "] = " + e.store(e.storage_dtype(a), "f" + std::to_string(id)) + ";\n";
       }
     };
     return e.body(b, ind);
@@ -87,8 +87,9 @@ void generate_pointwise(const Group& g, const Variant& v, Generated& out) {
     b.after = [&](int id, std::string& code) {
       for (int o = 0; o < int(g.outputs.size()); ++o)
         if (g.outputs[o].node == id)
-          code += "      ov" + std::to_string(o) + ".v[j] = " +
-                  e.store(e.storage_dtype(e.out_access(o)), "f" + std::to_string(id)) + ";\n";
+          code += "      ov" + std::to_string(o) +
+                  ".v[j] = " + e.store(e.storage_dtype(e.out_access(o)), "f" + std::to_string(id)) +
+                  ";\n";
     };
     std::string inner = e.body(b, "      ");
     for (int leaf : vec_leaves)
@@ -129,8 +130,8 @@ void generate_pointwise(const Group& g, const Variant& v, Generated& out) {
       for (int o = 0; o < int(g.outputs.size()); ++o) {
         if (g.outputs[o].node != id) continue;
         int a = e.out_access(o);
-        code += "    " + e.ptr(a) + "[" + at(a) + "] = " +
-                e.store(e.storage_dtype(a), "f" + std::to_string(id)) + ";\n";
+        code += "    " + e.ptr(a) + "[" + at(a) +
+                "] = " + e.store(e.storage_dtype(a), "f" + std::to_string(id)) + ";\n";
       }
     };
     std::string inner = e.body(b, "    ");

@@ -142,9 +142,10 @@ class RowGen {
     return v;
   }
 
-  // ---- pieces ------------------------------------------------------------------------------------
-  // The column body of pass q: evaluates `nodes`; accumulates reductions over pass-q values;
-  // stores Full outputs when `store`; caches values later passes read when `cached`.
+  // ---- pieces
+  // ------------------------------------------------------------------------------------ The column
+  // body of pass q: evaluates `nodes`; accumulates reductions over pass-q values; stores Full
+  // outputs when `store`; caches values later passes read when `cached`.
   std::string col_body(int q, const std::vector<int>& nodes, bool store,
                        const std::vector<bool>* cached, const std::string& ind) {
     j_used_.assign(R_, false);
@@ -191,8 +192,8 @@ class RowGen {
   std::string acc_decls(const std::vector<int>& rs, const std::string& ind, bool declare = true) {
     std::string code;
     for (int r : rs) {
-      code += ind + (declare ? e_.acc(r).type + " " : "") + "a" + S(r) + " = " + e_.acc_init(r) +
-              ";\n";
+      code +=
+          ind + (declare ? e_.acc(r).type + " " : "") + "a" + S(r) + " = " + e_.acc_init(r) + ";\n";
       if (e_.acc(r).index) code += ind + (declare ? "long long " : "") + "ai" + S(r) + " = -1;\n";
     }
     return code;
@@ -202,16 +203,17 @@ class RowGen {
   // the row's result.
   std::string lanes(const std::vector<int>& rs, const std::string& ind) {
     if (v_.tpr == 1 || rs.empty()) return "";
-    std::string code = ind + "#pragma unroll\n" + ind + "for (int m = " +
-                       S(std::min(v_.tpr, 32) / 2) + "; m > 0; m >>= 1) {\n";
+    std::string code = ind + "#pragma unroll\n" + ind +
+                       "for (int m = " + S(std::min(v_.tpr, 32) / 2) + "; m > 0; m >>= 1) {\n";
     for (int r : rs) {
       Acc a = e_.acc(r);
-      code += ind + "  const " + a.type + " o" + S(r) + " = __shfl_xor_sync(0xffffffffu, a" +
-              S(r) + ", m);\n";
+      code += ind + "  const " + a.type + " o" + S(r) + " = __shfl_xor_sync(0xffffffffu, a" + S(r) +
+              ", m);\n";
       if (a.index)
         code += ind + "  const long long oi" + S(r) + " = __shfl_xor_sync(0xffffffffu, ai" + S(r) +
                 ", m);\n";
-      code += ind + "  " + e_.acc_combine(r, "a" + S(r), "ai" + S(r), "o" + S(r), "oi" + S(r)) + "\n";
+      code +=
+          ind + "  " + e_.acc_combine(r, "a" + S(r), "ai" + S(r), "o" + S(r), "oi" + S(r)) + "\n";
     }
     code += ind + "}\n";
     if (v_.tpr <= 32) return code;
@@ -248,8 +250,8 @@ class RowGen {
       int id = g_.outputs[o].node;
       if (g_.nodes[id].space != Space::Row) continue;
       int a = e_.out_access(o);
-      code += ind + "  " + e_.ptr(a) + "[" + rb(a) + "] = " +
-              e_.store(e_.storage_dtype(a), "r" + S(id)) + ";\n";
+      code += ind + "  " + e_.ptr(a) + "[" + rb(a) +
+              "] = " + e_.store(e_.storage_dtype(a), "r" + S(id)) + ";\n";
     }
     return code.empty() ? "" : ind + "if (" + cond + ") {\n" + code + ind + "}\n";
   }
@@ -266,7 +268,8 @@ class RowGen {
     return h;
   }
 
-  // ---- one kernel for all passes -----------------------------------------------------------------
+  // ---- one kernel for all passes
+  // -----------------------------------------------------------------
   std::string single() {
     reset_kernel();
     std::vector<int> targets;
@@ -333,7 +336,8 @@ class RowGen {
     return k;
   }
 
-  // ---- split rows: kernel of pass q --------------------------------------------------------------
+  // ---- split rows: kernel of pass q
+  // --------------------------------------------------------------
   std::string split(int q, bool final_rows) {
     reset_kernel();
     const int NR = int(reduces_.size());
@@ -350,8 +354,9 @@ class RowGen {
     std::vector<bool> all(g_.nodes.size(), true);
     std::vector<int> rs = acc ? reduces_of_pass(q, all) : std::vector<int>{};
     auto slot = [&](int r, const std::string& row, const std::string& seg) {
-      std::string base = seg.empty() ? "(unsigned long long)" + row
-                                     : "((unsigned long long)" + row + " * gridDim.y + " + seg + ")";
+      std::string base = seg.empty()
+                             ? "(unsigned long long)" + row
+                             : "((unsigned long long)" + row + " * gridDim.y + " + seg + ")";
       return "(" + base + " * " + S(NR) + " + " + S(ord(r)) + ") * 2";
     };
     const std::string in = "  ";
@@ -390,10 +395,11 @@ class RowGen {
       std::string cnt = e_.scratch(kCounters);
       body += in + "if (rv && " + lane0_ + ") {\n";
       for (int r : rs) {
-        body += in + "  " + part + "[" + slot(r, "row", "blockIdx.y") + "] = " +
-                e_.acc_to_word(r, "a" + S(r)) + ";\n";
+        body += in + "  " + part + "[" + slot(r, "row", "blockIdx.y") +
+                "] = " + e_.acc_to_word(r, "a" + S(r)) + ";\n";
         if (e_.acc(r).index)
-          body += in + "  " + part + "[" + slot(r, "row", "blockIdx.y") + " + 1] = ai" + S(r) + ";\n";
+          body +=
+              in + "  " + part + "[" + slot(r, "row", "blockIdx.y") + " + 1] = ai" + S(r) + ";\n";
       }
       body += in + "}\n" + in + "__threadfence();\n" + in + "__syncthreads();\n";
       shared_.insert("__shared__ unsigned lm_ticket;");
@@ -416,8 +422,8 @@ class RowGen {
       body += lanes(rs, in2);
       body += in2 + "if (rv && " + lane0_ + ") {\n";
       for (int r : rs) {
-        body += in2 + "  " + fin + "[" + slot(r, "row", "") + "] = " +
-                e_.acc_to_word(r, "a" + S(r)) + ";\n";
+        body += in2 + "  " + fin + "[" + slot(r, "row", "") +
+                "] = " + e_.acc_to_word(r, "a" + S(r)) + ";\n";
         if (e_.acc(r).index)
           body += in2 + "  " + fin + "[" + slot(r, "row", "") + " + 1] = ai" + S(r) + ";\n";
       }
@@ -442,7 +448,8 @@ class RowGen {
       body += row_outputs("rv && " + lane0_ + " && blockIdx.y == 0", in);
     }
     std::string k = header("loom_kernel_p" + S(q));
-    k += "  const U row = (U)blockIdx.x * " + S(v_.rpb) + "u" + (v_.rpb > 1 ? " + grp" : "") + ";\n";
+    k +=
+        "  const U row = (U)blockIdx.x * " + S(v_.rpb) + "u" + (v_.rpb > 1 ? " + grp" : "") + ";\n";
     k += "  const bool rv = row < rows;\n";
     if (!nodes.empty()) {
       k += "  const U seglen = " + e_.uvalue({ValueSlot::SegLen}) + ";\n";

@@ -117,11 +117,16 @@ std::optional<int64_t> collapse(const Shape& sz, const Strides& st, int i0, int 
 
 const char* dtype_code(DType t) {
   switch (t) {
-    case DType::Float32: return "f32";
-    case DType::Float64: return "f64";
-    case DType::Float16: return "f16";
-    case DType::BFloat16: return "bf16";
-    default: return nullptr;
+    case DType::Float32:
+      return "f32";
+    case DType::Float64:
+      return "f64";
+    case DType::Float16:
+      return "f16";
+    case DType::BFloat16:
+      return "bf16";
+    default:
+      return nullptr;
   }
 }
 
@@ -224,10 +229,18 @@ bool Matmul::run_lt(const Node& n, void* out) {
 
   int type = 0, compute = kCompute32F, scale = kR32F;
   switch (n.dtype) {
-    case DType::Float64: type = kR64F, compute = kCompute64F, scale = kR64F; break;
-    case DType::Float16: type = kR16F; break;
-    case DType::BFloat16: type = kR16BF; break;
-    default: type = kR32F; break;
+    case DType::Float64:
+      type = kR64F, compute = kCompute64F, scale = kR64F;
+      break;
+    case DType::Float16:
+      type = kR16F;
+      break;
+    case DType::BFloat16:
+      type = kR16BF;
+      break;
+    default:
+      type = kR32F;
+      break;
   }
   const Api& api = lt_->api;
   struct Owned {
@@ -269,8 +282,8 @@ bool Matmul::run_lt(const Node& n, void* out) {
     ok = ok && api.PrefSet(o.pref, kPrefMaxWorkspace, &ws, 8) == 0;
     Heuristic h{};
     int found = 0;
-    ok = ok && api.GetHeuristic(lt_->handle, o.desc, o.la, o.lb, o.lc, o.lc, o.pref, 1, &h,
-                                &found) == 0;
+    ok = ok &&
+         api.GetHeuristic(lt_->handle, o.desc, o.la, o.lb, o.lc, o.lc, o.pref, 1, &h, &found) == 0;
     if (!ok || found < 1 || h.state != 0) return false;
     it = lt_->algos.emplace(key.str(), h).first;
   }
@@ -316,8 +329,8 @@ void Matmul::run_naive(const Node& n, void* out) {
   p.nb = nb, p.total = numel(n.shape), p.aoff = A.view.offset, p.boff = B.view.offset;
   for (int d = 0; d < nb; ++d)
     p.bsize[d] = n.shape[d], p.astr[d] = A.view.strides[d], p.bstr[d] = B.view.strides[d];
-  std::vector<Function> f =
-      compile_(matmul_fallback_source(n.dtype), {"loom_matmul"}, std::string("matmul_") + dtype_name(n.dtype));
+  std::vector<Function> f = compile_(matmul_fallback_source(n.dtype), {"loom_matmul"},
+                                     std::string("matmul_") + dtype_name(n.dtype));
   void* args[] = {&p};
   int sm = properties(dev_).sm_count;
   unsigned grid = unsigned(std::clamp<int64_t>((p.total + 255) / 256, 1, int64_t(sm) * 8));

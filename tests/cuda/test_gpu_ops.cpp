@@ -56,11 +56,16 @@ struct Tol {
 };
 Tol tol_of(DType dt) {
   switch (dt) {
-    case DType::Float64: return {1e-10, 1e-12};
-    case DType::Float32: return {2e-5, 1e-6};
-    case DType::Float16: return {1e-2, 1e-3};
-    case DType::BFloat16: return {2e-2, 1e-2};
-    default: return {0, 0};
+    case DType::Float64:
+      return {1e-10, 1e-12};
+    case DType::Float32:
+      return {2e-5, 1e-6};
+    case DType::Float16:
+      return {1e-2, 1e-3};
+    case DType::BFloat16:
+      return {2e-2, 1e-2};
+    default:
+      return {0, 0};
   }
 }
 
@@ -75,7 +80,7 @@ void check_same(const Tensor& got, const Tensor& want, const std::string& what,
   Tol tt = t ? *t : tol_of(want.dtype());
   int64_t bad = 0, first = -1;
   for (size_t i = 0; i < g.size(); ++i) {
-    bool ok = std::isnan(w[i]) ? std::isnan(g[i])
+    bool ok = std::isnan(w[i])   ? std::isnan(g[i])
               : std::isinf(w[i]) ? g[i] == w[i]
                                  : std::fabs(g[i] - w[i]) <= tt.atol + tt.rtol * std::fabs(w[i]);
     if (!ok && bad++ == 0) first = int64_t(i);
@@ -127,51 +132,60 @@ TEST_CASE("gpu: unary and binary ops x dtypes match the CPU") {
   for (DType dt : kDtypes) {
     std::string name = dtype_name(dt);
     Tensor x = host_data({37, 129}, dt, 1, true), y = host_data({37, 129}, dt, 2);
-    differential({x}, [&](const std::vector<Tensor>& in) {
-      std::vector<Tensor> r;
+    differential(
+        {x},
+        [&](const std::vector<Tensor>& in) {
+          std::vector<Tensor> r;
 #define LOOM_X(op, api, kind) \
   try {                       \
     r.push_back(api(in[0]));  \
   } catch (const Error&) {    \
   }
-      LOOM_UNARY_OPS(LOOM_X)
+          LOOM_UNARY_OPS(LOOM_X)
 #undef LOOM_X
-      return r;
-    }, "unary " + name);
-    differential({x, y}, [&](const std::vector<Tensor>& in) {
-      std::vector<Tensor> r;
-#define LOOM_X(op, api, kind)      \
-  try {                            \
+          return r;
+        },
+        "unary " + name);
+    differential(
+        {x, y},
+        [&](const std::vector<Tensor>& in) {
+          std::vector<Tensor> r;
+#define LOOM_X(op, api, kind)       \
+  try {                             \
     r.push_back(api(in[0], in[1])); \
-    r.push_back(api(in[0], 3));    \
-    r.push_back(api(2.5, in[1]));  \
-  } catch (const Error&) {         \
+    r.push_back(api(in[0], 3));     \
+    r.push_back(api(2.5, in[1]));   \
+  } catch (const Error&) {          \
   }
-      LOOM_BINARY_OPS(LOOM_X)
+          LOOM_BINARY_OPS(LOOM_X)
 #undef LOOM_X
-      r.push_back(where(gt(cast(in[0], DType::Float32), 0.0), in[0], in[1]));
-      return r;
-    }, "binary " + name);
+          r.push_back(where(gt(cast(in[0], DType::Float32), 0.0), in[0], in[1]));
+          return r;
+        },
+        "binary " + name);
   }
 }
 
 TEST_CASE("gpu: casts between dtypes match the CPU (saturation wrap rounding)") {
   if (skip()) return;
-  std::vector<double> v = {0.5, -0.5, 1.5, 2.5, -2.5, 127.4, 128.6, -129.5, 255.5, 300.7,
-                           -300.7, 1e10, -1e10, 65504, 65520, 1e-8, NAN, INFINITY, -INFINITY,
-                           3.3e38, 0.1, -0.0};
-  for (DType from : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16,
-                     DType::Int32, DType::Int64, DType::Bool, DType::UInt8, DType::Int8}) {
+  std::vector<double> v = {0.5,   -0.5,     1.5,       2.5,    -2.5,  127.4, 128.6, -129.5,
+                           255.5, 300.7,    -300.7,    1e10,   -1e10, 65504, 65520, 1e-8,
+                           NAN,   INFINITY, -INFINITY, 3.3e38, 0.1,   -0.0};
+  for (DType from : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int32,
+                     DType::Int64, DType::Bool, DType::UInt8, DType::Int8}) {
     Tensor x = is_floating(from) ? tensor<double>(v, {int64_t(v.size())}, Options(from))
                                  : host_data({500}, from, 3) * (from == DType::Bool ? 1 : 37);
     if (!is_floating(from) && from != DType::Bool) x = cast(x, from);
-    differential({x}, [&](const std::vector<Tensor>& in) {
-      std::vector<Tensor> r;
-      for (DType to : {DType::Bool, DType::UInt8, DType::Int8, DType::Int32, DType::Int64,
-                       DType::Float16, DType::BFloat16, DType::Float32, DType::Float64})
-        r.push_back(cast(in[0], to));
-      return r;
-    }, std::string("casts from ") + dtype_name(from), Tol{0, 0});
+    differential(
+        {x},
+        [&](const std::vector<Tensor>& in) {
+          std::vector<Tensor> r;
+          for (DType to : {DType::Bool, DType::UInt8, DType::Int8, DType::Int32, DType::Int64,
+                           DType::Float16, DType::BFloat16, DType::Float32, DType::Float64})
+            r.push_back(cast(in[0], to));
+          return r;
+        },
+        std::string("casts from ") + dtype_name(from), Tol{0, 0});
   }
 }
 
@@ -183,9 +197,8 @@ TEST_CASE("gpu: reductions match the CPU (row column full split loop)") {
   };
   // Row persistent, column, full (split), few long rows (split), long rows (loop), column split,
   // column persistent.
-  std::vector<Case> cases = {{{64, 1000}, 1},  {{64, 1000}, 0},   {{64, 1000}, -1},
-                             {{8, 32768}, 1},  {{200, 20000}, 1}, {{4096, 512}, 0},
-                             {{8, 20000}, 0}};
+  std::vector<Case> cases = {{{64, 1000}, 1},   {{64, 1000}, 0},  {{64, 1000}, -1}, {{8, 32768}, 1},
+                             {{200, 20000}, 1}, {{4096, 512}, 0}, {{8, 20000}, 0}};
   for (DType dt : kDtypes) {
     for (auto& c : cases) {
       bool small = c.shape[0] == 64;
@@ -196,19 +209,23 @@ TEST_CASE("gpu: reductions match the CPU (row column full split loop)") {
       if (dt == DType::Float64) t = {1e-9, 1e-9};
       std::string what = std::string("reduce ") + dtype_name(dt) + " " + shape_str(c.shape) +
                          " dim " + std::to_string(c.dim);
-      differential({x}, [&](const std::vector<Tensor>& in) {
-        std::vector<Tensor> r;
-#define LOOM_X(op, api, kind)                                                               \
-  try {                                                                                     \
-    r.push_back(reduce_by(                                                                  \
+      differential(
+          {x},
+          [&](const std::vector<Tensor>& in) {
+            std::vector<Tensor> r;
+#define LOOM_X(op, api, kind)                                                                     \
+  try {                                                                                           \
+    r.push_back(reduce_by(                                                                        \
         [](auto&&... a) -> decltype(loom::api(a...)) { return loom::api(a...); }, in[0], c.dim)); \
-  } catch (const Error&) {                                                                  \
+  } catch (const Error&) {                                                                        \
   }
-        LOOM_REDUCE_OPS(LOOM_X)
+            LOOM_REDUCE_OPS(LOOM_X)
 #undef LOOM_X
-        if (is_floating(dt)) r.push_back(sqrt(sum(in[0] * in[0], {c.dim < 0 ? 0 : c.dim})) + 1.0);
-        return r;
-      }, what, t);
+            if (is_floating(dt))
+              r.push_back(sqrt(sum(in[0] * in[0], {c.dim < 0 ? 0 : c.dim})) + 1.0);
+            return r;
+          },
+          what, t);
     }
   }
 }
@@ -314,7 +331,8 @@ TEST_CASE("gpu: strided broadcast unaligned region-write kernels match the CPU")
   gt_.index_put({Slice::range(0, 10), Slice::range(5, 50)}, 1.5);
   check_same(gt_, t, "index_put");
   check_same(cat({ga, ga * 2.0}, 1), cat({a, a * 2.0}, 1), "cat");
-  check_same(cumsum(ga.slice(1, 0, 50), 1), cumsum(a.slice(1, 0, 50), 1), "cumsum", Tol{1e-5, 1e-5});
+  check_same(cumsum(ga.slice(1, 0, 50), 1), cumsum(a.slice(1, 0, 50), 1), "cumsum",
+             Tol{1e-5, 1e-5});
   Tensor tgt = cast(arange(64) % 10, DType::Int64);
   check_same(cross_entropy(ga, tgt.to(kGPU)), cross_entropy(a, tgt), "cross_entropy",
              Tol{1e-5, 1e-5});
@@ -323,8 +341,8 @@ TEST_CASE("gpu: strided broadcast unaligned region-write kernels match the CPU")
 
 TEST_CASE("gpu: matmul (cuBLASLt and fallback) matches the CPU") {
   if (skip()) return;
-  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16,
-                   DType::Int32, DType::Int64}) {
+  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int32,
+                   DType::Int64}) {
     Tensor a = host_data({3, 65, 130}, dt, 16), b = host_data({3, 130, 47}, dt, 17);
     Tensor w = host_data({130, 47}, dt, 18);
     Tol t = dt == DType::Float32 ? Tol{1e-5, 1e-4} : tol_of(dt);
