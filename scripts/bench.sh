@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Sets everything up, runs the demo, then the CPU benchmark (JSON rows to bench/results/).
+# Sets everything up, runs the demo, the C++ CPU benchmark and the Python suite (loom against
+# numpy, and torch where it is installed; on the GPU when one is there). Tables are printed;
+# JSON and a PNG chart go to bench/results/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
@@ -9,3 +11,9 @@ cmake --build "$BUILD" -j"$(nproc)"
 "$BUILD"/examples/loom_demo
 mkdir -p bench/results
 "$BUILD"/bench/loom_bench --json bench/results/cpu.json
+PY=${PYTHON:-python3}
+"$PY" -c "import nanobind, scikit_build_core, numpy, matplotlib" 2>/dev/null ||
+  "$PY" -m pip install -q nanobind scikit-build-core numpy matplotlib
+"$PY" -m pip install -q --no-build-isolation .
+dev=$("$PY" -c "import loom; print('cuda' if loom.cuda.is_available() else 'cpu')")
+"$PY" bench/suite.py --device "$dev" --json "bench/results/suite-$dev.json" --png "bench/results/suite-$dev.png"

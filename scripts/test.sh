@@ -10,3 +10,8 @@ cmake --build "$BUILD" -j"$(nproc)"
 ctest --test-dir "$BUILD" --output-on-failure -j"$(nproc)"
 # The Python package and its tests.
 bash scripts/test_python.sh
+# The installed package works from another CMake project (find_package(loom)).
+cmake --install "$BUILD" --prefix "$BUILD/prefix" >/dev/null
+cmake -S examples/consumer -B "$BUILD/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$PWD/$BUILD/prefix" >/dev/null
+cmake --build "$BUILD/consumer" >/dev/null
+"$BUILD/consumer/consumer"
