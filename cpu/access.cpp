@@ -52,6 +52,7 @@ void dispatch_storage(DType dt, F&& f) {
 
 template <typename T>
 void load_run(const void* src, DType dt, int64_t stride, T* dst, int64_t n) {
+  if (n <= 0) return;  // empty runs (K = 0 matmul) may come with null pointers
   dispatch_storage(dt, [&](auto s) {
     using S = decltype(s);
     const S* p = static_cast<const S*>(src);
@@ -74,6 +75,7 @@ void load_run(const void* src, DType dt, int64_t stride, T* dst, int64_t n) {
 
 template <typename T>
 void store_run(void* dst, DType dt, int64_t stride, const T* src, int64_t n) {
+  if (n <= 0) return;
   dispatch_storage(dt, [&](auto s) {
     using S = decltype(s);
     S* p = static_cast<S*>(dst);
