@@ -279,6 +279,7 @@ bool Gen::normalization() {
     return emit_op(op, {Operand::v(x)}, {{"dim", std::to_string(coin(0.3) ? d - r : d)}}, [&](int) {
              Meta m = mx;
              m.bound = bound;
+             if (n == 1) m.cmask.assign(m.cmask.size(), 1), m.ties = true;  // exactly 1 or 0
              return m;
            }) >= 0;
   }
@@ -311,6 +312,10 @@ bool Gen::normalization() {
            Meta m;
            m.bound = bound;
            m.cmask = cm_broadcast(cm_broadcast(mx.cmask, cw, S(id)), cb, S(id));
+           if (n == 1) {  // a one-element row normalizes to 0 or about +-1: few levels
+             m.cmask.assign(m.cmask.size(), 1);
+             m.ties = true;
+           }
            return m;
          }) >= 0;
 }

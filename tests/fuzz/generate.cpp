@@ -1,8 +1,9 @@
 // generate(seed): random programs. Each candidate instruction is executed on placeholder
 // tensors (recorded, never synced), so loom itself says whether it is valid and what shape
-// and dtype it makes. Besides that the generator tracks, per value, a bound on its magnitude
-// (to stay far from float32 overflow) and the dims along which it is constant (normalizing
-// a constant row amplifies rounding noise, which no tolerance can absorb).
+// and dtype it makes. Besides that the generator tracks per value what meta.h lists (bound,
+// history, constant dims, ties, pinned), so that float rounding never looks like a fusion
+// bug: no overflow, no normalized constant rows, no argmax over ties, no floor of a sum of
+// probabilities.
 #include <algorithm>
 #include <cmath>
 
@@ -144,8 +145,8 @@ void Gen::finish_meta(const Instr& in, Meta& m) {
     if (m.cmask[d] && s[d] > 1) m.ties = true;
 }
 
-// In-place updates change every value sharing the target's buffer: their bounds grow and
-// they are no longer known to be constant along any dim.
+// In-place updates change every value sharing the target's buffer: their bounds grow, they
+// may hold ties, and a fill or clamp may make their rows constant.
 bool Gen::emit_inplace(Instr in, double new_bound) {
   if (!(new_bound <= kMaxFloat)) return false;
   try {
@@ -154,11 +155,16 @@ bool Gen::emit_inplace(Instr in, double new_bound) {
     return false;
   }
   int t = in.args[0].val, r = env_.root[size_t(t)];
+  bool arith = in.op == "add_" || in.op == "sub_" || in.op == "mul_" || in.op == "div_";
+  std::vector<char> operand;  // an arithmetic update's tensor operand, aligned to the target
+  if (arith && in.args[1].is_val) operand = meta_[size_t(in.args[1].val)].cmask;
   for (int v : live_)
     if (env_.root[size_t(v)] == r) {
       Meta& m = meta_[size_t(v)];
       m.bound = std::max(m.bound, new_bound);
-      m.cmask = Meta::fresh(S(v), 0).cmask;
+      // Fills, clamps and copies may make rows constant; arithmetic keeps what was constant.
+      if (!arith) m.cmask.assign(m.cmask.size(), 1);
+      if (arith && v == t) m.cmask = cm_broadcast(m.cmask, operand, S(v));
       m.ties = true;  // fills, clamps and broadcast copies
       for (auto& a : in.args)
         if (a.is_val) {

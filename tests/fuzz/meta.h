@@ -10,7 +10,7 @@ namespace loom::fuzz {
 struct Meta {
   double bound = 0;         // an estimate of max |value|
   double hist = 0;          // the largest bound among the values it was computed from
-  std::vector<char> cmask;  // per dim: the value is constant along it (size-1 dims always)
+  std::vector<char> cmask;  // per dim: it may be constant along it (size-1 dims always)
   // It may hold exactly equal elements (saturation, few levels, broadcasts): argmax would
   // then depend on the last ulp, which the CPU backend rounds differently by position.
   bool ties = false;
