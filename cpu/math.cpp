@@ -100,13 +100,26 @@ void fix_at_inf(const T* a, T* out, int64_t n, T value) {
     if (a[i] == std::numeric_limits<T>::infinity()) out[i] = value;
 }
 
+// Eigen's vector exp clamps its argument (about -709 for double, -88 for float), so lanes
+// below that, -inf included, give a tiny positive value instead of 0 (logsumexp of an all
+// -inf row became -708). Those lanes take std::exp.
+template <typename T>
+void fix_exp_underflow(const T* a, T* out, int64_t n) {
+  const T lo = std::is_same_v<T, double> ? T(-708) : T(-87);
+  for (int64_t i = 0; i < n; ++i)
+    if (a[i] < lo) out[i] = std::exp(a[i]);
+}
+
 template <typename T>
 void unary_float(Op op, const T* a, T* out, int64_t n) {
   CArr<T> x(a, n);
   Arr<T> o(out, n);
   const T half = T(0.5);
   switch (op) {
-    case Op::Exp: o = x.exp(); break;
+    case Op::Exp:
+      o = x.exp();
+      fix_exp_underflow(a, out, n);
+      break;
     case Op::Exp2: map1(a, out, n, [](T v) { return std::exp2(v); }); break;
     case Op::Expm1: o = x.expm1(); break;
     case Op::Log: o = x.log(); break;
