@@ -1,4 +1,8 @@
 // The CPU backend: aligned host memory, the tile interpreter, and Eigen matmul.
+#include "tensor/backend.h"
+
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -6,7 +10,6 @@
 
 #include "cpu/interp.h"
 #include "cpu/matmul.h"
-#include "tensor/backend.h"
 #include "tensor/error.h"
 
 namespace loom {
@@ -79,6 +82,10 @@ struct CpuBackend : Backend {
   std::unique_ptr<Kernel> lower(const Group& g) override { return std::make_unique<CpuKernel>(g); }
   void run_opaque(const Group& g) override { cpu::run_matmul(g); }
   std::string name() const override { return "cpu"; }
+  size_t memory_capacity() const override {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? size_t(pages) * size_t(page) : 0;
+  }
 };
 
 }  // namespace

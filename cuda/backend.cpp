@@ -92,6 +92,7 @@ class CudaBackend : public Backend {
   void run_opaque(const Group& g) override { matmul_->run(g); }
   void synchronize() override { cuda::stream_sync(stream_); }
   std::string name() const override { return "cuda"; }
+  size_t memory_capacity() const override { return cuda::properties(0).total_mem; }
 
   int sm() const { return sm_; }
   const cuda::Stream& stream() const { return stream_; }

@@ -20,12 +20,14 @@ namespace {
 struct Trace {
   std::vector<std::weak_ptr<Buffer>> buffers;
   int64_t nodes = 0;
-  int64_t pending_bytes = 0;
+  int64_t pinned_bytes = 0;  // ready storages pending nodes read (each once per epoch)
+  uint64_t epoch = 0;        // changes at every flush; 0: not started
+  int64_t limit = -1;        // the automatic pending-memory limit, once known
 };
 
 std::unordered_map<int, Trace>& traces() {
-  static std::unordered_map<int, Trace> t;
-  return t;
+  static auto* t = new std::unordered_map<int, Trace>();  // never destroyed: used at exit
+  return *t;
 }
 // The CPU trace is looked up on every recorded op: keep a direct reference.
 Trace& trace_for(Device d) {
@@ -126,8 +128,8 @@ void run_groups(Device d, std::vector<Group>& groups, std::ostream* log) {
       counters().bytes_moved += group_bytes(g);
       if (log)
         *log << "  group " << gi << " sig " << std::hex << g.signature << std::dec
-             << (k.hit ? " hit" : " compile") << " " << k.lower_ms << " ms, "
-             << g.rows() << " rows x " << g.cols() << " cols\n"
+             << (k.hit ? " hit" : " compile") << " " << k.lower_ms << " ms, " << g.rows()
+             << " rows x " << g.cols() << " cols\n"
              << g.str();
     }
     counters().kernels++;
@@ -148,8 +150,9 @@ void run_pending(Device d, const std::vector<std::shared_ptr<Storage>>& roots, b
   auto groups = plan(dag, roots, fuse);
   std::ostringstream os;
   std::ostream* log = log_fusion() ? &os : nullptr;
-  if (log) os << "[loom] flush " << d.str() << ": " << dag.size() << " nodes -> " << groups.size()
-              << " groups" << (fuse ? "" : " (fusion off)") << "\n";
+  if (log)
+    os << "[loom] flush " << d.str() << ": " << dag.size() << " nodes -> " << groups.size()
+       << " groups" << (fuse ? "" : " (fusion off)") << "\n";
   try {
     run_groups(d, groups, log);
   } catch (...) {
@@ -190,15 +193,30 @@ bool fusion_enabled() { return fusion_flag(); }
 std::shared_ptr<Storage> record(std::shared_ptr<Node> n) {
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
   Trace& tr = trace_for(n->device);
-  if (tr.nodes >= trace_limits().max_nodes || tr.pending_bytes >= trace_limits().max_pending_bytes)
-    flush(n->device);
+  int64_t limit = trace_limits().max_pending_bytes;
+  if (limit <= 0) {
+    if (tr.limit < 0) {
+      size_t cap = backend(n->device).memory_capacity();
+      tr.limit = cap ? int64_t(cap / 4) : int64_t(4) << 30;
+    }
+    limit = tr.limit;
+  }
+  if (tr.nodes >= trace_limits().max_nodes || tr.pinned_bytes >= limit) flush(n->device);
+  if (!tr.epoch) tr.epoch = next_mark_epoch();
+  auto pin = [&](Storage* s) {
+    if (s && !s->pending() && s->pin_epoch != tr.epoch) {
+      s->pin_epoch = tr.epoch;
+      tr.pinned_bytes += int64_t(s->nbytes);
+    }
+  };
+  for (auto& in : n->in) pin(in.st.get());
+  pin(n->base.get());
   auto st = std::make_shared<Storage>();
   st->device = n->device;
   st->nbytes = n->base ? n->base->nbytes : size_t(numel(n->shape)) * itemsize(n->dtype);
   st->id = next_storage_id();
   st->node = std::move(n);
   tr.nodes++;
-  tr.pending_bytes += int64_t(st->nbytes);
   counters().nodes_recorded++;
   return st;
 }
@@ -219,7 +237,8 @@ void flush(Device d) {
       if (b->cur->pending() && seen.insert(b->cur.get()).second) roots.push_back(b->cur);
   auto saved = std::move(tr.buffers);
   tr.buffers.clear();
-  tr.nodes = tr.pending_bytes = 0;
+  tr.nodes = tr.pinned_bytes = 0;
+  tr.epoch = next_mark_epoch();
   counters().flushes++;
   auto restore = [&] {
     for (auto& w : saved)
@@ -234,7 +253,8 @@ void flush(Device d) {
       restore();
       throw;
     }
-    if (log_fusion()) std::cerr << "[loom] fused lowering failed, running unfused: " << e.what() << "\n";
+    if (log_fusion())
+      std::cerr << "[loom] fused lowering failed, running unfused: " << e.what() << "\n";
     std::vector<std::shared_ptr<Storage>> left;
     for (auto& r : roots)
       if (r->pending()) left.push_back(r);
@@ -296,7 +316,7 @@ std::string explain_storage(const std::shared_ptr<Storage>& st) {
       os << g.str();
       continue;
     }
- os << "signature " << std::hex << g.signature << std::dec << "\n" << g.str();
+    os << "signature " << std::hex << g.signature << std::dec << "\n" << g.str();
     os << get_kernel(st->device, g).kernel->source();
   }
   return os.str();

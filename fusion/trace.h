@@ -23,9 +23,14 @@ void flush(Device d);
 // Flushes if `st` is pending; afterwards it holds memory.
 void ensure_ready(const std::shared_ptr<Storage>& st);
 
+// The pending-memory limit bounds what lazy execution holds beyond eager mode: ready storages
+// kept alive by pending nodes (inputs and old versions the user may have dropped). Results
+// and intermediates are not counted: dead ones are never allocated and live ones would be
+// held by eager mode too, so counting them would only split fusible work (a chain over 1 GB
+// tensors flushed every two ops).
 struct TraceLimits {
-  int64_t max_nodes = 4096;                  // LOOM_MAX_TRACE
-  int64_t max_pending_bytes = int64_t(2) << 30;  // LOOM_MAX_PENDING_BYTES
+  int64_t max_nodes = 4096;       // LOOM_MAX_TRACE
+  int64_t max_pending_bytes = 0;  // LOOM_MAX_PENDING_BYTES; 0: a quarter of the device's memory
 };
 TraceLimits& trace_limits();
 

@@ -29,6 +29,8 @@ struct Backend {
   virtual std::unique_ptr<Kernel> lower(const Group& g) = 0;
   virtual void run_opaque(const Group& g) = 0;  // matmul and friends
   virtual void synchronize() {}
+  // Bytes of memory the device has (0: unknown); sizes the trace's pending-memory limit.
+  virtual size_t memory_capacity() const { return 0; }
   virtual std::string name() const = 0;
 };
 

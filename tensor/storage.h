@@ -43,6 +43,8 @@ struct Storage {
   // hash sets keyed by pointer.
   uint64_t mark_epoch = 0;
   int64_t mark = -1;
+  // The trace epoch in which a pending node last pinned this (ready) storage.
+  uint64_t pin_epoch = 0;
 
   bool pending() const { return node != nullptr; }
   void* data() const { return mem ? mem->ptr : nullptr; }

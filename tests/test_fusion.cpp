@@ -178,6 +178,40 @@ TEST_CASE("fusion: the trace-length limit flushes a long chain by itself") {
   check_close(y, v, lt::Tol{1e-12, 1e-12});
 }
 
+TEST_CASE("fusion: the pending-memory limit counts pinned inputs, not intermediates") {
+  TraceLimits saved = trace_limits();
+  struct Restore {
+    TraceLimits v;
+    ~Restore() { trace_limits() = v; }
+  } restore{saved};
+  trace_limits().max_pending_bytes = 3 << 20;  // 3 MiB
+  // A chain whose intermediates (1 MiB each) add up to far more than the limit stays one
+  // kernel: only its input (1 MiB) is pinned.
+  Tensor x = lt::random({512, 512}, DType::Float32, 171);
+  Tensor y;
+  auto s = flush_stats([&] { return chain20(x); }, &y);
+  CHECK(s.kernels == 1);
+  Tensor want;
+  set_fusion(false);
+  want = chain20(x);
+  loom::sync();
+  set_fusion(true);
+  check_close(y, host(want), lt::Tol{1e-6, 1e-6});
+  // Fresh inputs each iteration, dropped by the caller but read by pending nodes: the trace
+  // flushes by itself before holding much more than the limit.
+  loom::sync();
+  Tensor acc = zeros({512, 512}, Options(DType::Float64));
+  std::vector<double> ref(512 * 512, 0.0);
+  for (int i = 0; i < 12; ++i) {
+    auto v = lt::uniform(512 * 512, -2, 2, 200 + i);
+    Tensor in = lt::make(v, {512, 512}, DType::Float64);  // ready memory, from the host
+    for (size_t k = 0; k < v.size(); ++k) ref[k] += v[k];
+    acc = acc + in;
+    if (i >= 3) CHECK(pending_nodes(Device{}) <= 4);
+  }
+  check_close(acc, ref, lt::Tol{1e-12, 1e-12});
+}
+
 TEST_CASE("fusion: counters and flushes") {
   Tensor x = lt::random({10}, DType::Float32, 169);
   loom::sync();
