@@ -5,12 +5,18 @@ when torch is importable), and a copy as the bandwidth ceiling. Each result is c
 the others before timing, so a fast wrong answer fails the run.
 
     python bench/suite.py [--device cpu|cuda] [--json out.json] [--png out.png] [--quick]
+
+Bandwidth rows report effective GB/s (each input read once, each output written once) and % of
+the copy measured in the same run; host rows report ms (tiny ops also µs per op); compile rows
+report a never-seen signature's cold lowering, its disk-cache load and a memory hit.
 """
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -59,13 +65,14 @@ def rel_err(a, b):
 
 
 def to_np(x):
+    """A host copy: in-place workloads go on mutating their outputs while they are timed."""
     if isinstance(x, (np.ndarray, np.generic)):
-        return np.asarray(x)
+        return np.array(x)
     if torch is not None and isinstance(x, torch.Tensor):
-        return x.detach().float().cpu().numpy()
+        return x.detach().float().cpu().numpy().copy()
     if x.dtype == loom.bfloat16 or x.dtype == loom.float16:
         x = x.to(loom.float32)
-    return x.to("cpu").numpy()
+    return np.array(x.to("cpu").numpy())
 
 
 # ---- workloads: (name, bytes, make inputs, implementations) ---------------------------------
@@ -76,6 +83,41 @@ def chain8(x):
 def np_chain8(x):
     t = np.tanh(x * 1.5 + 0.5) * x
     return np.maximum(1 / (1 + np.exp(-t)) + x * x - 0.25, 0)
+
+
+def np_gelu_tanh(x):
+    return 0.5 * x * (1 + np.tanh(np.float32(math.sqrt(2 / math.pi)) * (x + 0.044715 * x * x * x)))
+
+
+def np_softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def np_layer_norm(x, eps=1e-5):
+    mu = x.mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(x.var(-1, keepdims=True) + eps)
+
+
+def np_rms_norm(x, eps=1e-6):
+    return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps)
+
+
+def adam(p, g, m, v, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8, t=10):
+    """One in-place Adam step (the same code runs on loom and torch tensors)."""
+    m.mul_(b1).add_(g, alpha=1 - b1)
+    v.mul_(b2).add_(g * g, alpha=1 - b2)
+    p.sub_((lr / (1 - b1**t)) * m / ((v / (1 - b2**t)).sqrt() + eps))
+    return p
+
+
+def np_adam(p, g, m, v, lr=1e-3, b1=0.9, b2=0.999, eps=1e-8, t=10):
+    m *= b1
+    m += (1 - b1) * g
+    v *= b2
+    v += (1 - b2) * g * g
+    p -= (lr / (1 - b1**t)) * m / (np.sqrt(v / (1 - b2**t)) + eps)
+    return p
 
 
 def workloads(dev, quick):
@@ -96,6 +138,7 @@ def workloads(dev, quick):
     W.append(("gelu+bias", 8 * rows * C + 4 * C, ("mat_bias", rows, C), {
         "loom fused": lambda x, b: loom.gelu(x + b, approximate="tanh"),
         "loom fusion-off": lambda x, b: loom.gelu(x + b, approximate="tanh"),
+        "numpy": lambda x, b: np_gelu_tanh(x + b),
         "torch eager": lambda x, b: torch.nn.functional.gelu(x + b, approximate="tanh"),
         "torch.compile": lambda x, b: torch.nn.functional.gelu(x + b, approximate="tanh")}))
     for dt in ("float32", "bfloat16"):
@@ -105,16 +148,19 @@ def workloads(dev, quick):
         W.append((f"softmax {dt}", 2 * sz * rows * C, ("mat", rows, C, dt), {
             "loom fused": lambda x: loom.softmax(x, dim=-1),
             "loom fusion-off": lambda x: loom.softmax(x, dim=-1),
+            "numpy": np_softmax,
             "torch eager": lambda x: torch.softmax(x, dim=-1),
             "torch.compile": lambda x: torch.softmax(x, dim=-1)}))
         W.append((f"layer_norm {dt}", 2 * sz * rows * C, ("mat", rows, C, dt), {
             "loom fused": lambda x: loom.layer_norm(x, (x.shape[-1],)),
             "loom fusion-off": lambda x: loom.layer_norm(x, (x.shape[-1],)),
+            "numpy": np_layer_norm,
             "torch eager": lambda x: torch.nn.functional.layer_norm(x, (x.shape[-1],)),
             "torch.compile": lambda x: torch.nn.functional.layer_norm(x, (x.shape[-1],))}))
         W.append((f"rms_norm {dt}", 2 * sz * rows * C, ("mat", rows, C, dt), {
             "loom fused": lambda x: loom.rms_norm(x, (x.shape[-1],), eps=1e-6),
             "loom fusion-off": lambda x: loom.rms_norm(x, (x.shape[-1],), eps=1e-6),
+            "numpy": np_rms_norm,
             "torch eager": lambda x: torch.nn.functional.rms_norm(x, (x.shape[-1],), eps=1e-6),
             "torch.compile": lambda x: torch.nn.functional.rms_norm(x, (x.shape[-1],), eps=1e-6)}))
     W.append(("sum", 4 * n_elems, ("vec", n_elems), {
@@ -125,7 +171,117 @@ def workloads(dev, quick):
         "loom fused": lambda x: x.mean(dim=0), "loom fusion-off": lambda x: x.mean(dim=0),
         "numpy": lambda x: x.mean(axis=0),
         "torch eager": lambda x: x.mean(dim=0), "torch.compile": lambda x: x.mean(dim=0)}))
+    n_adam = n_elems // 4  # 64M parameters on the GPU
+    W.append(("adam step", 7 * 4 * n_adam, ("adam", n_adam), {
+        "loom fused": adam, "loom fusion-off": adam, "numpy": np_adam,
+        "torch eager": adam, "torch.compile": adam}))
     return W
+
+
+# ---- host-side costs: dispatch of tiny ops, compile and cache loads -------------------------
+TINY_N, TINY_OPS = 1024, 100
+
+
+def tiny_chain(x):
+    y = x
+    for _ in range(TINY_OPS // 2):
+        y = y * 1.0001
+        y = y + 0.5
+    return y
+
+
+def tiny_rows(dev, reps, have_torch):
+    """100 tiny ops on 1024 f32: host µs per op, recording, flush and launch included."""
+    a = np.random.default_rng(1).standard_normal(TINY_N).astype(np.float32)
+    want = tiny_chain(a.astype(np.float64))
+    impls = {}
+    lx = loom.tensor(a.copy(), device=dev)
+    impls["loom fused"] = (lx, loom.sync, True)
+    impls["loom fusion-off"] = (lx, loom.sync, False)
+    if dev == "cpu":
+        impls["numpy"] = (a.copy(), lambda: None, True)
+    if have_torch:
+        tx = torch.from_numpy(a.copy()).to(dev)
+        impls["torch eager"] = (tx, torch.cuda.synchronize if dev == "cuda" else (lambda: None), True)
+    rows = []
+    for impl, (x, sync, fuse) in impls.items():
+        loom.set_fusion(fuse)
+        try:
+            err = rel_err(to_np(tiny_chain(x)), want)
+            if not err <= 1e-5:
+                sys.exit(f"tiny ops: {impl} disagrees with float64 numpy (rel err {err:.3g})")
+            times = []
+            for i in range(max(reps, 50) + 5):
+                t0 = time.perf_counter()
+                y = tiny_chain(x)
+                sync()
+                times.append((time.perf_counter() - t0) * 1e3)
+                del y
+            ms = statistics.median(times[5:])
+        finally:
+            loom.set_fusion(True)
+        rows.append({"work": f"{TINY_OPS} tiny ops", "impl": impl, "ms": ms, "gbs": None,
+                     "us_per_op": ms * 1e3 / TINY_OPS})
+    base = {k: r["ms"] for r in rows for k in ("torch eager", "numpy") if r["impl"] == k}
+    for r in rows:
+        for k, v in base.items():
+            r["x_vs_" + k.replace(" ", "_")] = v / r["ms"]
+    return rows
+
+
+UNARY = ["tanh", "sigmoid", "exp", "sin", "cos", "relu", "abs", "neg"]
+
+
+def compile_rows(dev, reps):
+    """A fused kernel of a signature never seen before: cold lowering (NVRTC on the GPU), then
+    the same program after the in-memory cache is dropped (a disk-cache load on the GPU), then
+    again (a memory hit: record + flush + launch). Medians over `reps` distinct signatures."""
+
+    def program(x, i):  # op choice from the base-8 digits of i: a distinct signature per i
+        y = x
+        for _ in range(6):
+            y = getattr(y, UNARY[i % 8])() * 0.5 + x
+            i //= 8
+        return y
+
+    x = loom.tensor(np.random.default_rng(2).standard_normal(4096).astype(np.float32), device=dev)
+    loom.sync()
+    program(x, 0).numpy()  # warms the compiler up; not counted
+    cold, disk, hot = [], [], []
+
+    def timed(i):
+        c0 = loom.counters()
+        t0 = time.perf_counter()
+        y = program(x, i)
+        loom.sync()
+        dt = (time.perf_counter() - t0) * 1e3
+        c1 = loom.counters()
+        del y
+        return dt, {k: c1[k] - c0[k] for k in ("cache_misses", "disk_hits", "cache_hits")}
+
+    for i in range(1, reps + 1):
+        dt, d = timed(8**5 + i * 7919)  # far from 0's structure
+        if d["cache_misses"] != 1 or d["disk_hits"] != 0:
+            sys.exit(f"compile: expected one cold compile, counters moved {d}")
+        cold.append(dt)
+        loom.clear_kernel_cache()
+        dt, d = timed(8**5 + i * 7919)
+        if dev == "cuda":
+            if d["disk_hits"] != 1:
+                sys.exit(f"compile: expected one disk-cache hit, counters moved {d}")
+            disk.append(dt)
+        dt, d = timed(8**5 + i * 7919)
+        if d["cache_hits"] != 1:
+            sys.exit(f"compile: expected one memory hit, counters moved {d}")
+        hot.append(dt)
+    rows = [{"work": "fused kernel, cold compile", "impl": "loom fused",
+             "ms": statistics.median(cold), "gbs": None}]
+    if disk:
+        rows.append({"work": "fused kernel, disk-cache load", "impl": "loom fused",
+                     "ms": statistics.median(disk), "gbs": None})
+    rows.append({"work": "fused kernel, memory hit", "impl": "loom fused",
+                 "ms": statistics.median(hot), "gbs": None})
+    return rows
 
 
 def host_inputs(spec, nin, rng):
@@ -138,6 +294,12 @@ def host_inputs(spec, nin, rng):
             sets.append([rng.standard_normal(spec[1], dtype=np.float32)])
         elif kind == "mat":
             sets.append([rng.standard_normal((spec[1], spec[2]), dtype=np.float32)])
+        elif kind == "adam":  # parameters, gradients, first and (positive) second moments
+            n = spec[1]
+            sets.append([rng.standard_normal(n, dtype=np.float32),
+                         rng.standard_normal(n, dtype=np.float32),
+                         0.1 * rng.standard_normal(n, dtype=np.float32),
+                         0.01 * np.abs(rng.standard_normal(n, dtype=np.float32))])
         else:
             sets.append([rng.standard_normal((spec[1], spec[2]), dtype=np.float32),
                          rng.standard_normal(spec[2], dtype=np.float32)])
@@ -150,11 +312,11 @@ def make_inputs(spec, backend, dev, host_sets):
     for arrs in host_sets:
         dt = spec[3] if kind == "mat" and len(spec) > 3 else "float32"
         if backend == "numpy":
-            outs.append(arrs)
+            outs.append([a.copy() for a in arrs])  # in-place workloads must not share state
         elif backend == "torch":
-            outs.append([torch.from_numpy(a).to(dev).to(getattr(torch, dt)) for a in arrs])
+            outs.append([torch.from_numpy(a.copy()).to(dev).to(getattr(torch, dt)) for a in arrs])
         else:
-            outs.append([loom.tensor(a, device=dev).to(getattr(loom, dt)) for a in arrs])
+            outs.append([loom.tensor(a.copy(), device=dev).to(getattr(loom, dt)) for a in arrs])
     return outs
 
 
@@ -165,7 +327,10 @@ def main():
     ap.add_argument("--png")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--cache-dir", help="loom's disk kernel cache (default: a fresh temporary "
+                    "folder, so compile rows start cold)")
     args = ap.parse_args()
+    os.environ["LOOM_CACHE_DIR"] = args.cache_dir or tempfile.mkdtemp(prefix="loom-suite-")
     dev = args.device
     rng = np.random.default_rng(0)
     timer = Timer(dev, args.reps)
@@ -210,10 +375,16 @@ def main():
             for k, v in base.items():
                 if v:
                     r["x_vs_" + k.replace(" ", "_").replace(".", "_")] = v / r["ms"]
-    print(f"{'work':<22}{'impl':<18}{'ms':>10}{'GB/s':>10}{'% copy':>8}")
+    rows += tiny_rows(dev, args.reps, have_torch)
+    rows += compile_rows(dev, args.reps)
+    print(f"{'work':<30}{'impl':<18}{'ms':>10}{'GB/s':>10}{'% copy':>8}  vs peer")
     for r in rows:
         pct = f"{r['pct_copy']:.0f}" if r.get("pct_copy") else "-"
-        print(f"{r['work']:<22}{r['impl']:<18}{r['ms']:>10.3f}{r['gbs']:>10.1f}{pct:>8}")
+        gbs = f"{r['gbs']:.1f}" if r.get("gbs") else "-"
+        peer = next((f"{r[k]:.2f}x {k[5:]}" for k in ("x_vs_torch_compile", "x_vs_torch_eager",
+                                                       "x_vs_numpy") if r.get(k)), "")
+        extra = f"  {r['us_per_op']:.2f} us/op" if "us_per_op" in r else ""
+        print(f"{r['work']:<30}{r['impl']:<18}{r['ms']:>10.3f}{gbs:>10}{pct:>8}  {peer}{extra}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": dev, "rows": rows}, f, indent=1)
@@ -227,6 +398,7 @@ def plot(rows, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    rows = [r for r in rows if r.get("pct_copy")]
     works = sorted({r["work"] for r in rows}, key=[r["work"] for r in rows].index)
     impls = sorted({r["impl"] for r in rows}, key=[r["impl"] for r in rows].index)
     fig, ax = plt.subplots(figsize=(max(8, len(works) * 1.2), 4.5))
