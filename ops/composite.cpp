@@ -40,14 +40,14 @@ void check_param(const char* op, const char* what, const std::optional<Tensor>& 
 
 Tensor softmax(const Tensor& x, int64_t dim) {
   Tensor xf = float_input("softmax", x);
-  int64_t d = normalize_dim("softmax", dim, x.dim());
+  int64_t d = normalize_dim("softmax", dim, x.shape());
   Tensor e = exp(xf - amax(xf, {d}, true));
   return cast(e / sum(e, {d}, true), x.dtype());
 }
 
 Tensor log_softmax(const Tensor& x, int64_t dim) {
   Tensor xf = float_input("log_softmax", x);
-  int64_t d = normalize_dim("log_softmax", dim, x.dim());
+  int64_t d = normalize_dim("log_softmax", dim, x.shape());
   Tensor s = xf - amax(xf, {d}, true);
   return cast(s - log(sum(exp(s), {d}, true)), x.dtype());
 }
@@ -94,7 +94,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
              shape_str(logits.shape()), " and ", shape_str(target.shape()));
   LOOM_CHECK(target.dtype() == DType::Int64 || target.dtype() == DType::Int32, Type,
              "cross_entropy: target must be an integer class index tensor, got ",
-             dtype_name(target.dtype()));
+             dtype_name(target.dtype()), " of shape ", shape_str(target.shape()));
   check_same_device("cross_entropy", logits, target);
   int64_t C = logits.shape()[1];
   if (target.numel() > 0) {  // out-of-range classes are an error at the call, as in eager mode

@@ -24,7 +24,8 @@ Tensor fit(const char* op, const Tensor& t, Tensor v) {
   if (dtype_category(v.dtype()) > dtype_category(t.dtype()) && std::string(op) != "copy_")
     throw Error(ErrorKind::Type, std::string(op) + ": result type " + dtype_name(v.dtype()) +
                                      " can't be cast to the desired output type " +
-                                     dtype_name(t.dtype()));
+                                     dtype_name(t.dtype()) + " (shapes " + shape_str(t.shape()) +
+                                     " and " + shape_str(v.shape()) + ")");
   // Reassign rather than copy, so a fresh result keeps a single holder (see update()).
   if (v.dtype() != t.dtype()) v = cast(v, t.dtype());
   if (v.shape() != t.shape()) v = expand_to(v, t.shape());

@@ -7,9 +7,12 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
   check_same_device("matmul", a0, b0);
   LOOM_CHECK(a0.dim() >= 1 && b0.dim() >= 1, Value, "matmul: both arguments need at least 1 dim, got ",
              shape_str(a0.shape()), " and ", shape_str(b0.shape()));
-  LOOM_CHECK(a0.dtype() == b0.dtype(), Type, "matmul: expected both operands to have the same dtype, got ",
-             dtype_name(a0.dtype()), " and ", dtype_name(b0.dtype()));
-  LOOM_CHECK(!is_bool(a0.dtype()), Type, "matmul: not supported for bool tensors");
+  LOOM_CHECK(a0.dtype() == b0.dtype(), Type,
+             "matmul: expected both operands to have the same dtype, got ", dtype_name(a0.dtype()),
+             " ", shape_str(a0.shape()), " and ", dtype_name(b0.dtype()), " ",
+             shape_str(b0.shape()));
+  LOOM_CHECK(!is_bool(a0.dtype()), Type, "matmul: not supported for bool tensors (shapes ",
+             shape_str(a0.shape()), " and ", shape_str(b0.shape()), ")");
   Tensor a = a0.dim() == 1 ? a0.unsqueeze(0) : a0;
   Tensor b = b0.dim() == 1 ? b0.unsqueeze(1) : b0;
   int64_t M = a.shape()[a.dim() - 2], K = a.shape()[a.dim() - 1];

@@ -36,13 +36,27 @@ Tensor binary_op(Op op, const char* name, const Tensor& a, const Tensor& b, DTyp
   DType ct = pt;
   if (k == BinaryKind::TrueDiv && !is_floating(ct)) ct = kDefaultFloat;
   if ((op == Op::Sub) && is_bool(ct))
-    throw Error(ErrorKind::Type, std::string(name) + ": subtraction of bool tensors is not supported");
+    throw Error(ErrorKind::Type, std::string(name) +
+                                     ": subtraction of bool tensors is not supported (shapes " +
+                                     shape_str(a.shape()) + " and " + shape_str(b.shape()) + ")");
   if ((op == Op::Pow || op == Op::FloorDiv || op == Op::Remainder) && is_bool(ct)) ct = DType::Int64;
   DType rt = (k == BinaryKind::Compare || k == BinaryKind::Logical) ? DType::Bool : ct;
   auto n = new_node(op, rt, out, a.device());
   n->in.push_back(as_input(expand_to(cast(a, ct), out)));
   n->in.push_back(as_input(expand_to(cast(b, ct), out)));
   return record_node(std::move(n));
+}
+
+// torch: an integer tensor to a negative integer scalar power is an error at the call
+// ("Integers to negative integer powers are not allowed."). With a tensor exponent the
+// values are not known at the call, and the result is defined elementwise instead, as in
+// torch: 1 for base 1, +-1 for base -1 by the exponent's parity, 0 for any other base.
+void check_scalar_rhs(Op op, const char* name, const Tensor& a, Scalar b, DType t) {
+  if (op != Op::Pow || is_floating(t) || b.kind == Scalar::Kind::Float || b.i >= 0) return;
+  throw Error(ErrorKind::Value, std::string(name) + ": integers to negative integer powers are " +
+                                    "not allowed (" + dtype_name(a.dtype()) + " tensor of shape " +
+                                    shape_str(a.shape()) + " to the power " + std::to_string(b.i) +
+                                    ")");
 }
 
 }  // namespace
@@ -59,17 +73,18 @@ Tensor cast(const Tensor& x, DType t) {
 LOOM_UNARY_OPS(LOOM_X)
 #undef LOOM_X
 
-#define LOOM_X(name, api, kind)                                                             \
-  Tensor api(const Tensor& a, const Tensor& b) {                                            \
-    return binary_op(Op::name, #api, a, b, result_type(a, b));                              \
-  }                                                                                         \
-  Tensor api(const Tensor& a, Scalar b) {                                                   \
-    DType t = result_type(a, b);                                                            \
-    return binary_op(Op::name, #api, a, const_tensor(b, t, a.device()), t);                \
-  }                                                                                         \
-  Tensor api(Scalar a, const Tensor& b) {                                                   \
-    DType t = result_type(b, a);                                                            \
-    return binary_op(Op::name, #api, const_tensor(a, t, b.device()), b, t);                 \
+#define LOOM_X(name, api, kind)                                             \
+  Tensor api(const Tensor& a, const Tensor& b) {                            \
+    return binary_op(Op::name, #api, a, b, result_type(a, b));              \
+  }                                                                         \
+  Tensor api(const Tensor& a, Scalar b) {                                   \
+    DType t = result_type(a, b);                                            \
+    check_scalar_rhs(Op::name, #api, a, b, t);                              \
+    return binary_op(Op::name, #api, a, const_tensor(b, t, a.device()), t); \
+  }                                                                         \
+  Tensor api(Scalar a, const Tensor& b) {                                   \
+    DType t = result_type(b, a);                                            \
+    return binary_op(Op::name, #api, const_tensor(a, t, b.device()), b, t); \
   }
 LOOM_BINARY_OPS(LOOM_X)
 #undef LOOM_X

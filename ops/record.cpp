@@ -7,9 +7,7 @@ namespace loom {
 Tensor::Tensor(std::shared_ptr<Buffer> buf, View view, DType dtype, Device device)
     : buf_(std::move(buf)), view_(std::move(view)), dtype_(dtype), device_(device) {}
 
-int64_t Tensor::size(int64_t dim) const {
-  return view_.shape[normalize_dim("size", dim, this->dim())];
-}
+int64_t Tensor::size(int64_t dim) const { return view_.shape[normalize_dim("size", dim, shape())]; }
 
 Tensor make_result(std::shared_ptr<Storage> st, const Shape& shape, DType dt, Device d) {
   auto buf = std::make_shared<Buffer>();
@@ -73,16 +71,18 @@ DType result_type(const Tensor& a, Scalar s) {
   return a.dtype();
 }
 
-std::vector<int> reduce_axes(const char* op, const Dims& dims, int rank) {
+std::vector<int> reduce_axes(const char* op, const Dims& dims, const Shape& shape) {
+  int rank = int(shape.size());
   std::vector<int> ax;
   if (dims.empty()) {
     for (int d = 0; d < rank; ++d) ax.push_back(d);
     return ax;
   }
   for (auto d : dims) {
-    int k = normalize_dim(op, d, rank);
+    int k = normalize_dim(op, d, shape);
     LOOM_CHECK(std::find(ax.begin(), ax.end(), k) == ax.end(), Value, op, ": dim ", d,
-               " appears multiple times in the list of dims");
+               " appears multiple times in the list of dims (tensor of shape ", shape_str(shape),
+               ")");
     ax.push_back(k);
   }
   if (rank == 0) return {};

@@ -19,7 +19,7 @@ void check_same_device(const char* op, const Tensor& a, const Tensor& b);
 DType result_type(const Tensor& a, const Tensor& b);
 DType result_type(const Tensor& a, Scalar s);
 // Normalized, sorted, unique dims; empty `dims` means all of them.
-std::vector<int> reduce_axes(const char* op, const Dims& dims, int rank);
+std::vector<int> reduce_axes(const char* op, const Dims& dims, const Shape& shape);
 // Replaces t's elements (its view of its buffer) with `value` (same shape and dtype),
 // recorded in eager order: later readers of t's buffer see the new values.
 void assign_inplace(Tensor& t, const Tensor& value);

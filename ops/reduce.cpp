@@ -64,7 +64,7 @@ Tensor mean_keep(const Tensor& x, const std::vector<int>& ax) {
 }  // namespace
 
 Tensor sum(const Tensor& x, const Dims& dims, bool keepdim, std::optional<DType> dtype) {
-  auto ax = reduce_axes("sum", dims, x.dim());
+  auto ax = reduce_axes("sum", dims, x.shape());
   if (dtype) return reduce_op(Op::Sum, "sum", cast(x, *dtype), ax, keepdim, *dtype);
   return reduce_op(Op::Sum, "sum", x, ax, keepdim);
 }
@@ -72,13 +72,13 @@ Tensor sum(const Tensor& x, const Dims& dims, bool keepdim, std::optional<DType>
 Tensor mean(const Tensor& x, const Dims& dims, bool keepdim) {
   LOOM_CHECK(is_floating(x.dtype()), Type, "mean: needs a floating point tensor, got ",
              dtype_name(x.dtype()), " of shape ", shape_str(x.shape()));
-  auto ax = reduce_axes("mean", dims, x.dim());
+  auto ax = reduce_axes("mean", dims, x.shape());
   Tensor m = cast(mean_keep(x, ax), x.dtype());
   return keepdim ? m : squeeze_axes(m, ax);
 }
 
 Tensor prod(const Tensor& x, const Dims& dims, bool keepdim) {
-  return reduce_op(Op::Prod, "prod", x, reduce_axes("prod", dims, x.dim()), keepdim);
+  return reduce_op(Op::Prod, "prod", x, reduce_axes("prod", dims, x.shape()), keepdim);
 }
 
 static void check_nonempty(const char* op, const Tensor& x, const std::vector<int>& ax) {
@@ -89,27 +89,28 @@ static void check_nonempty(const char* op, const Tensor& x, const std::vector<in
 }
 
 Tensor amax(const Tensor& x, const Dims& dims, bool keepdim) {
-  auto ax = reduce_axes("amax", dims, x.dim());
+  auto ax = reduce_axes("amax", dims, x.shape());
   check_nonempty("amax", x, ax);
   return reduce_op(Op::Max, "amax", x, ax, keepdim);
 }
 Tensor amin(const Tensor& x, const Dims& dims, bool keepdim) {
-  auto ax = reduce_axes("amin", dims, x.dim());
+  auto ax = reduce_axes("amin", dims, x.shape());
   check_nonempty("amin", x, ax);
   return reduce_op(Op::Min, "amin", x, ax, keepdim);
 }
 
 static Tensor arg_reduce(Op op, const char* name, const Tensor& x, std::optional<int64_t> dim,
                          bool keepdim) {
-  LOOM_CHECK(!is_bool(x.dtype()), Type, name, ": not supported for bool tensors");
+  LOOM_CHECK(!is_bool(x.dtype()), Type, name, ": not supported for bool tensors (shape ",
+             shape_str(x.shape()), ")");
   if (!dim) {
     LOOM_CHECK(x.numel() > 0, Index, name, ": cannot take the ", name, " of an empty tensor of shape ",
                shape_str(x.shape()));
     Tensor flat = x.reshape({-1});
-    Tensor r = reduce_op(op, name, flat, reduce_axes(name, {}, 1), false);
+    Tensor r = reduce_op(op, name, flat, reduce_axes(name, {}, flat.shape()), false);
     return keepdim ? r.reshape(Dims(x.dim(), 1)) : r;
   }
-  auto ax = reduce_axes(name, {*dim}, x.dim());
+  auto ax = reduce_axes(name, {*dim}, x.shape());
   check_nonempty(name, x, ax);
   return reduce_op(op, name, x, ax, keepdim);
 }
@@ -122,16 +123,16 @@ Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
 }
 
 Tensor all(const Tensor& x, const Dims& dims, bool keepdim) {
-  return reduce_op(Op::All, "all", x, reduce_axes("all", dims, x.dim()), keepdim);
+  return reduce_op(Op::All, "all", x, reduce_axes("all", dims, x.shape()), keepdim);
 }
 Tensor any(const Tensor& x, const Dims& dims, bool keepdim) {
-  return reduce_op(Op::Any, "any", x, reduce_axes("any", dims, x.dim()), keepdim);
+  return reduce_op(Op::Any, "any", x, reduce_axes("any", dims, x.shape()), keepdim);
 }
 
 Tensor var(const Tensor& x, const Dims& dims, double correction, bool keepdim) {
   LOOM_CHECK(is_floating(x.dtype()), Type, "var: needs a floating point tensor, got ",
              dtype_name(x.dtype()), " of shape ", shape_str(x.shape()));
-  auto ax = reduce_axes("var", dims, x.dim());
+  auto ax = reduce_axes("var", dims, x.shape());
   Tensor xf = cast(x, acc_float(x.dtype()));
   Tensor d = xf - mean_keep(xf, ax);
   Tensor ss = reduce_op(Op::Sum, "var", d * d, ax, true);
@@ -144,7 +145,7 @@ Tensor std(const Tensor& x, const Dims& dims, double correction, bool keepdim) {
 }
 
 Tensor logsumexp(const Tensor& x, const Dims& dims, bool keepdim) {
-  auto ax = reduce_axes("logsumexp", dims, x.dim());
+  auto ax = reduce_axes("logsumexp", dims, x.shape());
   Tensor xf = is_floating(x.dtype()) ? cast(x, acc_float(x.dtype())) : cast(x, kDefaultFloat);
   Tensor m = reduce_op(Op::Max, "logsumexp", xf, ax, true);
   Tensor mm = where(isinf(m), 0.0, m);  // all -inf rows give -inf, not nan
@@ -156,8 +157,8 @@ Tensor logsumexp(const Tensor& x, const Dims& dims, bool keepdim) {
 
 Tensor norm(const Tensor& x, double p, const Dims& dims, bool keepdim) {
   LOOM_CHECK(is_floating(x.dtype()), Type, "norm: needs a floating point tensor, got ",
-             dtype_name(x.dtype()));
-  auto ax = reduce_axes("norm", dims, x.dim());
+             dtype_name(x.dtype()), " of shape ", shape_str(x.shape()));
+  auto ax = reduce_axes("norm", dims, x.shape());
   Tensor xf = cast(x, acc_float(x.dtype()));
   Tensor r;
   if (std::isinf(p)) {
@@ -178,7 +179,7 @@ Tensor norm(const Tensor& x, double p, const Dims& dims, bool keepdim) {
 Tensor cumsum(const Tensor& x, int64_t dim) {
   // Sequential along `dim`: computed as a sum over a masked broadcast (i <= j), which the
   // fuser runs as one reduction group. Quadratic in the dim's length: fine for modest sizes.
-  int d = normalize_dim("cumsum", dim, x.dim());
+  int d = normalize_dim("cumsum", dim, x.shape());
   if (x.dim() == 0) return cast(x, reduce_dtype(Op::Sum, x.dtype())).clone();
   int64_t n = x.shape()[d];
   Tensor xm = x.transpose(d, -1);  // [..., n]

@@ -38,10 +38,11 @@ Shape infer_shape(const char* op, const Dims& dims, int64_t n, const Shape& from
   for (int i = 0; i < int(s.size()); ++i) {
     if (s[i] == -1) {
       LOOM_CHECK(infer < 0, Value, op, ": only one dimension can be inferred (-1) in ",
-                 shape_str(s));
+                 shape_str(s), " (input of shape ", shape_str(from), ")");
       infer = i;
     } else {
-      LOOM_CHECK(s[i] >= 0, Value, op, ": invalid size ", s[i], " in shape ", shape_str(s));
+      LOOM_CHECK(s[i] >= 0, Value, op, ": invalid size ", s[i], " in shape ", shape_str(s),
+                 " (input of shape ", shape_str(from), ")");
       known *= s[i];
     }
   }
@@ -75,8 +76,9 @@ Tensor Tensor::reshape(const Dims& dims) const {
 
 Tensor Tensor::flatten(int64_t start, int64_t end) const {
   if (dim() == 0) return reshape({1});
-  int a = normalize_dim("flatten", start, dim()), b = normalize_dim("flatten", end, dim());
-  LOOM_CHECK(a <= b, Value, "flatten: start dim ", start, " comes after end dim ", end);
+  int a = normalize_dim("flatten", start, shape()), b = normalize_dim("flatten", end, shape());
+  LOOM_CHECK(a <= b, Value, "flatten: start dim ", start, " comes after end dim ", end,
+             " for a tensor of shape ", shape_str(shape()));
   Dims s(shape().begin(), shape().begin() + a);
   int64_t m = 1;
   for (int d = a; d <= b; ++d) m *= shape()[d];
@@ -94,7 +96,7 @@ Tensor Tensor::squeeze() const {
 
 Tensor Tensor::squeeze(int64_t dm) const {
   if (dim() == 0) return *this;
-  int d = normalize_dim("squeeze", dm, dim());
+  int d = normalize_dim("squeeze", dm, shape());
   if (shape()[d] != 1) return *this;
   View v = view_;
   v.shape.erase(v.shape.begin() + d);
@@ -103,7 +105,7 @@ Tensor Tensor::squeeze(int64_t dm) const {
 }
 
 Tensor Tensor::unsqueeze(int64_t dm) const {
-  int d = normalize_dim("unsqueeze", dm, dim() + 1);
+  int d = normalize_dim("unsqueeze", dm, shape(), 1);
   View v = view_;
   int64_t st = d < dim() ? strides()[d] * shape()[d] : 1;
   v.shape.insert(v.shape.begin() + d, 1);
@@ -117,8 +119,10 @@ Tensor Tensor::permute(const Dims& order) const {
   View v{{}, {}, offset()};
   std::vector<bool> seen(dim(), false);
   for (auto o : order) {
-    int d = normalize_dim("permute", o, dim());
-    LOOM_CHECK(!seen[d], Value, "permute: dim ", o, " repeats in the order");
+    int d = normalize_dim("permute", o, shape());
+    LOOM_CHECK(!seen[d], Value, "permute: dim ", o, " repeats in the order ",
+               shape_str(Shape(order.begin(), order.end())), " for a tensor of shape ",
+               shape_str(shape()));
     seen[d] = true;
     v.shape.push_back(shape()[d]);
     v.strides.push_back(strides()[d]);
@@ -128,7 +132,7 @@ Tensor Tensor::permute(const Dims& order) const {
 
 Tensor Tensor::transpose(int64_t a, int64_t b) const {
   if (dim() == 0) return *this;
-  int x = normalize_dim("transpose", a, dim()), y = normalize_dim("transpose", b, dim());
+  int x = normalize_dim("transpose", a, shape()), y = normalize_dim("transpose", b, shape());
   View v = view_;
   std::swap(v.shape[x], v.shape[y]);
   std::swap(v.strides[x], v.strides[y]);
@@ -149,7 +153,9 @@ Tensor Tensor::expand(const Dims& dims) const {
   for (int i = 0; i < int(dims.size()); ++i) {
     int64_t want = dims[i];
     if (i < lead) {
-      LOOM_CHECK(want >= 0, Value, "expand: size -1 is not allowed for a new leading dim");
+      LOOM_CHECK(want >= 0, Value, "expand: size ", want,
+                 " is not allowed for a new leading dim (shape ", shape_str(shape()), " to ",
+                 shape_str(Shape(dims.begin(), dims.end())), ")");
       v.shape[i] = want, v.strides[i] = 0;
       continue;
     }
@@ -166,9 +172,10 @@ Tensor Tensor::expand(const Dims& dims) const {
 
 Tensor Tensor::slice(int64_t dm, std::optional<int64_t> start, std::optional<int64_t> stop,
                      int64_t step) const {
-  LOOM_CHECK(dim() > 0, Index, "slice: cannot slice a 0-dim tensor");
-  int d = normalize_dim("slice", dm, dim());
-  LOOM_CHECK(step > 0, Value, "slice: step must be positive, got ", step);
+  LOOM_CHECK(dim() > 0, Index, "slice: cannot slice a 0-dim tensor (shape [])");
+  int d = normalize_dim("slice", dm, shape());
+  LOOM_CHECK(step > 0, Value, "slice: step must be positive, got ", step, " (dim ", d,
+             " of a tensor of shape ", shape_str(shape()), ")");
   int64_t n = shape()[d];
   auto fix = [&](std::optional<int64_t> v, int64_t dflt) {
     if (!v) return dflt;
@@ -185,8 +192,8 @@ Tensor Tensor::slice(int64_t dm, std::optional<int64_t> start, std::optional<int
 }
 
 Tensor Tensor::select(int64_t dm, int64_t index) const {
-  LOOM_CHECK(dim() > 0, Index, "select: cannot index a 0-dim tensor");
-  int d = normalize_dim("select", dm, dim());
+  LOOM_CHECK(dim() > 0, Index, "select: cannot index a 0-dim tensor (shape [])");
+  int d = normalize_dim("select", dm, shape());
   int64_t n = shape()[d];
   LOOM_CHECK(index >= -n && index < n, Index, "select: index ", index, " is out of bounds for dim ",
              d, " with size ", n, " (shape ", shape_str(shape()), ")");
@@ -199,11 +206,12 @@ Tensor Tensor::select(int64_t dm, int64_t index) const {
 }
 
 Tensor Tensor::narrow(int64_t dm, int64_t start, int64_t length) const {
-  int d = normalize_dim("narrow", dm, dim());
+  int d = normalize_dim("narrow", dm, shape());
   int64_t n = shape()[d];
   if (start < 0) start += n;
   LOOM_CHECK(start >= 0 && length >= 0 && start + length <= n, Index, "narrow: start ", start,
-             " and length ", length, " out of range for dim ", d, " of size ", n);
+             " and length ", length, " out of range for dim ", d, " of size ", n, " (shape ",
+             shape_str(shape()), ")");
   return slice(d, start, start + length);
 }
 
@@ -213,7 +221,8 @@ Tensor Tensor::index(const std::vector<Slice>& idx) const {
     if (s.kind == Slice::Kind::Ellipsis) ++ell;
     else if (s.kind != Slice::Kind::NewAxis) ++specified;
   }
-  LOOM_CHECK(ell <= 1, Index, "index: an index can only have a single ellipsis");
+  LOOM_CHECK(ell <= 1, Index, "index: an index can only have a single ellipsis (", ell,
+             " given for a tensor of shape ", shape_str(shape()), ")");
   LOOM_CHECK(specified <= dim(), Index, "index: too many indices for a tensor of shape ",
              shape_str(shape()), " (", specified, " given)");
   Tensor t = *this;
@@ -243,8 +252,9 @@ Tensor Tensor::clone() const {
 Tensor Tensor::to(DType t) const { return cast(*this, t); }
 
 std::vector<Tensor> Tensor::split(int64_t size, int64_t dm) const {
-  int d = normalize_dim("split", dm, dim());
-  LOOM_CHECK(size > 0, Value, "split: split size must be positive, got ", size);
+  int d = normalize_dim("split", dm, shape());
+  LOOM_CHECK(size > 0, Value, "split: split size must be positive, got ", size,
+             " (tensor of shape ", shape_str(shape()), ")");
   std::vector<Tensor> out;
   int64_t n = shape()[d];
   for (int64_t s = 0; s < n || (n == 0 && out.empty()); s += size) {
@@ -255,8 +265,9 @@ std::vector<Tensor> Tensor::split(int64_t size, int64_t dm) const {
 }
 
 std::vector<Tensor> Tensor::chunk(int64_t k, int64_t dm) const {
-  LOOM_CHECK(k > 0, Value, "chunk: number of chunks must be positive, got ", k);
-  int d = normalize_dim("chunk", dm, dim());
+  LOOM_CHECK(k > 0, Value, "chunk: number of chunks must be positive, got ", k,
+             " (tensor of shape ", shape_str(shape()), ")");
+  int d = normalize_dim("chunk", dm, shape());
   int64_t n = shape()[d];
   return split(std::max<int64_t>(1, (n + k - 1) / k), d);
 }
@@ -264,8 +275,11 @@ std::vector<Tensor> Tensor::chunk(int64_t k, int64_t dm) const {
 Tensor cat(const std::vector<Tensor>& xs, int64_t dm) {
   LOOM_CHECK(!xs.empty(), Value, "cat: expected a non-empty list of tensors");
   const Tensor& f = xs[0];
-  LOOM_CHECK(f.dim() > 0, Value, "cat: zero-dimensional tensors cannot be concatenated");
-  int d = normalize_dim("cat", dm, f.dim());
+  for (size_t i = 0; i < xs.size(); ++i)
+    LOOM_CHECK(xs[i].dim() > 0, Value,
+               "cat: zero-dimensional tensors cannot be concatenated (tensor ", i, " has shape ",
+               shape_str(xs[i].shape()), ")");
+  int d = normalize_dim("cat", dm, f.shape());
   Shape out = f.shape();
   DType t = f.dtype();
   out[d] = 0;
@@ -291,7 +305,7 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t dm) {
 
 Tensor stack(const std::vector<Tensor>& xs, int64_t dm) {
   LOOM_CHECK(!xs.empty(), Value, "stack: expected a non-empty list of tensors");
-  int d = normalize_dim("stack", dm, xs[0].dim() + 1);
+  int d = normalize_dim("stack", dm, xs[0].shape(), 1);
   std::vector<Tensor> u;
   for (size_t i = 0; i < xs.size(); ++i) {
     LOOM_CHECK(xs[i].shape() == xs[0].shape(), Value, "stack: expects each tensor to be equal size, "

@@ -50,6 +50,14 @@ int normalize_dim(const char* op, int64_t dim, int rank) {
   return int(dim < 0 ? dim + r : dim);
 }
 
+int normalize_dim(const char* op, int64_t dim, const Shape& shape, int extra) {
+  int rank = int(shape.size());
+  int r = rank + extra == 0 ? 1 : rank + extra;  // torch accepts dim 0 / -1 on scalars
+  LOOM_CHECK(dim >= -r && dim < r, Index, op, ": dim ", dim, " out of range for a tensor of shape ",
+             shape_str(shape), " (rank ", rank, "; expected a dim in [", -r, ", ", r - 1, "])");
+  return int(dim < 0 ? dim + r : dim);
+}
+
 void check_sizes(const char* op, const Shape& s) {
   int64_t n = 1;
   for (auto d : s) {

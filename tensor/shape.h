@@ -20,6 +20,9 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
 
 // Wrap a possibly negative dim into [0, rank); throws IndexError naming `op`.
 int normalize_dim(const char* op, int64_t dim, int rank);
+// The same for a dim of a tensor of `shape`; the error names the shape. `extra` widens the
+// range for ops that address a new dim (unsqueeze, stack: rank + 1 positions).
+int normalize_dim(const char* op, int64_t dim, const Shape& shape, int extra = 0);
 
 // Checks a user-given size list: no negative sizes, no overflow of int64 numel.
 void check_sizes(const char* op, const Shape& s);

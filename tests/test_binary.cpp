@@ -226,6 +226,21 @@ TEST_CASE("binary: integer semantics of floor_divide, remainder and pow") {
   lt::check_equal(remainder(a, b), {1, 1, -1, -1, 0, 0});
   lt::check_equal(a % b, {1, 1, -1, -1, 0, 0});
   lt::check_equal(pow(a, b), {49, 49, 0, 0, 0, 5});  // integer pow: 7^-2 truncates to 0
+  // Tensor exponents may be negative (torch computes them elementwise; only a negative
+  // scalar exponent is an error): 1 for base 1, +-1 for base -1 by parity, else 0.
+  for (DType dt : {DType::Int32, DType::Int64}) {
+    Tensor base = lt::make(lt::uniform_int(40, -3, 3, 230, true), {8, 5}, dt);
+    Tensor ex = lt::make(lt::uniform_int(5, -4, 4, 231, true), {5}, dt);
+    auto ref =
+        lt::ref_binary(host(base), base.shape(), host(ex), ex.shape(), [](double x, double e) {
+          if (e >= 0) return std::pow(x, e);
+          if (x == 1) return 1.0;
+          if (x == -1) return std::fmod(-e, 2.0) != 0 ? -1.0 : 1.0;
+          return 0.0;
+        });
+    lt::check_equal(pow(base, ex), ref);
+    lt::check_fused_matches_unfused([&] { return pow(base, ex) + pow(2, ex); });
+  }
   Tensor f = lt::make({7.5, -7.5}, {2}, DType::Float64);
   check_close(floor_divide(f, 2.0), {3, -4});
   check_close(remainder(f, 2.0), {1.5, 0.5});

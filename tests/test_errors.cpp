@@ -36,25 +36,42 @@ TEST_CASE("errors: mismatched broadcast shapes") {
 }
 
 TEST_CASE("errors: dims out of range") {
+  // each names the op, the dim, the shape it was checked against and the rank
   Tensor x = zeros({2, 3});
-  LT_CHECK_ERROR(sum(x, {2}), "sum", "dim 2", "rank 2");
-  LT_CHECK_ERROR(sum(x, {-3}), "sum", "dim -3");
-  LT_CHECK_ERROR(sum(x, {0, 0}), "sum", "dim 0");  // repeated
-  LT_CHECK_ERROR(amax(x, {5}), "amax", "dim 5");
-  LT_CHECK_ERROR(argmax(x, 2), "argmax", "dim 2");
-  LT_CHECK_ERROR(softmax(x, 2), "softmax", "dim 2");
-  LT_CHECK_ERROR(log_softmax(x, -3), "log_softmax", "dim -3");
-  LT_CHECK_ERROR(cumsum(x, 4), "cumsum", "dim 4");
-  LT_CHECK_ERROR(x.transpose(0, 2), "transpose", "dim 2");
-  LT_CHECK_ERROR(x.unsqueeze(4), "unsqueeze", "dim 4");
-  LT_CHECK_ERROR(x.squeeze(2), "squeeze", "dim 2");
-  LT_CHECK_ERROR(x.flatten(0, 3), "flatten", "dim 3");
-  LT_CHECK_ERROR(x.permute({0, 2}), "permute", "dim 2");
-  LT_CHECK_ERROR(x.permute({0, 0}), "permute", "repeats");
+  LT_CHECK_ERROR(sum(x, {2}), "sum", "dim 2", "shape [2, 3]", "rank 2");
+  LT_CHECK_ERROR(sum(x, {-3}), "sum", "dim -3", "[2, 3]");
+  LT_CHECK_ERROR(sum(x, {0, 0}), "sum", "dim 0", "[2, 3]", "multiple");  // repeated
+  LT_CHECK_ERROR(mean(x, {3}), "mean", "dim 3", "[2, 3]");
+  LT_CHECK_ERROR(prod(x, {2}), "prod", "dim 2", "[2, 3]");
+  LT_CHECK_ERROR(amax(x, {5}), "amax", "dim 5", "[2, 3]");
+  LT_CHECK_ERROR(amin(x, {-4}), "amin", "dim -4", "[2, 3]");
+  LT_CHECK_ERROR(var(x, {2}), "var", "dim 2", "[2, 3]");
+  LT_CHECK_ERROR(logsumexp(x, {2}), "logsumexp", "dim 2", "[2, 3]");
+  LT_CHECK_ERROR(norm(x, 2, {2}), "norm", "dim 2", "[2, 3]");
+  LT_CHECK_ERROR(all(x, {2}), "all", "dim 2", "[2, 3]");
+  LT_CHECK_ERROR(any(x, {2}), "any", "dim 2", "[2, 3]");
+  LT_CHECK_ERROR(argmax(x, 2), "argmax", "dim 2", "[2, 3]");
+  LT_CHECK_ERROR(argmin(x, -3), "argmin", "dim -3", "[2, 3]");
+  LT_CHECK_ERROR(softmax(x, 2), "softmax", "dim 2", "[2, 3]");
+  LT_CHECK_ERROR(log_softmax(x, -3), "log_softmax", "dim -3", "[2, 3]");
+  LT_CHECK_ERROR(cumsum(x, 4), "cumsum", "dim 4", "[2, 3]", "rank 2");
+  LT_CHECK_ERROR(x.transpose(0, 2), "transpose", "dim 2", "[2, 3]");
+  LT_CHECK_ERROR(x.unsqueeze(4), "unsqueeze", "dim 4", "[2, 3]", "[-3, 2]");
+  LT_CHECK_ERROR(x.squeeze(2), "squeeze", "dim 2", "[2, 3]");
+  LT_CHECK_ERROR(x.flatten(0, 3), "flatten", "dim 3", "[2, 3]");
+  LT_CHECK_ERROR(zeros({2, 3, 4}).flatten(2, 1), "flatten", "[2, 3, 4]");
+  LT_CHECK_ERROR(x.permute({0, 2}), "permute", "dim 2", "[2, 3]");
+  LT_CHECK_ERROR(x.permute({0, 0}), "permute", "repeats", "[2, 3]");
   LT_CHECK_ERROR(x.permute({0}), "permute", "[2, 3]");
-  LT_CHECK_ERROR(cat({x, x}, 2), "cat", "dim 2");
-  LT_CHECK_ERROR(stack({x, x}, 4), "stack", "dim 4");
-  LT_CHECK_ERROR(x.size(2), "size", "dim 2");
+  LT_CHECK_ERROR(x.select(2, 0), "select", "dim 2", "[2, 3]");
+  LT_CHECK_ERROR(x.narrow(-3, 0, 1), "narrow", "dim -3", "[2, 3]");
+  LT_CHECK_ERROR(x.slice(2, 0, 1), "slice", "dim 2", "[2, 3]");
+  LT_CHECK_ERROR(x.split(1, 2), "split", "dim 2", "[2, 3]");
+  LT_CHECK_ERROR(x.chunk(2, 3), "chunk", "dim 3", "[2, 3]");
+  LT_CHECK_ERROR(cat({x, x}, 2), "cat", "dim 2", "[2, 3]");
+  LT_CHECK_ERROR(stack({x, x}, 4), "stack", "dim 4", "[2, 3]");
+  LT_CHECK_ERROR(x.size(2), "size", "dim 2", "[2, 3]");
+  LT_CHECK_ERROR(full({}, 1.0).unsqueeze(2), "unsqueeze", "dim 2", "[]");
   CHECK(kind_of([&] { (void)sum(x, {2}); }) == ErrorKind::Index);
 }
 
@@ -118,8 +135,12 @@ TEST_CASE("errors: out-of-range select, narrow, index and slice") {
   LT_CHECK_ERROR(x.slice(0, 0, 2, 0), "slice", "step");
   LT_CHECK_ERROR(x.slice(0, 0, 2, -1), "slice", "step");
   LT_CHECK_ERROR(full({}, 1.0).select(0, 0), "select", "0-dim");
-  LT_CHECK_ERROR(x.split(0), "split", "0");
-  LT_CHECK_ERROR(x.chunk(0), "chunk", "0");
+  LT_CHECK_ERROR(x.split(0), "split", "0", "[3, 4]");
+  LT_CHECK_ERROR(x.chunk(0), "chunk", "0", "[3, 4]");
+  LT_CHECK_ERROR(x.narrow(1, 3, 2), "narrow", "start 3", "[3, 4]");
+  LT_CHECK_ERROR(x.slice(1, 0, 2, 0), "slice", "step", "[3, 4]");
+  LT_CHECK_ERROR(x.index({Slice::ellipsis(), Slice::ellipsis()}), "index", "[3, 4]");
+  LT_CHECK_ERROR(x.index({Slice::at(0), Slice::at(-5)}), "select", "index -5", "[4]");
   CHECK(kind_of([&] { (void)x.select(0, 3); }) == ErrorKind::Index);
 }
 
@@ -129,6 +150,9 @@ TEST_CASE("errors: view incompatibility and bad reshapes") {
   LT_CHECK_ERROR(x.view({7}), "view", "[7]", "[4, 6]");
   LT_CHECK_ERROR(x.reshape({5, -1}), "reshape", "[5, -1]", "[4, 6]");
   LT_CHECK_ERROR(x.reshape({25}), "reshape", "[25]", "[4, 6]");
+  LT_CHECK_ERROR(x.reshape({-1, -1}), "reshape", "[-1, -1]", "[4, 6]");
+  LT_CHECK_ERROR(x.view({-3, 8}), "view", "-3", "[4, 6]");
+  LT_CHECK_ERROR(x.expand({-1, 4, 6}), "expand", "[4, 6]", "[-1, 4, 6]");
   LT_CHECK_ERROR(x.t().t().t().view({2, 12}), "view", "[2, 12]");
   CHECK(zeros({3, 3}).t().flatten(0, 1).view({9}).shape() == Shape{9});  // flatten copied
 }
@@ -145,7 +169,11 @@ TEST_CASE("errors: matmul, cat, stack and composite shape checks") {
   LT_CHECK_ERROR(cat({zeros({2, 3}), zeros({2, 4})}, 0), "cat", "[2, 3]", "[2, 4]");
   LT_CHECK_ERROR(cat({zeros({2, 3}), zeros({3})}, 0), "cat", "[2, 3]", "[3]");
   LT_CHECK_ERROR(cat({}, 0), "cat", "empty");
-  LT_CHECK_ERROR(cat({full({}, 1.0)}, 0), "cat", "zero-dim");
+  LT_CHECK_ERROR(cat({full({}, 1.0)}, 0), "cat", "zero-dim", "[]");
+  LT_CHECK_ERROR(cat({zeros({2}), full({}, 1.0)}, 0), "cat", "zero-dim", "tensor 1", "[]");
+  LT_CHECK_ERROR(matmul(zeros({2, 3}), zeros({3, 2}, DType::Float64)), "matmul", "float32",
+                 "[2, 3]", "float64", "[3, 2]");
+  LT_CHECK_ERROR(bmm(zeros({2, 3, 4}), zeros({3, 4, 5})), "bmm", "[2, 3, 4]", "[3, 4, 5]");
   LT_CHECK_ERROR(stack({zeros({2}), zeros({3})}), "stack", "[2]", "[3]");
   Tensor x = zeros({4, 6});
   LT_CHECK_ERROR(layer_norm(x, {5}), "layer_norm", "[5]", "[4, 6]");
@@ -170,6 +198,21 @@ TEST_CASE("errors: matmul, cat, stack and composite shape checks") {
   LT_CHECK_ERROR(cross_entropy(zeros({4, 10}), zeros({3}, DType::Int64)), "cross_entropy",
                  "[4, 10]", "[3]");
   LT_CHECK_ERROR(cross_entropy(zeros({10}), zeros({1}, DType::Int64)), "cross_entropy", "[10]");
+}
+
+TEST_CASE("errors: integers to negative integer scalar powers") {
+  // torch: "Integers to negative integer powers are not allowed", raised at the call
+  Tensor i = lt::random({2, 3}, DType::Int32, 190, 1, 9);
+  LT_CHECK_ERROR(pow(i, -2), "pow", "negative integer powers", "int32", "[2, 3]", "-2");
+  LT_CHECK_ERROR(pow(zeros({4}, DType::Int64), -1), "pow", "int64", "[4]");
+  LT_CHECK_ERROR(pow(zeros({4}, DType::Bool), -1), "pow", "bool", "[4]");
+  CHECK(kind_of([&] { (void)pow(i, -1); }) == ErrorKind::Value);
+  // not errors: a float exponent or a float base promotes; 0 and positive powers are fine
+  lt::check_close(pow(i, -2.0), lt::ref_unary(host(i), [](double v) { return std::pow(v, -2); }));
+  lt::check_close(pow(cast(i, DType::Float32), -2),
+                  lt::ref_unary(host(i), [](double v) { return std::pow(v, -2); }));
+  lt::check_equal(pow(i, 0), std::vector<double>(6, 1));
+  lt::check_equal(pow(i, 2), lt::ref_unary(host(i), [](double v) { return v * v; }));
 }
 
 TEST_CASE("errors: other argument checks") {
