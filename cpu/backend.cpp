@@ -10,6 +10,7 @@
 
 #include "cpu/interp.h"
 #include "cpu/matmul.h"
+#include "cpu/scan.h"
 #include "tensor/error.h"
 
 namespace loom {
@@ -80,7 +81,12 @@ struct CpuBackend : Backend {
   void copy_to_host(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
   void copy_within(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
   std::unique_ptr<Kernel> lower(const Group& g) override { return std::make_unique<CpuKernel>(g); }
-  void run_opaque(const Group& g) override { cpu::run_matmul(g); }
+  void run_opaque(const Group& g) override {
+    if (g.opaque->op == Op::CumSum)
+      cpu::run_scan(g);
+    else
+      cpu::run_matmul(g);
+  }
   std::string name() const override { return "cpu"; }
   size_t memory_capacity() const override {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);

@@ -65,7 +65,7 @@ class Planner {
     // them: region-write bases and inputs of opaque ops.
     for (auto& pn : nodes_) {
       if (pn.n->base && idx(pn.n->base.get()) >= 0) nodes_[idx(pn.n->base.get())].in_memory = true;
-      if (pn.n->op == Op::MatMul)
+      if (is_opaque(pn.n->op))
         for (auto& in : pn.n->in)
           if (idx(in.st.get()) >= 0) nodes_[idx(in.st.get())].in_memory = true;
     }
@@ -202,7 +202,7 @@ class Planner {
     Node& n = *nodes_[i].n;
     if (n.op == Op::Const && !nodes_[i].root && !nodes_[i].in_memory) return;  // inlined as a scalar
     if (n.op == Op::Empty) return;                     // allocation only
-    if (n.op == Op::MatMul) {
+    if (is_opaque(n.op)) {
       int g = new_group(n.shape, {}, i);
       groups_[g].opaque = true;
       return;
@@ -325,7 +325,7 @@ class Planner {
   void mark_materialized() {
     for (int i = 0; i < int(nodes_.size()); ++i) {
       PNode& pn = nodes_[i];
-      if (pn.root || pn.in_memory || pn.n->op == Op::MatMul || region_write(*pn.n))
+      if (pn.root || pn.in_memory || is_opaque(pn.n->op) || region_write(*pn.n))
         pn.materialize = true;
       if (pn.n->op == Op::Empty) pn.materialize = true;
       for_each_dep(i, [&](int p) {

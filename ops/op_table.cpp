@@ -17,6 +17,7 @@ const char* op_name(Op op) {
     case Op::Randn: return "randn";
     case Op::Empty: return "empty";
     case Op::MatMul: return "matmul";
+    case Op::CumSum: return "cumsum";
     case Op::NumOps: break;
   }
   return "?";
@@ -86,5 +87,7 @@ bool is_pointwise(Op op) {
   return is_unary(op) || is_binary(op) || op == Op::Where || op == Op::Cast || op == Op::Copy ||
          op == Op::Const || op == Op::Iota || op == Op::Rand || op == Op::Randn;
 }
+
+bool is_opaque(Op op) { return op == Op::MatMul || op == Op::CumSum; }
 
 }  // namespace loom

@@ -106,6 +106,7 @@ enum class Op : uint16_t {
   Randn,    // counter-based standard normal
   Empty,    // allocation only (the base of cat / stack)
   MatMul,   // not fusable: a group boundary, run by the backend's BLAS
+  CumSum,   // inclusive scan along `dim`, converting to the node's dtype: a group boundary
   NumOps
 };
 
@@ -122,5 +123,7 @@ BinaryKind binary_kind(Op op);
 ReduceKind reduce_kind(Op op);
 // Pointwise ops: fusable into a group's iteration space.
 bool is_pointwise(Op op);
+// Not fusable: each node is a group of its own, run by the backend's run_opaque.
+bool is_opaque(Op op);
 
 }  // namespace loom

@@ -177,13 +177,21 @@ Tensor norm(const Tensor& x, double p, const Dims& dims, bool keepdim) {
 }
 
 Tensor cumsum(const Tensor& x, int64_t dim) {
-  // Sequential along `dim`: computed as a sum over a masked broadcast (i <= j), which the
-  // fuser runs as one reduction group. Quadratic in the dim's length: fine for modest sizes.
   int d = normalize_dim("cumsum", dim, x.shape());
-  if (x.dim() == 0) return cast(x, reduce_dtype(Op::Sum, x.dtype())).clone();
+  DType rt = reduce_dtype(Op::Sum, x.dtype());  // torch: integers and bool sum to int64
+  if (x.dim() == 0) return cast(x, rt).clone();
+  if (x.device().kind == DeviceKind::CPU) {
+    // A scan primitive: O(n) per row, not fused (its own group, like matmul).
+    auto n = new_node(Op::CumSum, rt, x.shape(), x.device());
+    n->dim = d;
+    n->in.push_back(as_input(x));
+    return record_node(std::move(n));
+  }
+  // Devices without a scan kernel: a sum over a masked broadcast (i <= j), one reduction
+  // group, quadratic in the dim's length.
   int64_t n = x.shape()[d];
   Tensor xm = x.transpose(d, -1);  // [..., n]
-  Tensor xi = xm.unsqueeze(-2);  // [..., 1, n]: element i
+  Tensor xi = xm.unsqueeze(-2);    // [..., 1, n]: element i
   Tensor i = arange(n, {DType::Int64, x.device()});
   Tensor mask = le(i.unsqueeze(0), i.unsqueeze(1));  // [n(j), n(i)]: i <= j
   Tensor z = where(mask, xi, zeros({}, {xm.dtype(), x.device()}));
