@@ -17,12 +17,41 @@
 namespace loom {
 namespace {
 
+// Where the trace-length limit cuts. Cutting exactly at the limit starts each flushed trace
+// of a loop at another phase of the loop body (limit mod body length): a new plan and new
+// signatures every flush until all phases were seen. Instead, once over the limit, the cut
+// waits (up to twice the limit) for a record that matches the one the previous limit cut
+// was made at: the same op, dtype, rank and arity of it and of the three records before it.
+// Sizes and values are left out, as in signatures. The pending-memory limit cuts at once.
+struct LengthCut {
+  uint64_t recent[3] = {0, 0, 0};  // keys of the last records, newest first
+  uint64_t at = 0;                 // the window where the last limit cut was made
+  bool has = false;
+  static uint64_t mix(uint64_t h) {
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    return h ^ (h >> 29);
+  }
+  // Records `n` into the window; true when the trace (`nodes` long) should flush before it.
+  bool before(const Node& n, int64_t nodes, int64_t limit) {
+    uint64_t k = uint64_t(n.op) | uint64_t(n.dtype) << 16 | uint64_t(n.in.size()) << 24 |
+                 uint64_t(n.shape.size()) << 32 | uint64_t(n.base != nullptr) << 40;
+    uint64_t w = mix(k ^ mix(recent[0] ^ mix(recent[1] ^ mix(recent[2] + 1))));
+    recent[2] = recent[1], recent[1] = recent[0], recent[0] = k;
+    if (nodes < limit) return false;
+    if (has && w != at && nodes < 2 * limit) return false;
+    at = w, has = true;
+    return true;
+  }
+};
+
 struct Trace {
   std::vector<std::weak_ptr<Buffer>> buffers;
   int64_t nodes = 0;
   int64_t pinned_bytes = 0;  // ready storages pending nodes read (each once per epoch)
   uint64_t epoch = 0;        // changes at every flush; 0: not started
   int64_t limit = -1;        // the automatic pending-memory limit, once known
+  LengthCut cut;             // where the trace-length limit flushes
 };
 
 std::unordered_map<int, Trace>& traces() {
@@ -201,7 +230,8 @@ std::shared_ptr<Storage> record(std::shared_ptr<Node> n) {
     }
     limit = tr.limit;
   }
-  if (tr.nodes >= trace_limits().max_nodes || tr.pinned_bytes >= limit) flush(n->device);
+  if (tr.cut.before(*n, tr.nodes, trace_limits().max_nodes) || tr.pinned_bytes >= limit)
+    flush(n->device);
   if (!tr.epoch) tr.epoch = next_mark_epoch();
   auto pin = [&](Storage* s) {
     if (s && !s->pending() && s->pin_epoch != tr.epoch) {

@@ -178,6 +178,43 @@ TEST_CASE("fusion: the trace-length limit flushes a long chain by itself") {
   check_close(y, v, lt::Tol{1e-12, 1e-12});
 }
 
+TEST_CASE("fusion: trace-limit flushes in a loop cut at a repeating point") {
+  // A loop body of 7 nodes under a 100-node limit: cutting exactly at the limit would start
+  // each flushed trace at another phase of the body (100 k mod 7), a new plan and new
+  // signatures each flush until all 7 phases were seen. The limit flush waits (up to 2x)
+  // for the phase it cut at before, so after two flushes every trace is the same.
+  int64_t saved = trace_limits().max_nodes;
+  struct Restore {
+    int64_t v;
+    ~Restore() { trace_limits().max_nodes = v; }
+  } restore{saved};
+  trace_limits().max_nodes = 100;
+  Tensor x = lt::random({64, 32}, DType::Float32, 169, -1, 1);
+  Tensor b = lt::random({32}, DType::Float32, 170, -1, 1);
+  loom::sync();
+  reset_counters();
+  Tensor y = x;
+  std::vector<int64_t> misses_at_flush;  // cache misses seen when the i-th flush had run
+  int64_t flushes = 0;
+  const int iters = 300;
+  for (int i = 0; i < iters; ++i) {
+    y = (y * 0.9 + b).tanh() * 1.1 + b;  // const mul add tanh const mul add: 7 nodes
+    if (counters().flushes.load() != flushes) {
+      flushes = counters().flushes.load();
+      misses_at_flush.push_back(counters().cache_misses.load());
+    }
+  }
+  REQUIRE(misses_at_flush.size() >= 10);
+  // no new kernels compiled after the second limit flush
+  CHECK(misses_at_flush.back() == misses_at_flush[1]);
+  // and every limit flush cut within [limit, 2 * limit) nodes
+  CHECK(int64_t(misses_at_flush.size()) <= counters().nodes_recorded.load() / 100);
+  auto v = host(x), vb = host(b);
+  for (size_t e = 0; e < v.size(); ++e)
+    for (int i = 0; i < iters; ++i) v[e] = std::tanh(v[e] * 0.9 + vb[e % 32]) * 1.1 + vb[e % 32];
+  check_close(y, v, lt::Tol{1e-4, 1e-5});
+}
+
 TEST_CASE("fusion: the pending-memory limit counts pinned inputs, not intermediates") {
   TraceLimits saved = trace_limits();
   struct Restore {
