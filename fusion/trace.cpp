@@ -1,11 +1,15 @@
 #include "fusion/trace.h"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <sstream>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -46,22 +50,46 @@ struct LengthCut {
 };
 
 struct Trace {
+  StreamRef stream;  // keeps the stream alive while it has a trace
   std::vector<std::weak_ptr<Buffer>> buffers;
   int64_t nodes = 0;
   int64_t pinned_bytes = 0;  // ready storages pending nodes read (each once per epoch)
   uint64_t epoch = 0;        // changes at every flush; 0: not started
   int64_t limit = -1;        // the automatic pending-memory limit, once known
   LengthCut cut;             // where the trace-length limit flushes
+  // Cross-stream ordering: `submitted` changes whenever work is submitted to the stream;
+  // `waited` holds, per producer stream, its `submitted` when this stream last waited on it
+  // (a second wait with nothing new submitted in between is skipped).
+  uint64_t submitted = 0;
+  std::unordered_map<uint64_t, uint64_t> waited;
 };
 
-std::unordered_map<int, Trace>& traces() {
-  static auto* t = new std::unordered_map<int, Trace>();  // never destroyed: used at exit
+using TraceKey = std::tuple<int, int, uint64_t>;  // device kind, device index, stream id
+
+// Node-based: references to traces stay valid while others are added or erased.
+std::map<TraceKey, Trace>& traces() {
+  static auto* t = new std::map<TraceKey, Trace>();  // never destroyed: used at exit
   return *t;
 }
+
+TraceKey key_of(Device d, uint64_t id) { return {int(d.kind), d.index, id}; }
+
+Trace& trace_for(const StreamRef& s) {
+  auto [it, fresh] = traces().try_emplace(key_of(s.device, s.id));
+  if (fresh) it->second.stream = s;
+  return it->second;
+}
+
 // The CPU trace is looked up on every recorded op: keep a direct reference.
-Trace& trace_for(Device d) {
-  static Trace& cpu = traces()[0];
-  return d.kind == DeviceKind::CPU ? cpu : traces()[int(d.kind) * 1024 + d.index];
+Trace& cpu_trace() {
+  static Trace& cpu = trace_for(current_stream(kCPU));
+  return cpu;
+}
+
+Trace* find_trace(Device d, uint64_t id) {
+  if (d.kind == DeviceKind::CPU) return &cpu_trace();
+  auto it = traces().find(key_of(d, id));
+  return it == traces().end() ? nullptr : &it->second;
 }
 
 bool env_flag(const char* name, bool dflt) {
@@ -212,69 +240,76 @@ TraceLimits& trace_limits() {
 
 bool log_fusion() { return log_flag(); }
 
-int64_t pending_nodes(Device d) {
-  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
-  return trace_for(d).nodes;
-}
-void set_log_fusion(bool on) { log_flag() = on; }
-bool fusion_enabled() { return fusion_flag(); }
+namespace {
 
-std::shared_ptr<Storage> record(std::shared_ptr<Node> n) {
-  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
-  Trace& tr = trace_for(n->device);
-  int64_t limit = trace_limits().max_pending_bytes;
-  if (limit <= 0) {
-    if (tr.limit < 0) {
-      size_t cap = backend(n->device).memory_capacity();
-      tr.limit = cap ? int64_t(cap / 4) : int64_t(4) << 30;
-    }
-    limit = tr.limit;
+void flush_trace(Trace& tr);
+
+std::atomic<bool> g_stream_waits{true};
+
+// `tr`'s stream waits (on the device) for everything submitted to stream `producer` so far.
+void depend(Trace& tr, Device d, uint64_t producer) {
+  if (producer == tr.stream.id || !g_stream_waits.load(std::memory_order_relaxed)) return;
+  Trace* p = find_trace(d, producer);
+  if (!p) return;  // retired: it was synchronized and nothing was submitted since
+  auto it = tr.waited.find(producer);
+  if (it != tr.waited.end() && it->second == p->submitted) return;
+  backend(d).stream_wait(tr.stream, p->stream);
+  tr.waited[producer] = p->submitted;
+}
+
+// A node recorded on `tr`'s stream touches storage `s` (reads it, or may write it in place when
+// `writes`): work of other streams it depends on becomes a stream wait, never a race.
+void order_access(Trace& tr, const std::shared_ptr<Storage>& s, bool writes) {
+  if (!s) return;
+  Device d = s->device;
+  if (s->pending() && s->stream != tr.stream.id) {
+    Trace* p = find_trace(d, s->stream);
+    LOOM_CHECK(p, Runtime, "internal: storage ", s->id, " pending on ", d.str(), " stream ",
+               s->stream, " which has no trace");
+    flush_trace(*p);
   }
-  if (tr.cut.before(*n, tr.nodes, trace_limits().max_nodes) || tr.pinned_bytes >= limit)
-    flush(n->device);
-  if (!tr.epoch) tr.epoch = next_mark_epoch();
-  auto pin = [&](Storage* s) {
-    if (s && !s->pending() && s->pin_epoch != tr.epoch) {
-      s->pin_epoch = tr.epoch;
-      tr.pinned_bytes += int64_t(s->nbytes);
+  if (s->pending()) return;  // pending on this stream: its trace keeps the order
+  depend(tr, d, s->stream);  // the writer of this version
+  if (!s->mem) return;
+  if (writes) {
+    // The memory may be overwritten in place: every stream that used it (pending reads
+    // included, so flush them first) must be done with it.
+    if (s->mem->stream.id != tr.stream.id) {
+      if (Trace* o = find_trace(d, s->mem->stream.id)) flush_trace(*o);
+      depend(tr, d, s->mem->stream.id);
     }
-  };
-  for (auto& in : n->in) pin(in.st.get());
-  pin(n->base.get());
-  auto st = std::make_shared<Storage>();
-  st->device = n->device;
-  st->nbytes = n->base ? n->base->nbytes : size_t(numel(n->shape)) * itemsize(n->dtype);
-  st->id = next_storage_id();
-  st->node = std::move(n);
-  tr.nodes++;
-  counters().nodes_recorded++;
-  return st;
+    for (size_t i = 0; i < s->mem->users.size(); ++i) {
+      uint64_t u = s->mem->users[i].id;
+      if (u == tr.stream.id) continue;
+      if (Trace* o = find_trace(d, u)) flush_trace(*o);
+      depend(tr, d, u);
+    }
+  }
+  s->mem->add_user(tr.stream);  // its free waits for this stream
 }
 
-void track(const std::shared_ptr<Buffer>& b, Device d) {
-  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
-  trace_for(d).buffers.push_back(b);
-}
-
-void flush(Device d) {
-  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
-  Trace& tr = trace_for(d);
+void flush_trace(Trace& tr) {
   if (tr.buffers.empty()) return;
+  Device d = tr.stream.device;
   std::vector<std::shared_ptr<Storage>> roots;
   std::unordered_set<const Storage*> seen;
   for (auto& w : tr.buffers)
     if (auto b = w.lock())
-      if (b->cur->pending() && seen.insert(b->cur.get()).second) roots.push_back(b->cur);
+      // A buffer updated on another stream since it was tracked here belongs to that trace.
+      if (b->cur->pending() && b->cur->stream == tr.stream.id && seen.insert(b->cur.get()).second)
+        roots.push_back(b->cur);
   auto saved = std::move(tr.buffers);
   tr.buffers.clear();
   tr.nodes = tr.pinned_bytes = 0;
   tr.epoch = next_mark_epoch();
+  tr.submitted++;
   counters().flushes++;
   auto restore = [&] {
     for (auto& w : saved)
       if (auto b = w.lock())
-        if (b->cur->pending()) tr.buffers.push_back(w);
+        if (b->cur->pending() && b->cur->stream == tr.stream.id) tr.buffers.push_back(w);
   };
+  ActiveStreamScope active(tr.stream);  // allocations, copies and launches go to this stream
   try {
     run_pending(d, roots, fusion_flag());
   } catch (const LowerError& e) {
@@ -298,18 +333,163 @@ void flush(Device d) {
     restore();
     throw;
   }
-  backend(d).synchronize();
+}
+
+Trace& recording_trace(Device d) {
+  return d.kind == DeviceKind::CPU ? cpu_trace() : trace_for(current_stream(d));
+}
+
+}  // namespace
+
+int64_t pending_nodes(Device d) {
+  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+  return recording_trace(d).nodes;
+}
+
+int64_t pending_nodes(const StreamRef& s) {
+  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+  Trace* t = find_trace(s.device, s.id);
+  return t ? t->nodes : 0;
+}
+
+std::vector<uint64_t> trace_streams(Device d) {
+  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+  std::vector<uint64_t> ids;
+  for (auto& [k, t] : traces())
+    if (t.stream.device == d) ids.push_back(t.stream.id);
+  return ids;
+}
+
+void set_log_fusion(bool on) { log_flag() = on; }
+bool fusion_enabled() { return fusion_flag(); }
+
+std::shared_ptr<Storage> record(std::shared_ptr<Node> n) {
+  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+  Trace& tr = recording_trace(n->device);
+  if (n->device.kind != DeviceKind::CPU) {
+    for (auto& in : n->in) order_access(tr, in.st, false);
+    order_access(tr, n->base, true);
+    if (auto r = n->reuse.lock()) order_access(tr, r, true);
+  }
+  int64_t limit = trace_limits().max_pending_bytes;
+  if (limit <= 0) {
+    if (tr.limit < 0) {
+      size_t cap = backend(n->device).memory_capacity();
+      tr.limit = cap ? int64_t(cap / 4) : int64_t(4) << 30;
+    }
+    limit = tr.limit;
+  }
+  if (tr.cut.before(*n, tr.nodes, trace_limits().max_nodes) || tr.pinned_bytes >= limit)
+    flush_trace(tr);
+  if (!tr.epoch) tr.epoch = next_mark_epoch();
+  auto pin = [&](Storage* s) {
+    if (s && !s->pending() && s->pin_epoch != tr.epoch) {
+      s->pin_epoch = tr.epoch;
+      tr.pinned_bytes += int64_t(s->nbytes);
+    }
+  };
+  for (auto& in : n->in) pin(in.st.get());
+  pin(n->base.get());
+  auto st = std::make_shared<Storage>();
+  st->device = n->device;
+  st->nbytes = n->base ? n->base->nbytes : size_t(numel(n->shape)) * itemsize(n->dtype);
+  st->id = next_storage_id();
+  st->stream = tr.stream.id;
+  st->node = std::move(n);
+  tr.nodes++;
+  counters().nodes_recorded++;
+  return st;
+}
+
+void track(const std::shared_ptr<Buffer>& b, Device d) {
+  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+  const Storage& st = *b->cur;
+  Trace* t = st.pending() ? find_trace(d, st.stream) : nullptr;
+  Trace& tr = t ? *t : recording_trace(d);
+  // An in-place update may hand its result the old version's memory after recording it
+  // (assign_inplace's fast path sets `reuse` then): order that write like record() does.
+  if (d.kind != DeviceKind::CPU && st.pending())
+    if (auto r = st.node->reuse.lock()) order_access(tr, r, true);
+  tr.buffers.push_back(b);
+}
+
+void flush(Device d) {
+  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+  if (d.kind == DeviceKind::CPU) return flush_trace(cpu_trace());
+  for (auto& [k, t] : traces())
+    if (t.stream.device == d) flush_trace(t);
+}
+
+void flush_stream(const StreamRef& s) {
+  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+  if (Trace* t = find_trace(s.device, s.id)) flush_trace(*t);
+}
+
+void synchronize_stream(const StreamRef& s) {
+  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+  flush_stream(s);
+  backend(s.device).synchronize_stream(s);
+}
+
+void wait_stream(const StreamRef& waiter, const StreamRef& producer) {
+  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+  LOOM_CHECK(waiter.device == producer.device, Value, "wait_stream: ", waiter.str(),
+             " cannot wait for ", producer.str(), " (different devices)");
+  if (waiter.device.kind == DeviceKind::CPU || waiter.id == producer.id) return;
+  flush_stream(producer);
+  Trace& p = trace_for(producer);
+  p.submitted++;  // an explicit wait always waits (the caller may have submitted work itself)
+  depend(trace_for(waiter), waiter.device, producer.id);
+}
+
+void set_stream_waits(bool on) { g_stream_waits = on; }
+
+void note_stream_work(const StreamRef& s) {
+  if (s.device.kind == DeviceKind::CPU) return;
+  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+  trace_for(s).submitted++;
+}
+
+StreamRef stream_of(const Storage& st) {
+  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+  if (Trace* t = find_trace(st.device, st.stream)) return t->stream;
+  return StreamRef{st.device, st.stream, nullptr};
 }
 
 void ensure_ready(const std::shared_ptr<Storage>& st) {
-  if (st->pending()) flush(st->device);
+  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+  if (st->pending()) {
+    Trace* t = find_trace(st->device, st->stream);
+    LOOM_CHECK(t, Runtime, "internal: storage ", st->id, " pending on stream ", st->stream,
+               " which has no trace");
+    flush_trace(*t);
+  }
+  if (st->device.kind == DeviceKind::CPU) return;
+  // The caller reads the memory on the active stream: order it after the writer.
+  Trace& tr = trace_for(active_stream(st->device));
+  depend(tr, st->device, st->stream);
+  if (st->mem) st->mem->add_user(tr.stream);
 }
 
 void sync() {
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
-  std::vector<int> keys;
-  for (auto& [k, t] : traces()) keys.push_back(k);
-  for (int k : keys) flush(Device{DeviceKind(k / 1024), k % 1024});
+  std::vector<Device> devices;
+  for (auto& [k, t] : traces()) {
+    flush_trace(t);
+    if (std::find(devices.begin(), devices.end(), t.stream.device) == devices.end())
+      devices.push_back(t.stream.device);
+  }
+  for (Device d : devices) backend(d).synchronize();
+  // Streams nothing else refers to are done (the device is idle): drop their traces.
+  for (auto it = traces().begin(); it != traces().end();) {
+    Trace& t = it->second;
+    if (t.stream.id != 0 && t.buffers.empty() && t.stream.native.use_count() == 1) {
+      backend(t.stream.device).stream_retired(t.stream);
+      it = traces().erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 // Defined after loom::sync: an unqualified sync() above it resolved to ::sync (unistd.h), a

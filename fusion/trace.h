@@ -1,5 +1,8 @@
 #pragma once
-// Per-stream traces of pending nodes, and the flush that runs them.
+// Per-stream traces of pending nodes, and the flush that runs them. Ops record into the trace of
+// their device's current stream (tensor/device.h); flushing one stream's trace leaves the others
+// pending. A node that touches a storage another stream produced, or memory another stream uses,
+// flushes that stream's trace and waits for it on the device (an event), never racing it.
 #include <memory>
 #include <mutex>
 #include <string>
@@ -18,10 +21,23 @@ std::recursive_mutex& runtime_mutex();
 std::shared_ptr<Storage> record(std::shared_ptr<Node> n);
 // A buffer whose current storage is pending: a root candidate of the next flush.
 void track(const std::shared_ptr<Buffer>& b, Device d);
-// Runs everything pending on the device's trace (a sync point).
+// Runs everything pending on every stream of the device (a sync point; does not wait).
 void flush(Device d);
-// Flushes if `st` is pending; afterwards it holds memory.
+// Runs what is pending on one stream's trace; other streams stay pending.
+void flush_stream(const StreamRef& s);
+// flush_stream, then the host waits for everything submitted to the stream.
+void synchronize_stream(const StreamRef& s);
+// `waiter` waits on the device for all work of `producer` (its trace flushed first).
+void wait_stream(const StreamRef& waiter, const StreamRef& producer);
+// Work was submitted to `s` outside a flush (a copy into a new ready storage).
+void note_stream_work(const StreamRef& s);
+// Flushes `st`'s stream if `st` is pending; afterwards it holds memory, and the active stream
+// of its device is ordered after the stream that wrote it.
 void ensure_ready(const std::shared_ptr<Storage>& st);
+// Testing only: false skips the cross-stream waits (a test shows a race then shows).
+void set_stream_waits(bool on);
+// The stream that computes (or computed) `st` (without a handle once that stream is retired).
+StreamRef stream_of(const Storage& st);
 
 // The pending-memory limit bounds what lazy execution holds beyond eager mode: ready storages
 // kept alive by pending nodes (inputs and old versions the user may have dropped). Results
@@ -39,8 +55,12 @@ std::vector<Group> plan_storage(const std::shared_ptr<Storage>& st);
 // The same as text, with each group's lowered program or source.
 std::string explain_storage(const std::shared_ptr<Storage>& st);
 
-// Pending nodes recorded on the device's trace since its last flush.
+// Pending nodes recorded on the trace of the device's current stream since its last flush.
 int64_t pending_nodes(Device d);
+int64_t pending_nodes(const StreamRef& s);
+// The streams of `d` that have a trace (the CPU: only its default stream, id 0). loom::sync()
+// drops the traces of streams nothing refers to any more.
+std::vector<uint64_t> trace_streams(Device d);
 
 bool log_fusion();  // LOOM_LOG=fusion, or set_log_fusion(true)
 void set_log_fusion(bool on);

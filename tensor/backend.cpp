@@ -1,6 +1,7 @@
 #include "tensor/backend.h"
 
 #include "tensor/error.h"
+#include "tensor/storage.h"
 
 namespace loom {
 
@@ -8,6 +9,13 @@ Backend& cpu_backend();
 
 namespace {
 Backend* registry[2] = {nullptr, nullptr};
+}
+
+void Backend::release(Memory& m) {
+  if (m.deleter)
+    m.deleter();
+  else
+    free(m.ptr, m.bytes);
 }
 
 void register_backend(DeviceKind kind, Backend* b) { registry[int(kind)] = b; }

@@ -11,6 +11,7 @@ namespace loom {
 
 struct Group;
 struct Node;
+struct Memory;
 
 // A lowered group: built once per signature, run many times.
 struct Kernel {
@@ -28,7 +29,20 @@ struct Backend {
   virtual void copy_within(void* dst, const void* src, size_t bytes) = 0;
   virtual std::unique_ptr<Kernel> lower(const Group& g) = 0;
   virtual void run_opaque(const Group& g) = 0;  // matmul and friends
+  // Waits for all work of the device (every stream).
   virtual void synchronize() {}
+  // Streams. Allocation, copies and kernels go to active_stream(device); these order work
+  // between streams. Devices with only a default stream (the CPU) keep the defaults.
+  // Frees `m` (its deleter for foreign memory): ordered on m.stream after every stream in
+  // m.users has passed its work so far.
+  virtual void release(Memory& m);
+  // `waiter` waits (on the device, not the host) for everything submitted to `producer` so far.
+  virtual void stream_wait(const StreamRef& waiter, const StreamRef& producer) {}
+  // The host waits for everything submitted to `s`.
+  virtual void synchronize_stream(const StreamRef& s) { synchronize(); }
+  // A stream that was synchronized and that nothing refers to any more: drop what the
+  // backend keeps for it (scratch memory).
+  virtual void stream_retired(const StreamRef& s) {}
   // Bytes of memory the device has (0: unknown); sizes the trace's pending-memory limit.
   virtual size_t memory_capacity() const { return 0; }
   virtual std::string name() const = 0;

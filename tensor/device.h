@@ -1,6 +1,7 @@
 #pragma once
 // Devices and streams. Each stream owns one trace of pending work.
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace loom {
@@ -17,5 +18,53 @@ struct Device {
 };
 
 inline const Device kCPU{DeviceKind::CPU, 0};
+
+// A stream of a device: an ordered queue of device work with its own trace of pending ops.
+// Id 0 is the device's default stream (the CPU's only stream); other ids are unique in the
+// process. `native` is the backend's handle (a CUstream), null for default streams; holding a
+// StreamRef keeps the stream alive.
+struct StreamRef {
+  Device device;
+  uint64_t id = 0;
+  std::shared_ptr<void> native;
+  bool operator==(const StreamRef& o) const { return device == o.device && id == o.id; }
+  std::string str() const;  // "cuda:0 stream 3", "cpu default stream"
+};
+
+// A fresh stream id (never 0).
+uint64_t new_stream_id();
+// The calling thread's current stream of `d` (its default stream unless a guard set another).
+const StreamRef& current_stream(Device d);
+// Makes `s` the calling thread's current stream of s.device. Throws for a CPU stream other than
+// the default one and for a stream without a handle.
+void set_current_stream(const StreamRef& s);
+// The stream that device work goes to now: the stream being flushed during a flush, else the
+// current stream. Backends allocate, copy and launch on it.
+const StreamRef& active_stream(Device d);
+
+// Makes `s` the active stream of its device for a scope (used by the flush of s's trace).
+class ActiveStreamScope {
+ public:
+  explicit ActiveStreamScope(const StreamRef& s);
+  ~ActiveStreamScope();
+  ActiveStreamScope(const ActiveStreamScope&) = delete;
+  ActiveStreamScope& operator=(const ActiveStreamScope&) = delete;
+
+ private:
+  const StreamRef* prev_;
+  Device device_;
+};
+
+// Sets the current stream of s.device for a scope, restoring the previous one on exit.
+class CurrentStreamGuard {
+ public:
+  explicit CurrentStreamGuard(const StreamRef& s);
+  ~CurrentStreamGuard();
+  CurrentStreamGuard(const CurrentStreamGuard&) = delete;
+  CurrentStreamGuard& operator=(const CurrentStreamGuard&) = delete;
+
+ private:
+  StreamRef prev_;
+};
 
 }  // namespace loom

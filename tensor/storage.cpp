@@ -4,6 +4,7 @@
 #include <new>
 
 #include "fusion/counters.h"
+#include "fusion/trace.h"
 #include "tensor/backend.h"
 #include "tensor/error.h"
 #include "tensor/fault.h"
@@ -11,12 +12,16 @@
 namespace loom {
 
 Memory::~Memory() {
-  if (deleter) {
-    deleter();
-    return;
-  }
-  if (ptr) backend(device).free(ptr, bytes);
-  counters().bytes_live.fetch_sub(int64_t(bytes));
+  bool foreign = bool(deleter);
+  if (ptr || foreign) backend(device).release(*this);
+  if (!foreign) counters().bytes_live.fetch_sub(int64_t(bytes));
+}
+
+void Memory::add_user(const StreamRef& s) {
+  if (s.id == stream.id) return;
+  for (auto& u : users)
+    if (u.id == s.id) return;
+  users.push_back(s);
 }
 
 std::shared_ptr<Memory> allocate(Device device, size_t bytes) {
@@ -27,7 +32,9 @@ std::shared_ptr<Memory> allocate(Device device, size_t bytes) {
   auto peak = counters().bytes_peak.load();
   while (live > peak && !counters().bytes_peak.compare_exchange_weak(peak, live)) {
   }
-  return std::make_shared<Memory>(p, bytes, device);
+  auto m = std::make_shared<Memory>(p, bytes, device);
+  if (device.kind != DeviceKind::CPU) m->stream = active_stream(device);
+  return m;
 }
 
 uint64_t next_mark_epoch() {
@@ -46,6 +53,8 @@ std::shared_ptr<Storage> make_ready_storage(Device d, size_t nbytes) {
   s->nbytes = nbytes;
   s->mem = allocate(d, nbytes);
   s->id = next_storage_id();
+  s->stream = active_stream(d).id;  // the caller writes it on that stream
+  note_stream_work(active_stream(d));
   return s;
 }
 

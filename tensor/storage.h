@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "tensor/device.h"
 #include "tensor/dtype.h"
@@ -24,13 +25,19 @@ struct Memory {
   Device device;
   // Foreign memory (from_external): called instead of the backend's free; not counted live.
   std::function<void()> deleter;
+  // The stream the memory was allocated on (its free is ordered there), and the other streams
+  // that have read or written it: the free waits for them (cross-stream use is never a race).
+  StreamRef stream;
+  std::vector<StreamRef> users;
+  void add_user(const StreamRef& s);
   ~Memory();
   Memory(const Memory&) = delete;
   Memory& operator=(const Memory&) = delete;
   Memory(void* p, size_t b, Device d) : ptr(p), bytes(b), device(d) {}
 };
 
-// Allocates `bytes` on `device` (64-byte aligned on the CPU). Throws on failure.
+// Allocates `bytes` on `device` (64-byte aligned on the CPU), ordered on the device's active
+// stream. Throws on failure.
 std::shared_ptr<Memory> allocate(Device device, size_t bytes);
 
 struct Storage {
@@ -45,6 +52,8 @@ struct Storage {
   int64_t mark = -1;
   // The trace epoch in which a pending node last pinned this (ready) storage.
   uint64_t pin_epoch = 0;
+  // The stream whose trace computes this version (pending) or computed/wrote it (ready).
+  uint64_t stream = 0;
 
   bool pending() const { return node != nullptr; }
   void* data() const { return mem ? mem->ptr : nullptr; }
