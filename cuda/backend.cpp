@@ -1,5 +1,7 @@
-// The CUDA backend: stream-ordered memory from the driver's pool on the device's default stream,
-// generated kernels (codegen -> memory cache -> disk cache -> NVRTC), matmul through cuBLASLt.
+// The CUDA backend: stream-ordered memory from the driver's pool, generated kernels (codegen ->
+// memory cache -> disk cache -> NVRTC), matmul through cuBLASLt. Everything goes to the active
+// stream (the stream whose trace is flushing, else the thread's current stream); memory is freed
+// on the stream that allocated it after every other stream that used it has passed its use.
 // Registers itself only when a driver, a GPU and NVRTC are present (DESIGN invariant 7).
 #include "tensor/backend.h"
 
@@ -14,9 +16,11 @@
 #include "cuda/driver.h"
 #include "cuda/launch.h"
 #include "cuda/nvrtc.h"
+#include "cuda/staging.h"
 #include "fusion/counters.h"
 #include "fusion/kernel_cache.h"
 #include "fusion/trace.h"
+#include "tensor/storage.h"
 
 #ifndef LOOM_VERSION
 #define LOOM_VERSION "dev"
@@ -60,42 +64,80 @@ class CudaKernel : public Kernel {
 
 class CudaBackend : public Backend {
  public:
-  CudaBackend() : stream_(cuda::default_stream(0)) {
+  CudaBackend() : default_(cuda::default_stream(0)) {
     const cuda::DeviceProps& p = cuda::properties(0);
     sm_ = p.sm_count;
     cc_major_ = p.cc_major, cc_minor_ = p.cc_minor;
     arch_ = "sm_" + std::to_string(cc_major_) + std::to_string(cc_minor_);
     matmul_ = std::make_unique<cuda::Matmul>(
-        0, stream_,
+        0, default_,
         [this](const std::string& src, const std::vector<std::string>& entries,
                const std::string& tag) { return load(src, entries, tag)->fns; });
   }
 
-  void* alloc(size_t bytes) override {
-    return reinterpret_cast<void*>(uintptr_t(cuda::alloc(bytes, stream_)));
+  // The driver stream behind a runtime stream (id 0: the device's default stream).
+  cuda::Stream resolve(const StreamRef& r) const {
+    if (r.id == 0) return default_;
+    return cuda::Stream{0, r.id, r.native};
   }
-  void free(void* p, size_t) override { cuda::free(cuda::DevicePtr(uintptr_t(p)), stream_); }
+  cuda::Stream active() const { return resolve(active_stream(Device{DeviceKind::CUDA, 0})); }
+
+  void* alloc(size_t bytes) override {
+    return reinterpret_cast<void*>(uintptr_t(cuda::alloc(bytes, active())));
+  }
+  void free(void* p, size_t) override { cuda::free(cuda::DevicePtr(uintptr_t(p)), active()); }
+  void release(Memory& m) override {
+    // Runs in destructors: a driver error here (the process is exiting) must not terminate.
+    try {
+      cuda::Stream owner = resolve(m.stream);
+      if (m.deleter) {
+        // Foreign memory: its owner may reuse it at once, so every stream that used it (the
+        // default one included) must have finished.
+        cuda::stream_sync(owner);
+        for (auto& u : m.users) cuda::stream_sync(resolve(u));
+        m.deleter();
+        return;
+      }
+      for (auto& u : m.users) cuda::stream_wait_event(owner, cuda::record_event(resolve(u)));
+      cuda::free(cuda::DevicePtr(uintptr_t(m.ptr)), owner);
+    } catch (const Error& e) {
+      if (log_fusion()) std::cerr << "[loom] cuda free failed: " << e.what() << "\n";
+    }
+  }
+  void stream_wait(const StreamRef& waiter, const StreamRef& producer) override {
+    cuda::stream_wait_event(resolve(waiter), cuda::record_event(resolve(producer)));
+  }
+  void synchronize_stream(const StreamRef& s) override { cuda::stream_sync(resolve(s)); }
+  void stream_retired(const StreamRef& s) override {
+    auto it = scratch_.find(s.id);
+    if (it != scratch_.end()) {
+      cuda::free(it->second.data, default_);  // the stream is idle: it was synchronized
+      cuda::free(it->second.counters, default_);
+      scratch_.erase(it);
+    }
+    matmul_->retire(s.id, default_);
+  }
+  // Through pinned staging buffers (cuda/staging.h); small copies go directly.
   void copy_from_host(void* dst, const void* src, size_t n) override {
-    cuda::copy_h2d(cuda::DevicePtr(uintptr_t(dst)), src, n, stream_);
+    staging_.to_device(cuda::DevicePtr(uintptr_t(dst)), src, n, active());
   }
   void copy_to_host(void* dst, const void* src, size_t n) override {
-    cuda::copy_d2h(dst, cuda::DevicePtr(uintptr_t(src)), n, stream_);
+    staging_.to_host(dst, cuda::DevicePtr(uintptr_t(src)), n, active());
   }
   void copy_within(void* dst, const void* src, size_t n) override {
-    cuda::copy_d2d(cuda::DevicePtr(uintptr_t(dst)), cuda::DevicePtr(uintptr_t(src)), n, stream_);
+    cuda::copy_d2d(cuda::DevicePtr(uintptr_t(dst)), cuda::DevicePtr(uintptr_t(src)), n, active());
   }
   std::unique_ptr<Kernel> lower(const Group& g) override {
     auto k = std::make_unique<CudaKernel>(*this);
     k->prepare(g);  // compile now: a failure falls back to unfused kernels before memory is touched
     return k;
   }
-  void run_opaque(const Group& g) override { matmul_->run(g); }
-  void synchronize() override { cuda::stream_sync(stream_); }
+  void run_opaque(const Group& g) override { matmul_->run(g, active()); }
+  void synchronize() override { cuda::device_sync(0); }
   std::string name() const override { return "cuda"; }
   size_t memory_capacity() const override { return cuda::properties(0).total_mem; }
 
   int sm() const { return sm_; }
-  const cuda::Stream& stream() const { return stream_; }
 
   // The module for `source`: from this process's cache, the disk cache, or NVRTC.
   std::shared_ptr<Loaded> load(const std::string& source, const std::vector<std::string>& entries,
@@ -135,32 +177,38 @@ class CudaBackend : public Backend {
     return m;
   }
 
-  // Scratch for split launches; grows, never shrinks. Counters start at zero and every launch
+  // Scratch for split launches on stream `s` (each stream has its own, so launches on two
+  // streams never share it); grows, never shrinks. Counters start at zero and every launch
   // leaves them at zero (the last block of each row block resets its own).
-  void scratch(const cuda::SplitScratch& s, uint64_t out[3]) {
-    size_t data = s.partial_bytes + s.final_bytes;
-    if (data > data_bytes_) {
-      if (data_) cuda::free(data_, stream_);
-      data_ = cuda::alloc(data, stream_);
-      data_bytes_ = data;
+  void scratch(const cuda::SplitScratch& need, const cuda::Stream& s, uint64_t out[3]) {
+    Scratch& sc = scratch_[s.id];
+    size_t data = need.partial_bytes + need.final_bytes;
+    if (data > sc.data_bytes) {
+      if (sc.data) cuda::free(sc.data, s);
+      sc.data = cuda::alloc(data, s);
+      sc.data_bytes = data;
     }
-    if (s.counter_bytes > counter_bytes_) {
-      if (counters_) cuda::free(counters_, stream_);
-      counters_ = cuda::alloc(s.counter_bytes, stream_);
-      cuda::memset_d8(counters_, 0, s.counter_bytes, stream_);
-      counter_bytes_ = s.counter_bytes;
+    if (need.counter_bytes > sc.counter_bytes) {
+      if (sc.counters) cuda::free(sc.counters, s);
+      sc.counters = cuda::alloc(need.counter_bytes, s);
+      cuda::memset_d8(sc.counters, 0, need.counter_bytes, s);
+      sc.counter_bytes = need.counter_bytes;
     }
-    out[0] = data_, out[1] = data_ + s.partial_bytes, out[2] = counters_;
+    out[0] = sc.data, out[1] = sc.data + need.partial_bytes, out[2] = sc.counters;
   }
 
  private:
-  cuda::Stream stream_;
+  struct Scratch {
+    cuda::DevicePtr data = 0, counters = 0;
+    size_t data_bytes = 0, counter_bytes = 0;
+  };
+  cuda::Stream default_;
   int sm_ = 0, cc_major_ = 0, cc_minor_ = 0;
   std::string arch_;
   std::unordered_map<std::string, std::shared_ptr<Loaded>> modules_;
   std::unique_ptr<cuda::Matmul> matmul_;
-  cuda::DevicePtr data_ = 0, counters_ = 0;
-  size_t data_bytes_ = 0, counter_bytes_ = 0;
+  std::unordered_map<uint64_t, Scratch> scratch_;  // by stream id
+  cuda::Staging staging_;
 };
 
 CudaKernel::Compiled& CudaKernel::get(const Group& g, const cuda::Variant& v) {
@@ -188,12 +236,13 @@ void CudaKernel::run(const Group& g) {
   } catch (const Error& e) {  // a variant first needed now: fall back like a failed lowering
     throw LowerError(e.kind(), e.what());
   }
+  cuda::Stream stream = be_.active();
   uint64_t scratch[3] = {0, 0, 0};
-  if (v.split) be_.scratch(cuda::split_scratch(g, c->gen, lc), scratch);
+  if (v.split) be_.scratch(cuda::split_scratch(g, c->gen, lc), stream, scratch);
   std::vector<char> params = cuda::pack_params(g, c->gen.params, lc, scratch);
   void* args[] = {params.data()};
   for (const cuda::Function& f : c->mod->fns)
-    cuda::launch(f, {lc.grid_x, lc.grid_y, 1}, {lc.block, 1, 1}, 0, be_.stream(), args);
+    cuda::launch(f, {lc.grid_x, lc.grid_y, 1}, {lc.block, 1, 1}, 0, stream, args);
   if (log_fusion())
     std::cerr << "[loom] cuda launch " << v.key() << " x" << c->mod->fns.size() << " grid ("
               << lc.grid_x << "," << lc.grid_y << ") block " << lc.block << "\n";

@@ -173,7 +173,8 @@ std::string matmul_fallback_source(DType t) {
 struct Matmul::Lt {
   Api api;
   Handle handle = nullptr;
-  DevicePtr workspace = 0;
+  // One workspace per stream: matmuls on two streams may run at the same time.
+  std::unordered_map<uint64_t, DevicePtr> workspaces;
   std::unordered_map<std::string, Heuristic> algos;
 };
 
@@ -186,7 +187,6 @@ Matmul::Matmul(int dev, Stream stream, CompileFn compile)
   auto lt = std::make_unique<Lt>();
   lt->api = *api;
   if (lt->api.Create(&lt->handle) != 0) return;
-  lt->workspace = alloc(kWorkspace, stream_);
   lt_ = std::move(lt);
 }
 
@@ -194,7 +194,16 @@ Matmul::~Matmul() = default;  // leaked with the process: the backend lives unti
 
 bool Matmul::cublaslt_available() const { return lt_ != nullptr; }
 
-void Matmul::run(const Group& g) {
+void Matmul::retire(uint64_t id, const Stream& on) {
+  if (!lt_) return;
+  auto it = lt_->workspaces.find(id);
+  if (it == lt_->workspaces.end()) return;
+  free(it->second, on);
+  lt_->workspaces.erase(it);
+}
+
+void Matmul::run(const Group& g, const Stream& stream) {
+  stream_ = stream;
   const Node& n = *g.opaque;
   void* out = g.outputs[0].st->data();
   int64_t K = n.in[0].view.shape.back();
@@ -215,6 +224,8 @@ bool Matmul::run_lt(const Node& n, void* out) {
   auto ma = transposed(M, K, A.view.strides[r - 2], A.view.strides[r - 1]);
   auto mb = transposed(K, N, B.view.strides[r - 2], B.view.strides[r - 1]);
   if (!ma || !mb) return false;
+  DevicePtr& workspace = lt_->workspaces[stream_.id];
+  if (!workspace) workspace = alloc(kWorkspace, stream_);
   Shape bs(n.shape.begin(), n.shape.begin() + nb);
   int i0 = 0;
   std::optional<int64_t> sa, sb;
@@ -307,7 +318,7 @@ bool Matmul::run_lt(const Node& n, void* out) {
     char* c = pc + ob * inner * M * N * int64_t(isz);
     Status s = api.Matmul(lt_->handle, o.desc, alpha, pb + offb * int64_t(isz), o.la,
                           pa + offa * int64_t(isz), o.lb, beta, c, o.lc, c, o.lc, &h.algo,
-                          reinterpret_cast<void*>(lt_->workspace), kWorkspace, stream_.raw());
+                          reinterpret_cast<void*>(workspace), kWorkspace, stream_.raw());
     LOOM_CHECK(s == 0 || ob == 0, Runtime, "cublasLtMatmul failed with status ", s);
     if (s != 0) return false;
   }

@@ -20,9 +20,11 @@ class Matmul {
  public:
   Matmul(int dev, Stream stream, CompileFn compile);
   ~Matmul();
-  // Runs an opaque MatMul group: inputs [..., M, K] and [..., K, N] (batch dims broadcast,
-  // any strides), output contiguous [..., M, N].
-  void run(const Group& g);
+  // Runs an opaque MatMul group on `stream`: inputs [..., M, K] and [..., K, N] (batch dims
+  // broadcast, any strides), output contiguous [..., M, N].
+  void run(const Group& g, const Stream& stream);
+  // Frees what was kept for stream `id` (its cuBLASLt workspace), ordered on `on`.
+  void retire(uint64_t id, const Stream& on);
   bool cublaslt_available() const;
 
  private:
@@ -30,7 +32,7 @@ class Matmul {
   bool run_lt(const Node& n, void* out);
   void run_naive(const Node& n, void* out);
   int dev_;
-  Stream stream_;
+  Stream stream_;  // the stream of the run in progress
   CompileFn compile_;
   std::unique_ptr<Lt> lt_;
 };

@@ -13,6 +13,7 @@
 #include <string>
 #include <type_traits>
 
+#include "tensor/device.h"
 #include "tensor/error.h"
 
 namespace loom::cuda {
@@ -52,6 +53,7 @@ struct Api {
   CUresult (*cuStreamCreate)(CUstream*, unsigned);
   CUresult (*cuStreamDestroy)(CUstream);
   CUresult (*cuStreamSynchronize)(CUstream);
+  CUresult (*cuStreamQuery)(CUstream);
   CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned);
   CUresult (*cuEventCreate)(CUevent*, unsigned);
   CUresult (*cuEventRecord)(CUevent, CUstream);
@@ -132,6 +134,7 @@ const char* bind(void* lib, Api& a) {
   sym(a.cuStreamCreate, "cuStreamCreate");
   sym(a.cuStreamDestroy, "cuStreamDestroy_v2");
   sym(a.cuStreamSynchronize, "cuStreamSynchronize");
+  sym(a.cuStreamQuery, "cuStreamQuery");
   sym(a.cuStreamWaitEvent, "cuStreamWaitEvent");
   sym(a.cuEventCreate, "cuEventCreate");
   sym(a.cuEventRecord, "cuEventRecord");
@@ -251,7 +254,7 @@ void init_device(DeviceState& s, int ordinal) {
 
   CUstream st = nullptr;
   check(a.cuStreamCreate(&st, kStreamNonBlocking), "cuStreamCreate", "default stream");
-  s.stream = Stream{ordinal, std::shared_ptr<void>(st, [](void*) {})};
+  s.stream = Stream{ordinal, 0, std::shared_ptr<void>(st, [](void*) {})};
 }
 
 DeviceState& device(int dev) {
@@ -326,7 +329,7 @@ Stream create_stream(int dev) {
   enter(dev);
   CUstream st = nullptr;
   check(api().cuStreamCreate(&st, kStreamNonBlocking), "cuStreamCreate", "device ", dev);
-  return Stream{dev, owned(st, dev, [](void* p) { api().cuStreamDestroy(p); })};
+  return Stream{dev, new_stream_id(), owned(st, dev, [](void* p) { api().cuStreamDestroy(p); })};
 }
 
 void stream_sync(const Stream& s) {
@@ -334,17 +337,38 @@ void stream_sync(const Stream& s) {
   check(api().cuStreamSynchronize(s.raw()), "cuStreamSynchronize", "device ", s.device);
 }
 
+bool stream_done(const Stream& s) {
+  enter(s.device);
+  CUresult r = api().cuStreamQuery(s.raw());
+  if (r == kNotReady) return false;
+  check(r, "cuStreamQuery", "device ", s.device);
+  return true;
+}
+
 void device_sync(int dev) {
   enter(dev);
   check(api().cuCtxSynchronize(), "cuCtxSynchronize", "device ", dev);
 }
 
-Event record_event(const Stream& s, bool timing) {
-  enter(s.device);
+Event create_event(int dev, bool timing) {
+  enter(dev);
   CUevent ev = nullptr;
-  check(api().cuEventCreate(&ev, timing ? kEventDefault : kEventDisableTiming), "cuEventCreate");
-  Event e{s.device, timing, owned(ev, s.device, [](void* p) { api().cuEventDestroy(p); })};
-  check(api().cuEventRecord(ev, s.raw()), "cuEventRecord", "device ", s.device);
+  check(api().cuEventCreate(&ev, timing ? kEventDefault : kEventDisableTiming), "cuEventCreate",
+        "device ", dev);
+  return Event{dev, timing, owned(ev, dev, [](void* p) { api().cuEventDestroy(p); })};
+}
+
+void record_event(const Event& e, const Stream& s) {
+  LOOM_CHECK(e.raw(), Value, "Event.record: the event was not created (use Event::create)");
+  LOOM_CHECK(e.device == s.device, Value, "Event.record: an event of cuda:", e.device,
+             " cannot be recorded on a stream of cuda:", s.device);
+  enter(s.device);
+  check(api().cuEventRecord(e.raw(), s.raw()), "cuEventRecord", "device ", s.device);
+}
+
+Event record_event(const Stream& s, bool timing) {
+  Event e = create_event(s.device, timing);
+  record_event(e, s);
   return e;
 }
 
@@ -438,6 +462,12 @@ void copy_d2h(void* dst, DevicePtr src, size_t bytes, const Stream& s) {
   enter(s.device);
   check(api().cuMemcpyDtoHAsync(dst, src, bytes, s.raw()), "cuMemcpyDtoHAsync_v2", bytes, " bytes");
   check(api().cuStreamSynchronize(s.raw()), "cuStreamSynchronize", "after device-to-host copy");
+}
+
+void copy_d2h_async(void* dst, DevicePtr src, size_t bytes, const Stream& s) {
+  if (bytes == 0) return;
+  enter(s.device);
+  check(api().cuMemcpyDtoHAsync(dst, src, bytes, s.raw()), "cuMemcpyDtoHAsync_v2", bytes, " bytes");
 }
 
 void copy_d2d(DevicePtr dst, DevicePtr src, size_t bytes, const Stream& s) {

@@ -29,19 +29,32 @@ const DeviceProps& properties(int dev);  // cached; throws for a bad index
 // Makes `dev`'s primary context current on this thread (retained once, kept for the process).
 void ensure_context(int dev);
 
-// A stream handle; copies share the stream, which is destroyed with its last copy (the default
-// stream lives for the whole process).
+// A CUDA stream; copies share it, and it is destroyed with its last copy (the default stream
+// lives for the whole process). Each stream has its own trace of pending ops: ops recorded while
+// it is the current stream (StreamGuard, cuda/stream.h) run on it. `id` is 0 for the device's
+// default stream and unique in the process otherwise.
 struct Stream {
   int device = -1;
+  uint64_t id = 0;
   std::shared_ptr<void> handle;  // CUstream
   void* raw() const { return handle.get(); }
-  bool operator==(const Stream& o) const { return raw() == o.raw(); }
+  bool operator==(const Stream& o) const { return device == o.device && id == o.id; }
+
+  // The user API (cuda/stream.cpp).
+  static Stream create(int device = 0);  // a new non-blocking stream
+  // Submits this stream's pending ops (its trace), then waits for all its work.
+  void synchronize() const;
+  // True when the stream has nothing pending and all its submitted work has finished.
+  bool query() const;
+  // Work recorded on this stream from now on waits for all work recorded on `other` so far.
+  void wait_stream(const Stream& other) const;
 };
 // A non-blocking stream made once per device (not the legacy NULL stream).
 Stream default_stream(int dev);
 Stream create_stream(int dev);
 void stream_sync(const Stream& s);
-void device_sync(int dev);  // every stream of the device
+bool stream_done(const Stream& s);  // non-blocking query of submitted work
+void device_sync(int dev);          // every stream of the device
 
 // An event recorded on a stream; copies share it, destroyed with the last copy.
 struct Event {
@@ -49,7 +62,22 @@ struct Event {
   bool timing = false;
   std::shared_ptr<void> handle;  // CUevent
   void* raw() const { return handle.get(); }
+
+  // The user API (cuda/stream.cpp). record() submits the stream's pending ops first, so the
+  // event marks the point after everything recorded on the stream so far.
+  static Event create(bool timing = false, int device = 0);
+  void record() const;  // on the current stream of its device
+  void record(const Stream& s) const;
+  // Work recorded on the stream from now on waits for the event (the host does not wait).
+  void wait() const;  // the current stream
+  void wait(const Stream& s) const;
+  void synchronize() const;  // the host waits for the event
+  bool query() const;        // true once the work before the event has finished
+  // Milliseconds from this event to `end` (both created with timing=true and completed).
+  float elapsed_time(const Event& end) const;
 };
+Event create_event(int dev, bool timing);
+void record_event(const Event& e, const Stream& s);
 // `timing` events cost a little more; elapsed_ms needs two of them.
 Event record_event(const Stream& s, bool timing = false);
 void stream_wait_event(const Stream& s, const Event& e);  // s waits, the host does not
@@ -78,6 +106,8 @@ void host_free(void* p);
 void copy_h2d(DevicePtr dst, const void* src, size_t bytes, const Stream& s);
 // Synchronous for the caller: waits for the stream, so `dst` holds the data on return.
 void copy_d2h(void* dst, DevicePtr src, size_t bytes, const Stream& s);
+// Async on `s` (into pinned memory; `dst` holds the data once the stream passes the copy).
+void copy_d2h_async(void* dst, DevicePtr src, size_t bytes, const Stream& s);
 void copy_d2d(DevicePtr dst, DevicePtr src, size_t bytes, const Stream& s);         // async
 void memset_d8(DevicePtr dst, unsigned char value, size_t bytes, const Stream& s);  // async
 
