@@ -84,5 +84,6 @@ NB_MODULE(_loom, m) {
   init_creation(m);
   init_interop(m);
   init_runtime(m);
+  init_cuda(m);
   m.attr("__version__") = LOOM_PY_VERSION;
 }
