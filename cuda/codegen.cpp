@@ -15,7 +15,7 @@ std::string Variant::key() const {
   if (!reduce) {
     os << "pw_v" << vec;
   } else {
-    os << (split ? "split" : "row") << "_t" << tpr << "_r" << rpb << "_k" << k;
+    os << (split ? "split" : "row") << "_t" << tpr << "_r" << rpb << "_k" << k << "_w" << vw;
   }
   return os.str();
 }

@@ -11,9 +11,14 @@
 //              the linear index over the space with broadcast dims read at stride 0.
 //   rows       reductions and normalizations: a group of `tpr` threads per row (1: a thread per
 //              row, for column reductions whose kept dim is the contiguous one; 32: a warp; up
-//              to 1024: a block). With k > 0 each thread caches its k columns of every value a
-//              later pass needs in registers, so a normalization reads its input once
-//              (persistent row); with k == 0 every pass re-walks the row.
+//              to 1024: a block). A row is walked in chunks of `vw` columns, lane l taking
+//              chunks l, l + tpr, ...; a unit-stride access of a chunk is one vector (16 bytes
+//              of the narrowest unit-stride type, when the row is contiguous, cols % vw == 0 and
+//              every pointer and row base is aligned), and each lane loads all its chunks of an
+//              iteration before any arithmetic (memory-level parallelism). With k > 0 each
+//              thread caches its k chunks of every value a later pass needs in registers, so a
+//              normalization reads its input once (persistent row); with k == 0 every pass
+//              re-walks the row, 4 chunks a lane at a time (2 in 1024-thread blocks).
 //   split      few rows, long columns (full reductions, [8, 32768] softmax): each row is cut
 //              into gridDim.y segments; one launch per pass writes per-segment partials and
 //              the last block of each row block combines them in segment order (deterministic).
@@ -30,10 +35,11 @@ struct Variant {
   int vec = 0;  // pointwise: 0 strided n-D, 1 contiguous scalar, >1 contiguous vector width
   int tpr = 1;  // rows: threads per row (a power of two, at most 1024)
   int rpb = 1;  // rows: rows per block
-  int k = 0;    // rows: persistent columns per thread (a power of two); 0 loops every pass
+  int k = 0;    // rows: persistent chunks per thread (a power of two); 0 loops every pass
+  int vw = 1;   // rows: columns a chunk (a lane's unit-stride accesses are vw-wide vectors)
   bool split = false;
   int block() const { return reduce ? tpr * rpb : 256; }
-  std::string key() const;  // short tag, e.g. "pw_v4", "row_t128_r2_k8", "split_t256"
+  std::string key() const;  // short tag, e.g. "pw_v4", "row_t128_r2_k4_w4", "split_t256_r1_k0_w4"
 };
 
 // A runtime value the kernel reads from its parameter block (p.v[i]).

@@ -5,6 +5,7 @@
 // the next pass's reduction values. Split variants run one launch per pass instead and combine
 // per-segment partials through a scratch buffer (see codegen.h).
 #include <algorithm>
+#include <cctype>
 
 #include "cuda/codegen_emit.h"
 
@@ -142,23 +143,44 @@ class RowGen {
     return v;
   }
 
-  // ---- pieces
-  // ------------------------------------------------------------------------------------ The column
-  // body of pass q: evaluates `nodes`; accumulates reductions over pass-q values; stores Full
-  // outputs when `store`; caches values later passes read when `cached`.
+  // ---- pieces ---------------------------------------------------------------------------------
+  // An access a lane walks at unit stride along the one reduced dim: read or written as one
+  // vector a chunk.
+  bool unit(int a) const {
+    return R_ - K_ == 1 && e_.is_memory(a) && e_.cls(a, R_ - 1) == Cls::One;
+  }
+  std::string vec_t(int a) const {
+    return "lm_vec<" + std::string(Emitter::storage_type(e_.storage_dtype(a))) + ", " + S(v_.vw) +
+           ">";
+  }
+  std::string chunk_addr(int a) {
+    return e_.ptr(a) + " + (" + rb(a) + " + (I)(ch * " + S(v_.vw) + "u))";
+  }
+
+  // The column body of pass q for one column `col` of chunk k: evaluates `nodes`; accumulates
+  // reductions over pass-q values; stores Full outputs when `store`; caches values later passes
+  // read when `cached`. Unit-stride leaves come from the chunk's vectors lw<leaf>[k] (collected in
+  // vleaves), unit-stride outputs go to ow<o> (collected in vouts).
   std::string col_body(int q, const std::vector<int>& nodes, bool store,
-                       const std::vector<bool>* cached, const std::string& ind) {
+                       const std::vector<bool>* cached, const std::string& ind,
+                       std::set<int>& vleaves, std::set<int>& vouts) {
     j_used_.assign(R_, false);
+    const std::string el = v_.vw > 1 ? "e" : "0";
+    const std::string slot = v_.vw > 1 ? "[k * " + S(v_.vw) + " + e]" : "[k]";
     Body b;
     b.nodes = nodes;
-    b.raw = [&](int leaf) { return e_.ptr(leaf) + "[" + addr(leaf) + "]"; };
+    b.raw = [&](int leaf) {
+      if (!unit(leaf)) return e_.ptr(leaf) + "[" + addr(leaf) + "]";
+      vleaves.insert(leaf);
+      return "lw" + S(leaf) + "[k].v[" + el + "]";
+    };
     b.lin = [&](int leaf) { return addr(leaf); };
     b.ref = [&](int id) {
-      return g_.nodes[id].space == Space::Row ? "r" + S(id) : "c" + S(id) + "[k]";
+      return g_.nodes[id].space == Space::Row ? "r" + S(id) : "c" + S(id) + slot;
     };
     b.after = [&](int id, std::string& code) {
       std::string f = "f" + S(id);
-      if (cached && (*cached)[id]) code += ind + "c" + S(id) + "[k] = " + f + ";\n";
+      if (cached && (*cached)[id]) code += ind + "c" + S(id) + slot + " = " + f + ";\n";
       if (g_.nodes[id].pass == q)
         for (int r : reduces_)
           if (g_.nodes[r].a == id)
@@ -167,11 +189,65 @@ class RowGen {
       for (int o = 0; o < int(g_.outputs.size()); ++o) {
         if (g_.outputs[o].node != id) continue;
         int a = e_.out_access(o);
-        code += ind + e_.ptr(a) + "[" + addr(a) + "] = " + e_.store(e_.storage_dtype(a), f) + ";\n";
+        std::string v = e_.store(e_.storage_dtype(a), f);
+        if (unit(a)) {
+          vouts.insert(o);
+          code += ind + "ow" + S(o) + ".v[" + el + "] = " + v + ";\n";
+        } else {
+          code += ind + e_.ptr(a) + "[" + addr(a) + "] = " + v + ";\n";
+        }
       }
     };
     std::string code = e_.body(b, ind);
     if (R_ - K_ >= 2) code = e_.decompose("col", K_, R_, j_used_, "j", ind) + code;
+    return code;
+  }
+
+  // One step of the column walk of pass q: `uf` chunks a lane (chunk ch = cb + k * tpr for
+  // k < uf; the caller sets cb). Every unit-stride leaf's vectors of the uf chunks are loaded
+  // first (uf 16-byte loads in flight a lane), then each chunk is evaluated column by column and
+  // its unit-stride outputs stored as vectors. `cond` guards a chunk (ch in range, row valid).
+  std::string walk(int q, const std::vector<int>& nodes, bool store,
+                   const std::vector<bool>* cached, int uf, const std::string& cond,
+                   const std::string& ind) {
+    std::set<int> vleaves, vouts;
+    const std::string in2 = ind + "  ", in3 = ind + "    ";
+    std::string body =
+        col_body(q, nodes, store, cached, v_.vw > 1 ? in3 + "  " : in3, vleaves, vouts);
+    const std::string chunk = ind + "  const U ch = cb + (U)(k * " + S(v_.tpr) + ");\n";
+    std::string code;
+    for (int leaf : vleaves) code += ind + vec_t(leaf) + " lw" + S(leaf) + "[" + S(uf) + "];\n";
+    if (!vleaves.empty()) {
+      e_.need("vec");
+      code +=
+          ind + "#pragma unroll\n" + ind + "for (int k = 0; k < " + S(uf) + "; ++k) {\n" + chunk;
+      code += in2 + "if (" + cond + ") {\n";
+      for (int leaf : vleaves)
+        code += in3 + "lw" + S(leaf) + "[k] = *(const " + vec_t(leaf) + "*)(" + chunk_addr(leaf) +
+                ");\n";
+      code += in2 + "}\n" + ind + "}\n";
+    }
+    code += ind + "#pragma unroll\n" + ind + "for (int k = 0; k < " + S(uf) + "; ++k) {\n" + chunk;
+    code += in2 + "if (" + cond + ") {\n";
+    if (!vouts.empty()) e_.need("vec");
+    for (int o : vouts) code += in3 + vec_t(e_.out_access(o)) + " ow" + S(o) + ";\n";
+    // The column index, where the body reads it (strided or index leaves, argmax).
+    bool col = false;
+    for (size_t p = body.find("col"); p != std::string::npos && !col; p = body.find("col", p + 1))
+      col = (p == 0 || !std::isalnum((unsigned char)body[p - 1])) &&
+            (p + 3 == body.size() || !std::isalnum((unsigned char)body[p + 3]));
+    if (v_.vw > 1) {
+      code += in3 + "#pragma unroll\n" + in3 + "for (int e = 0; e < " + S(v_.vw) + "; ++e) {\n";
+      if (col) code += in3 + "  const U col = ch * " + S(v_.vw) + "u + (U)e;\n";
+      code += body + in3 + "}\n";
+    } else {
+      code += (col ? in3 + "const U col = ch;\n" : "") + body;
+    }
+    for (int o : vouts) {
+      int a = e_.out_access(o);
+      code += in3 + "*(" + vec_t(a) + "*)(" + chunk_addr(a) + ") = ow" + S(o) + ";\n";
+    }
+    code += in2 + "}\n" + ind + "}\n";
     return code;
   }
 
@@ -262,6 +338,8 @@ class RowGen {
     h += e_.decls();
     h += "  const U rows = " + e_.uvalue({ValueSlot::Rows}) + ";\n";
     if (cols_used_) h += "  const U cols = " + e_.uvalue({ValueSlot::Cols}) + ";\n";
+    if (cols_used_ && !v_.split)
+      h += "  const U nch = cols" + (v_.vw > 1 ? " / " + S(v_.vw) + "u" : std::string()) + ";\n";
     if (v_.tpr > 1) h += "  const int lane = (int)(threadIdx.x & " + S(v_.tpr - 1) + "u);\n";
     if (v_.rpb > 1) h += "  const U grp = threadIdx.x / " + S(v_.tpr) + "u;\n";
     for (auto& s : shared_) h += "  " + s + "\n";
@@ -282,7 +360,7 @@ class RowGen {
     const std::string in = "    ";
     std::string body;
     for (int id = 0; id < int(g_.nodes.size()); ++id)
-      if (cached[id]) body += in + e_.ntype(id) + " c" + S(id) + "[" + S(v_.k) + "];\n";
+      if (cached[id]) body += in + e_.ntype(id) + " c" + S(id) + "[" + S(v_.k * v_.vw) + "];\n";
     for (int q = 0; q <= last_; ++q) {
       std::vector<int> rown, rs = reduces_of_pass(q, need);
       for (int id = 0; id < int(g_.nodes.size()); ++id)
@@ -312,15 +390,14 @@ class RowGen {
       if (!nodes.empty()) {
         cols_used_ = true;
         if (persistent) {
-          body += in + "#pragma unroll\n" + in + "for (int k = 0; k < " + S(v_.k) + "; ++k) {\n";
-          body += in + "  const U col = (U)(" + lane_ + " + k * " + S(v_.tpr) + ");\n";
-          body += in + "  if (rv && col < cols) {\n";
-          body += col_body(q, nodes, true, &cached, in + "    ");
-          body += in + "  }\n" + in + "}\n";
+          body += in + "{\n" + in + "  const U cb = (U)" + lane_ + ";\n";
+          body += walk(q, nodes, true, &cached, v_.k, "rv && ch < nch", in + "  ");
+          body += in + "}\n";
         } else {
+          int uf = v_.tpr == 1 ? 1 : v_.block() >= 1024 ? 2 : 4;  // 64 registers at 1024
           body += in + "if (rv) {\n";
-          body += in + "  for (U col = " + lane_ + "; col < cols; col += " + S(v_.tpr) + ") {\n";
-          body += col_body(q, nodes, q == last_, nullptr, in + "    ");
+          body += in + "  for (U cb = " + lane_ + "; cb < nch; cb += " + S(uf * v_.tpr) + "u) {\n";
+          body += walk(q, nodes, q == last_, nullptr, uf, "ch < nch", in + "    ");
           body += in + "  }\n" + in + "}\n";
         }
       }
@@ -384,9 +461,11 @@ class RowGen {
     std::vector<int> nodes = full_in(need);
     if (!nodes.empty()) {
       cols_used_ = true;
+      int uf = v_.tpr == 1 ? 1 : v_.block() >= 1024 ? 2 : 4;
       body += in + "if (rv) {\n";
-      body += in + "  for (U col = c0 + " + lane_ + "; col < c1; col += " + S(v_.tpr) + ") {\n";
-      body += col_body(q, nodes, q == last_, nullptr, in + "    ");
+      body +=
+          in + "  for (U cb = ch0 + " + lane_ + "; cb < ch1; cb += " + S(uf * v_.tpr) + "u) {\n";
+      body += walk(q, nodes, q == last_, nullptr, uf, "ch < ch1", in + "    ");
       body += in + "  }\n" + in + "}\n";
     }
     if (acc) {
@@ -455,6 +534,7 @@ class RowGen {
       k += "  const U seglen = " + e_.uvalue({ValueSlot::SegLen}) + ";\n";
       k += "  const U c0 = (U)blockIdx.y * seglen;\n";
       k += "  const U c1 = c0 + seglen < cols ? c0 + seglen : cols;\n";
+      k += "  const U ch0 = c0 / " + S(v_.vw) + "u, ch1 = c1 / " + S(v_.vw) + "u;\n";
     }
     k += row_setup(in) + body + "}\n";
     return k;

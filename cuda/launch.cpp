@@ -32,13 +32,63 @@ int64_t split_segments(const Group& g, const Variant& v, int sm) {
   return std::max<int64_t>(1, std::min(cdiv(8 * int64_t(sm), blocks), cols / min_seg));
 }
 
-// Persistent slots per lane for `cols` columns over `tpr` lanes, or 0 when the cached values
-// would not fit the register budget.
-int persistent_k(const Group& g, int64_t cols, int tpr) {
-  int64_t k = pow2ceil(std::max<int64_t>(1, cdiv(cols, tpr)));
-  if (k > 16) return 0;
-  if (k * std::max(1, row_cache_words(g)) > 48) return 0;
-  return int(k);
+// Columns a chunk of a rows group: 16 bytes of the narrowest unit-stride access when the one
+// reduced dim is walked at unit stride, cols is a multiple of the width, and every unit-stride
+// pointer, offset and kept-dim stride keeps each chunk aligned; else 1 (odd rows, views).
+int row_vector_width(const Group& g) {
+  int R = int(g.space.size()), K = g.n_kept, L = int(g.leaves.size());
+  if (R - K != 1) return 1;
+  auto unit = [&](int a) {
+    if (a < L && (!g.leaves[a].st || g.leaves[a].space != Space::Full)) return false;
+    return access_strides(g, a)[R - 1] == 1;
+  };
+  auto dtype = [&](int a) {
+    return a < L ? g.leaves[a].dtype : g.nodes[g.outputs[a - L].node].dtype;
+  };
+  int n_acc = L + int(g.outputs.size());
+  size_t min_isz = 16;
+  for (int a = 0; a < n_acc; ++a)
+    if (unit(a)) min_isz = std::min(min_isz, itemsize(dtype(a)));
+  if (min_isz == 16) return 1;  // no unit-stride access
+  int W = int(std::min<size_t>(8, 16 / min_isz));
+  auto fits = [&](int W) {
+    if (g.cols() % W != 0) return false;
+    for (int a = 0; a < n_acc; ++a) {
+      if (!unit(a)) continue;
+      const Strides& st = access_strides(g, a);
+      for (int d = 0; d < K; ++d)
+        if (st[d] % W != 0) return false;
+      const Storage* mem = a < L ? g.leaves[a].st.get() : g.outputs[a - L].st.get();
+      int64_t off = a < L ? g.leaves[a].offset : g.outputs[a - L].offset;
+      if (off % W != 0) return false;
+      size_t align = std::min<size_t>(16, W * itemsize(dtype(a)));
+      // Outputs not yet allocated count as aligned (allocations are 256-byte aligned).
+      if (mem && mem->data() && uint64_t(reinterpret_cast<uintptr_t>(mem->data())) % align != 0)
+        return false;
+    }
+    return true;
+  };
+  while (W > 1 && !fits(W)) W /= 2;
+  return W;
+}
+
+// Threads per row and persistent chunks per lane for `nch` chunks of `vw` columns: about 16
+// columns in vector chunks (8 single columns) a lane, more lanes while the cached values would pass
+// the register budget (32 columns a lane, 16 scalar; cached words at most 48 and 3/8 of the
+// registers a thread has at the block size: 24 at 1024 threads, where more spilled for a 32768
+// f32 rms_norm); k = 0 (loop every pass) when even 1024 lanes cannot hold the row.
+void row_geometry(const Group& g, int64_t nch, int vw, Variant& v) {
+  const int64_t per_lane = vw > 1 ? 32 : 16, words = std::max(1, row_cache_words(g));
+  v.tpr = int(std::clamp<int64_t>(pow2ceil(cdiv(nch * vw, vw > 1 ? 16 : 8)), 1, 1024));
+  v.k = 0;
+  for (int tpr = v.tpr; tpr <= 1024; tpr *= 2) {
+    int64_t k = pow2ceil(std::max<int64_t>(1, cdiv(nch, tpr)));
+    int64_t block = std::max(256, tpr), budget = std::min<int64_t>(48, 65536 / block * 3 / 8);
+    if (k * vw <= per_lane && k * vw * words <= budget) {
+      v.tpr = tpr, v.k = int(k);
+      return;
+    }
+  }
 }
 
 }  // namespace
@@ -85,16 +135,20 @@ Variant choose_variant(const Group& g, int sm) {
   if (layout == Layout::Columns) {
     v.tpr = 1, v.rpb = 256;
   } else {
-    v.tpr = int(std::clamp<int64_t>(pow2ceil(cdiv(cols, 8)), 1, 1024));
+    v.vw = row_vector_width(g);
+    row_geometry(g, cols / v.vw, v.vw, v);
     v.rpb = std::max(1, 256 / v.tpr);
   }
   if (split_segments(g, v, sm) > 1) {
-    v.split = true;
-    if (layout != Layout::Columns) v.tpr = 256, v.rpb = 1;
-    if (split_segments(g, v, sm) > 1) return v;
-    v.split = false;
+    Variant s = v;
+    s.split = true, s.k = 0;
+    if (layout != Layout::Columns) s.tpr = 256, s.rpb = 1;
+    if (split_segments(g, s, sm) > 1) return s;
   }
-  v.k = cols <= int64_t(v.tpr) * 16 ? persistent_k(g, cols, v.tpr) : 0;
+  if (layout == Layout::Columns) {  // a thread a row: persistent for rows of up to 16 columns
+    int64_t k = pow2ceil(std::max<int64_t>(1, cols));
+    v.k = cols <= 16 && k * std::max(1, row_cache_words(g)) <= 48 ? int(k) : 0;
+  }
   return v;
 }
 
@@ -116,6 +170,7 @@ LaunchConfig launch_config(const Group& g, const Variant& v, int sm) {
     int64_t S = split_segments(g, v, sm);
     lc.grid_x = unsigned(std::max<int64_t>(1, blocks));
     lc.seglen = std::max<int64_t>(1, cdiv(cols, S));
+    lc.seglen = cdiv(lc.seglen, v.vw) * v.vw;  // whole chunks a segment
     lc.grid_y = unsigned(std::max<int64_t>(1, cdiv(cols, lc.seglen)));
   } else {
     int64_t cap = int64_t(sm) * std::max(1, 2048 / v.block()) * 2;
