@@ -7,8 +7,11 @@
 // Kernel kinds:
 //   pointwise  no reductions. Contiguous 1-D groups get a grid-stride loop over `vec`
 //              elements a thread with 16-byte loads and stores (vec > 1, chosen only when every
-//              pointer is aligned) or a scalar loop (vec == 1); other groups (vec == 0) decompose
-//              the linear index over the space with broadcast dims read at stride 0.
+//              pointer is aligned) or a scalar loop (vec == 1). n-D groups whose accesses all
+//              have unit or zero stride along the last dim (a bias row, a column slice) take
+//              `vec` elements of one row a thread (vec > 1: unit-stride accesses as vectors, the
+//              index decomposed once a vector); other groups (vec == 0) decompose the linear
+//              index over the space per element, broadcast dims read at stride 0.
 //   rows       reductions and normalizations: a group of `tpr` threads per row (1: a thread per
 //              row, for column reductions whose kept dim is the contiguous one; 32: a warp; up
 //              to 1024: a block). A row is walked in chunks of `vw` columns, lane l taking

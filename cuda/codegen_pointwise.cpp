@@ -65,7 +65,58 @@ void generate_pointwise(const Group& g, const Variant& v, Generated& out) {
 
   std::string loop;
   const std::string tid = "(U)blockIdx.x * blockDim.x + threadIdx.x";
-  if (contig && V > 1) {
+  if (V > 1 && e.rank > 1) {
+    // n-D with every access at unit or zero stride along the last dim (a row broadcast, a
+    // column slice): V consecutive elements of one row a thread, unit-stride accesses as
+    // vectors; the index decomposes once per vector.
+    e.need("vec");
+    const int R = e.rank;
+    const std::string VS = std::to_string(V), last = "x" + std::to_string(R - 1);
+    std::vector<bool> used(R, false);
+    auto at = [&](int a, bool elem) {
+      std::string t = e.terms(a, 0, R, [&](int d) {
+        used[d] = true;
+        return d == R - 1 && elem ? "(" + last + " + j)" : "x" + std::to_string(d);
+      });
+      return t.empty() ? off(a) : off(a) + " + " + t;
+    };
+    auto vec_t = [&](int a) {
+      return "lm_vec<" + std::string(Emitter::storage_type(e.storage_dtype(a))) + ", " + VS + ">";
+    };
+    std::set<int> vec_leaves;
+    Body b;
+    b.nodes = loop_nodes;
+    b.raw = [&](int leaf) {
+      if (e.cls(leaf, R - 1) != Cls::One) return e.ptr(leaf) + "[" + at(leaf, true) + "]";
+      vec_leaves.insert(leaf);
+      return "lv" + std::to_string(leaf) + ".v[j]";
+    };
+    b.lin = [&](int leaf) { return at(leaf, true); };
+    b.ref = outside;
+    b.after = [&](int id, std::string& code) {
+      for (int o = 0; o < int(g.outputs.size()); ++o)
+        if (g.outputs[o].node == id)
+          code += "      ov" + std::to_string(o) +
+                  ".v[j] = " + e.store(e.storage_dtype(e.out_access(o)), "f" + std::to_string(id)) +
+                  ";\n";
+    };
+    std::string inner = e.body(b, "      "), pre, post;
+    for (int leaf : vec_leaves)
+      pre += "    const " + vec_t(leaf) + " lv" + std::to_string(leaf) + " = *(const " +
+             vec_t(leaf) + "*)(" + e.ptr(leaf) + " + (" + at(leaf, false) + "));\n";
+    for (int o = 0; o < int(g.outputs.size()); ++o) {
+      int a = e.out_access(o);
+      pre += "    " + vec_t(a) + " ov" + std::to_string(o) + ";\n";
+      post += "    *(" + vec_t(a) + "*)(" + e.ptr(a) + " + (" + at(a, false) + ")) = ov" +
+              std::to_string(o) + ";\n";
+    }
+    used[R - 1] = true;
+    loop += "  const U nv = n / " + VS + ";\n";
+    loop += "  for (U i = " + tid + "; i < nv; i += step) {\n";
+    loop += e.decompose("i * " + VS + "u", 0, R, used, "x", "    ") + pre;
+    loop += "#pragma unroll\n    for (int j = 0; j < " + VS + "; ++j) {\n" + inner + "    }\n";
+    loop += post + "  }\n";
+  } else if (contig && V > 1) {
     e.need("vec");
     std::string VS = std::to_string(V);
     std::string pre, post;

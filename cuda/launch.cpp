@@ -91,13 +91,56 @@ void row_geometry(const Group& g, int64_t nch, int vw, Variant& v) {
   }
 }
 
+// Vector width of an n-D pointwise group whose every memory access has unit or zero stride
+// along the last dim (each output unit): 16 bytes of the narrowest unit-stride type, when the
+// last dim is a multiple of it and every unit-stride offset, outer stride and pointer keeps the
+// vectors aligned; 0 (the scalar n-D loop) otherwise.
+int inner_vector_width(const Group& g) {
+  int R = int(g.space.size()), L = int(g.leaves.size()), n_acc = L + int(g.outputs.size());
+  if (R < 2) return 0;
+  auto dtype = [&](int a) {
+    return a < L ? g.leaves[a].dtype : g.nodes[g.outputs[a - L].node].dtype;
+  };
+  size_t min_isz = 16;
+  for (int a = 0; a < n_acc; ++a) {
+    if (a < L && !g.leaves[a].st) continue;
+    int64_t s = access_strides(g, a)[R - 1];
+    if (s != 1 && (a >= L || s != 0)) return 0;
+    if (s == 1) min_isz = std::min(min_isz, itemsize(dtype(a)));
+  }
+  int V = int(std::min<size_t>(8, 16 / min_isz));
+  while (V > 1 && V * int(g.nodes.size()) > 192) V /= 2;  // compile time, as for 1-D
+  auto fits = [&](int V) {
+    if (g.space[R - 1] % V != 0) return false;
+    for (int a = 0; a < n_acc; ++a) {
+      if (a < L && !g.leaves[a].st) continue;
+      const Strides& st = access_strides(g, a);
+      if (st[R - 1] != 1) continue;
+      for (int d = 0; d < R - 1; ++d)
+        if (st[d] % V != 0) return false;
+      const Storage* mem = a < L ? g.leaves[a].st.get() : g.outputs[a - L].st.get();
+      int64_t off = a < L ? g.leaves[a].offset : g.outputs[a - L].offset;
+      if (off % V != 0) return false;
+      size_t align = std::min<size_t>(16, V * itemsize(dtype(a)));
+      if (mem && mem->data() && uint64_t(reinterpret_cast<uintptr_t>(mem->data())) % align != 0)
+        return false;
+    }
+    return true;
+  };
+  while (V > 1 && !fits(V)) V /= 2;
+  return V > 1 ? V : 0;
+}
+
 }  // namespace
 
 Variant choose_variant(const Group& g, int sm) {
   Variant v;
   Layout layout = layout_of(g);
   if (!g.has_reduce()) {
-    if (layout == Layout::Pointwise) return v;
+    if (layout == Layout::Pointwise) {
+      v.vec = inner_vector_width(g);
+      return v;
+    }
     // Contiguous: as many elements a thread as fill a 16-byte access of the narrowest type,
     // when every unit-stride pointer is aligned for it.
     v.vec = 1;
