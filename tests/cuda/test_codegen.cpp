@@ -87,6 +87,12 @@ std::vector<lc::Variant> variants_for(const Group& g, bool all) {
     }
     split.split = true;
     vs.push_back(loop), vs.push_back(split), vs.push_back(persist);
+    // One contiguous reduced dim: the same kernels over 4-column vector chunks.
+    if (l != lc::Layout::Columns && g.space.size() - g.n_kept == 1)
+      for (lc::Variant w : {loop, split, persist}) {
+        w.vw = 4, w.k = w.k > 0 ? 2 : 0;
+        vs.push_back(w);
+      }
   }
   return vs;
 }
@@ -283,10 +289,12 @@ TEST_CASE("codegen: source depends on structure only, not values, sizes or devic
     return lc::generate(gs[0], lc::choose_variant(gs[0], 132)).source;
   };
   Tensor xd = data({1000}, DType::Float32), yd = data({1001}, DType::Float32);
-  Tensor rd = data({64, 1000}, DType::Float32), sd = data({63, 999}, DType::Float32);
+  Tensor rd = data({64, 1000}, DType::Float32), sd = data({63, 996}, DType::Float32);
   Tensor x = xd.clone(), y = yd.clone(), r = rd.clone(), s = sd.clone();
   CHECK(source(x * 0.5) == source(x * 0.7));
   CHECK(source(x * 0.5) == source(y * 0.7));
+  // Rows of the same geometry class (tpr, k, vector width) share a kernel; a row length that is
+  // not a multiple of the vector width takes the single-column variant (tested below).
   CHECK(source(softmax(r, 1)) == source(softmax(s, 1)));
   // The signature's target differs between devices; the generated code must not.
   std::vector<Group> gs = plan_storage(softmax(r, 1).storage());
@@ -318,6 +326,29 @@ TEST_CASE("codegen: kernel kinds follow the group's structure") {
   CHECK_FALSE(v.split);
   CHECK(v.k > 0);
   CHECK(lc::generate(sm, v).entries.size() == 1);
+  // Contiguous aligned rows are walked in 16-byte chunks: 4 f32 or 8 bf16 columns a lane;
+  // an odd row length or an unaligned view falls back to single columns.
+  CHECK(v.vw == 4);
+  Tensor hd = cast(ad, DType::BFloat16);
+  CHECK(lc::choose_variant(only(softmax(hd.clone(), 1)), 132).vw == 8);
+  Tensor od = data({64, 999}, DType::Float32);
+  CHECK(lc::choose_variant(only(softmax(od.clone(), 1)), 132).vw == 1);
+  CHECK(lc::choose_variant(only(softmax(ad.slice(1, 1, 1000), 1)), 132).vw == 1);
+  CHECK(lc::choose_variant(only(softmax(ad.slice(1, 2, 1000), 1)), 132).vw == 2);
+  // A transposed input is read column by column; the contiguous output still takes vectors.
+  CHECK(lc::choose_variant(only(softmax(ad.t(), 1)), 132).vw == 4);
+  // Every lane's cached chunks fit the register budget, for short and long rows.
+  for (int64_t cols : {128, 1000, 4096, 8192, 32768}) {
+    Tensor rd = data({8, cols}, DType::Float32);
+    lc::Variant rv = lc::choose_variant(only(softmax(rd.clone(), 1)), 132);
+    CHECK(rv.tpr * rv.rpb <= 1024);
+    if (rv.k > 0) CHECK(int64_t(rv.k) * rv.vw * rv.tpr >= cols);
+  }
+  // A row-broadcast bias: n-D pointwise with 16-byte vectors along the rows.
+  Tensor bd = data({1000}, DType::Float32, 2);
+  CHECK(lc::choose_variant(only(ad.clone() + bd), 132).vec == 4);
+  CHECK(lc::choose_variant(only(ad.t() * 2.0), 132).vec == 0);
+  CHECK(lc::choose_variant(only(od.clone() + data({999}, DType::Float32, 3)), 132).vec == 0);
   // Few long rows split into segments: one launch per pass.
   Group full = only(sum(fd.clone()));
   lc::Variant fv = lc::choose_variant(full, 132);

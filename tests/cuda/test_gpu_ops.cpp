@@ -266,6 +266,85 @@ TEST_CASE("gpu: softmax layer_norm rms_norm match the CPU and fusion off") {
   CHECK(counters().kernels == 1);
 }
 
+TEST_CASE("gpu: normalizations over row lengths and views (vector chunks, odd rows, strides)") {
+  if (skip()) return;
+  // Row lengths around every geometry: a few lanes a row (128), 2 warps (1000), odd (1001:
+  // single columns), long persistent rows (8192, 32768 bf16) and the loop over 32768 f32; views:
+  // an aligned column slice (vectors), offsets of 1 and 2 columns (single and 2-wide chunks), a
+  // transposed input (strided reads, vector stores).
+  for (DType dt : {DType::Float32, DType::BFloat16}) {
+    Tol t = dt == DType::Float32 ? Tol{1e-4, 1e-5} : tol_of(dt);
+    for (int64_t cols : {128, 1000, 1001, 8192, 32768}) {
+      int64_t rows = cols >= 8192 ? 300 : 515;
+      Tensor base = host_data({rows, cols + 8}, dt, uint32_t(20 + cols));
+      Tensor w = host_data({cols}, dt, 21), b = host_data({cols}, dt, 22);
+      Tensor dense = base.slice(1, 0, cols).contiguous();
+      using In = std::vector<Tensor>;
+      std::vector<std::pair<std::string, std::function<Tensor(const In&)>>> views = {
+          {"contiguous", [&](const In& in) { return in[3]; }},
+          {"column slice", [&](const In& in) { return in[0].slice(1, 0, cols); }},
+          {"offset 1", [&](const In& in) { return in[0].slice(1, 1, cols + 1); }},
+          {"offset 2", [&](const In& in) { return in[0].slice(1, 2, cols + 2); }}};
+      if (cols <= 1001) views.push_back({"transposed", [&](const In& in) { return in[4].t(); }});
+      In cin = {base, w, b, dense, dense.t().contiguous()}, gin;
+      for (const Tensor& x : cin) gin.push_back(x.to(kGPU));
+      loom::sync();
+      for (auto& [name, view] : views) {
+        std::string what = std::string(dtype_name(dt)) + " " + std::to_string(rows) + "x" +
+                           std::to_string(cols) + " " + name;
+        auto f = [&](const In& in) {
+          Tensor x = view(in);
+          return In{softmax(x, 1), layer_norm(x, {cols}, in[1], in[2]),
+                    rms_norm(x, {cols}, std::nullopt, 1e-6)};
+        };
+        In g = f(gin), c = f(cin), u;
+        {
+          FusionOff off;
+          u = f(gin);
+          for (auto& x : u) x.to_vector<double>();
+        }
+        for (size_t i = 0; i < g.size(); ++i) {
+          check_same(g[i], c[i], "norm vs cpu " + what + " #" + std::to_string(i), t);
+          check_same(g[i], u[i], "norm vs unfused " + what + " #" + std::to_string(i), t);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("gpu: row-broadcast pointwise and vector sums over sizes and views") {
+  if (skip()) return;
+  for (int64_t cols : {128, 1000, 1001, 4096}) {
+    Tensor a = host_data({67, cols + 4}, DType::Float32, 30),
+           b = host_data({cols}, DType::Float32, 31);
+    Tensor hb = host_data({cols}, DType::BFloat16, 32);
+    Tensor ga = a.to(kGPU), gb = b.to(kGPU), ghb = hb.to(kGPU);
+    std::string c = " " + std::to_string(cols);
+    auto gelu_bias = [](const Tensor& x, const Tensor& y) { return gelu(x + y, "tanh"); };
+    Tol t{1e-5, 1e-6};
+    check_same(gelu_bias(ga.slice(1, 0, cols).contiguous(), gb),
+               gelu_bias(a.slice(1, 0, cols).contiguous(), b), "gelu+bias" + c, t);
+    check_same(gelu_bias(ga.slice(1, 0, cols), gb), gelu_bias(a.slice(1, 0, cols), b),
+               "gelu+bias column slice" + c, t);
+    check_same(gelu_bias(ga.slice(1, 2, cols + 2), gb), gelu_bias(a.slice(1, 2, cols + 2), b),
+               "gelu+bias offset 2" + c, t);
+    check_same(gelu_bias(ga.slice(1, 0, cols), ghb), gelu_bias(a.slice(1, 0, cols), hb),
+               "gelu+bias bf16 bias" + c, t);
+    check_same(cast(ga.slice(1, 0, cols) * gb, DType::BFloat16),
+               cast(a.slice(1, 0, cols) * b, DType::BFloat16), "bf16 out" + c);
+    check_same(ga.slice(1, 0, cols) + ga.slice(1, 0, 1), a.slice(1, 0, cols) + a.slice(1, 0, 1),
+               "column broadcast" + c, t);
+  }
+  for (int64_t n : {int64_t(1) << 22, (int64_t(1) << 22) + 1, int64_t(3) << 20}) {
+    Tensor x = host_data({n}, DType::Float32, 33);
+    Tensor gx = x.to(kGPU);
+    std::string what = "sum " + std::to_string(n);
+    check_same(sum(gx), sum(x), what, Tol{1e-4, 1e-3});
+    check_same(sum(gx.slice(0, 4, n)), sum(x.slice(0, 4, n)), what + " offset 4", Tol{1e-4, 1e-3});
+    check_same(amax(abs(gx) * 2.0), amax(abs(x) * 2.0), what + " amax", Tol{0, 0});
+  }
+}
+
 TEST_CASE("gpu: an Adam step is one kernel and matches the CPU and fusion off") {
   if (skip()) return;
   Shape s{100003};
