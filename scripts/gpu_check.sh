@@ -7,6 +7,8 @@
 #                          GPU_CHECK_SANITIZE_FILTER picks the test cases (default: all gpu:*)
 #   GPU_CHECK_FILTER=...   doctest test-case filter for the GPU run (default "gpu:*")
 #   GPU_CHECK_BUDGET=400   seconds for everything; each stage gets at most what is left
+#   GPU_CHECK_SKIP_ALL=1   skip stage 2 (the rest of the doctest suite)
+#   GPU_CHECK_STREAMS_SANITIZE=0  skip the racecheck + memcheck runs of the two-stream test
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-check-out}
@@ -92,8 +94,10 @@ ms=$(grep -oE ": compiled [0-9.]+ ms" "$OUT/gpu_tests.log" | awk '{s += $3} END 
 row "  kernels compiled" "-" "-" "$compiled kernels, $ms ms NVRTC + load"
 
 # 2. The rest of the doctest suite (CPU tests, the codegen NVRTC tests).
-run "all tests (gpu:* above)" 120 "$OUT/all_tests.log" "$TESTS" -tce="$FILTER"
-grep -E "ERROR|FAILED" "$OUT/all_tests.log" | head -20
+if [ "${GPU_CHECK_SKIP_ALL:-0}" != 1 ]; then
+  run "all tests (gpu:* above)" 120 "$OUT/all_tests.log" "$TESTS" -tce="$FILTER"
+  grep -E "ERROR|FAILED" "$OUT/all_tests.log" | head -20
+fi
 
 # 3. A fresh process must find every kernel on disk.
 LOOM_LOG=fusion run "gpu tests (disk cache)" 60 "$OUT/gpu_tests_warm.log" "$TESTS" -tc="$FILTER"
@@ -104,6 +108,18 @@ if [ "${GPU_CHECK_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null
   run "memcheck gpu tests" 240 "$OUT/memcheck.log" compute-sanitizer --tool memcheck \
     --error-exitcode 3 "$TESTS" -tc="${GPU_CHECK_SANITIZE_FILTER:-$FILTER}" -tce="*2^31*"
   grep -E "ERROR SUMMARY|Invalid|out of bounds" "$OUT/memcheck.log" | head -10
+fi
+
+# 4. Two streams with cross-stream dependencies under compute-sanitizer: racecheck (shared-memory
+#    hazards in the kernels the streams run) and memcheck (no access out of bounds or to memory
+#    freed while another stream still used it). Fewer iterations: the tools slow kernels ~10-100x.
+if [ "${GPU_CHECK_STREAMS_SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/dev/null; then
+  SF="gpu: streams two streams*"
+  for tool in racecheck memcheck; do
+    LOOM_TEST_STREAM_ITERS=12 LOOM_TEST_STREAM_ROUNDS=1 LOOM_TEST_STREAM_SLOW=256 run "$tool two streams" 150 \
+      "$OUT/${tool}_streams.log" compute-sanitizer --tool $tool --error-exitcode 3 "$TESTS" -tc="$SF"
+    row "  $tool summary" "-" "-" "$(grep -hE '(RACECHECK|ERROR) SUMMARY' "$OUT/${tool}_streams.log" | tail -1)"
+  done
 fi
 
 echo
