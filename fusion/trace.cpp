@@ -479,7 +479,8 @@ void sync() {
     if (std::find(devices.begin(), devices.end(), t.stream.device) == devices.end())
       devices.push_back(t.stream.device);
   }
-  for (Device d : devices) backend(d).synchronize();
+  for (Device d : devices)  // (a device whose backend went away has nothing to wait for)
+    if (d.kind == DeviceKind::CPU || backend_available(d.kind)) backend(d).synchronize();
   // Streams nothing else refers to are done (the device is idle): drop their traces.
   for (auto it = traces().begin(); it != traces().end();) {
     Trace& t = it->second;

@@ -4,6 +4,7 @@
 // device over many iterations (a missing cross-stream wait shows as wrong values).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -451,4 +452,163 @@ TEST_CASE("gpu: streams transfers through pinned staging on a side stream") {
     // The default stream reads what s wrote (an event orders it).
     CHECK(d.to(kCPU).to_vector<double>() == v);
   }
+}
+
+// ---- the stream machinery on a stand-in device (runs without a GPU) ------------------------
+
+namespace loom {
+Backend& cpu_backend();
+}
+
+namespace {
+
+// A "cuda:0" whose memory and kernels are the CPU's, recording what the runtime asks of it:
+// cross-stream waits, frees with their allocating stream and other users, retired streams.
+struct StandIn : Backend {
+  Backend& cpu = cpu_backend();
+  std::vector<std::pair<uint64_t, uint64_t>> waits;  // (waiter, producer)
+  struct Free {
+    uint64_t owner;
+    std::vector<uint64_t> users;
+    void* ptr;
+  };
+  std::vector<Free> frees;
+  std::vector<uint64_t> retired;
+  void* alloc(size_t b) override { return cpu.alloc(b); }
+  void free(void* p, size_t b) override { cpu.free(p, b); }
+  void release(Memory& m) override {
+    Free f{m.stream.id, {}, m.ptr};
+    for (auto& u : m.users) f.users.push_back(u.id);
+    frees.push_back(f);
+    Backend::release(m);
+  }
+  void copy_from_host(void* d, const void* s, size_t n) override { cpu.copy_from_host(d, s, n); }
+  void copy_to_host(void* d, const void* s, size_t n) override { cpu.copy_to_host(d, s, n); }
+  void copy_within(void* d, const void* s, size_t n) override { cpu.copy_within(d, s, n); }
+  std::unique_ptr<Kernel> lower(const Group& g) override { return cpu.lower(g); }
+  void run_opaque(const Group& g) override { cpu.run_opaque(g); }
+  void stream_wait(const StreamRef& w, const StreamRef& p) override {
+    waits.push_back({w.id, p.id});
+  }
+  void stream_retired(const StreamRef& s) override { retired.push_back(s.id); }
+  std::string name() const override { return "stand-in cuda"; }
+  size_t waits_for(uint64_t w, uint64_t p) const {
+    return size_t(std::count(waits.begin(), waits.end(), std::make_pair(w, p)));
+  }
+};
+
+// Registers the stand-in as the CUDA backend for a scope.
+struct UseStandIn {
+  StandIn dev;
+  UseStandIn() {
+    loom::sync();
+    register_backend(DeviceKind::CUDA, &dev);
+  }
+  ~UseStandIn() {
+    loom::sync();
+    register_backend(DeviceKind::CUDA, nullptr);
+    clear_kernel_cache();  // CPU kernels cached under CUDA signatures
+  }
+};
+
+}  // namespace
+
+TEST_CASE("streams: per-stream traces, waits and frees on a stand-in device") {
+  if (backend_available(DeviceKind::CUDA)) {
+    MESSAGE("a real CUDA backend is registered: the gpu: stream tests cover this");
+    return;
+  }
+  Tensor keep_a;
+  std::vector<uint64_t> retired;
+  uint64_t id1 = 0, id2 = 0;
+  {
+    UseStandIn use;
+    StandIn& dev = use.dev;
+    StreamRef s1{kGPU, new_stream_id(), std::make_shared<int>(1)};
+    StreamRef s2{kGPU, new_stream_id(), std::make_shared<int>(2)};
+    id1 = s1.id, id2 = s2.id;
+    std::vector<double> xv = values(4096, 21);
+    Tensor x = tensor<double>(xv, {64, 64}, Options(DType::Float32, kGPU));
+    CHECK(x.storage()->stream == 0);  // made on the default stream
+    Tensor a, b, c;
+    {
+      CurrentStreamGuard g(s1);
+      a = (x * 2.0).exp();
+    }
+    CHECK(a.storage()->stream == s1.id);
+    CHECK(pending_nodes(s1) >= 2);  // mul and exp (and the constant)
+    CHECK(pending_nodes(s2) == 0);
+    CHECK(dev.waits_for(s1.id, 0) == 1);  // s1 read x, written on the default stream
+    {
+      CurrentStreamGuard g(s2);
+      b = a + 1.0;  // a pending on s1: s1's trace is flushed, s2 waits for s1
+      CHECK_FALSE(a.is_pending());
+      CHECK(pending_nodes(s1) == 0);
+      CHECK(dev.waits_for(s2.id, s1.id) == 1);
+      c = a * 3.0;  // nothing new on s1 since: no second wait
+      CHECK(dev.waits_for(s2.id, s1.id) == 1);
+    }
+    CHECK(b.is_pending());
+    CHECK(pending_nodes(s2) >= 2);
+    // Flushing s1 leaves s2 pending; flushing s2 runs it.
+    flush_stream(s1);
+    CHECK(b.is_pending());
+    flush_stream(s2);
+    CHECK_FALSE(b.is_pending());
+    CHECK(b.storage()->stream == s2.id);
+    // a's memory was allocated on s1 and used by s2.
+    const Memory& am = *a.storage()->mem;
+    CHECK(am.stream.id == s1.id);
+    REQUIRE(am.users.size() == 1);
+    CHECK(am.users[0].id == s2.id);
+    // New work on s1, then s2 reads a again: a wait again (s1 has submitted since).
+    {
+      CurrentStreamGuard g(s1);
+      Tensor d = x - 1.0;
+      flush_stream(s1);
+    }
+    {
+      CurrentStreamGuard g(s2);
+      c = a - 1.0;
+      CHECK(dev.waits_for(s2.id, s1.id) == 2);
+    }
+    // An in-place update on s2 of x (allocated on the default stream, read by s1): s2 waits for
+    // every stream that used x's memory.
+    size_t before0 = dev.waits_for(s2.id, 0);
+    {
+      CurrentStreamGuard g(s2);
+      x.add_(1.0);
+    }
+    CHECK(dev.waits_for(s2.id, 0) == before0 + 1);
+    CHECK(x.storage()->stream == s2.id);
+    // Values: the same as on the CPU device.
+    std::vector<double> got = c.to_vector<double>(), xs = x.to_vector<double>();
+    for (size_t i = 0; i < got.size(); i += 97) {
+      CHECK(got[i] == doctest::Approx(std::exp(2.0 * double(float(xv[i]))) - 1.0).epsilon(1e-5));
+      CHECK(xs[i] == doctest::Approx(double(float(xv[i])) + 1.0).epsilon(1e-6));
+    }
+    // Dropping a: its memory is freed with s1 as the owner and s2 among the users.
+    void* aptr = a.storage()->mem->ptr;
+    a = b = c = Tensor();
+    bool found = false;
+    for (auto& f : dev.frees)
+      if (f.ptr == aptr && f.owner == s1.id) {
+        found = true;
+        CHECK(std::find(f.users.begin(), f.users.end(), s2.id) != f.users.end());
+      }
+    CHECK(found);
+    // Streams nothing refers to are retired by loom::sync().
+    x = Tensor();
+    s1.native.reset(), s2.native.reset();
+    s1 = s2 = StreamRef{};
+    loom::sync();
+    retired = dev.retired;
+    std::vector<uint64_t> left = trace_streams(kGPU);
+    CHECK(std::find(left.begin(), left.end(), id1) == left.end());
+    CHECK(std::find(left.begin(), left.end(), id2) == left.end());
+  }
+  CHECK(std::find(retired.begin(), retired.end(), id1) != retired.end());
+  CHECK(std::find(retired.begin(), retired.end(), id2) != retired.end());
+  CHECK_FALSE(backend_available(DeviceKind::CUDA));
+  loom::sync();  // the stand-in's default trace stays; sync must not need its backend
 }
