@@ -77,11 +77,16 @@ bool better(Op op, T v, T best, bool have) {
   return op == Op::ArgMax ? v > best : v < best;
 }
 
-// Sum and product in a fixed order (16 lanes, then a fixed tree): the result must not
+// Lanes of the fixed-order reductions: four vectors' worth (AVX-512), so the adds or
+// compares run as four independent chains instead of waiting on one.
+template <typename T>
+constexpr int kLanes = sizeof(T) >= 8 ? 32 : 64;
+
+// Sum and product in a fixed order (kLanes lanes, then a fixed tree): the result must not
 // depend on the alignment of the data or on which thread runs it.
 template <typename T, bool Mul>
 double lanes(const T* x, int64_t n) {
-  constexpr int L = 16;
+  constexpr int L = kLanes<T>;
   T acc[L];
   for (int k = 0; k < L; ++k) acc[k] = Mul ? T(1) : T(0);
   int64_t i = 0;
@@ -93,10 +98,25 @@ double lanes(const T* x, int64_t n) {
   return double(acc[0]);
 }
 
+// Max (or min) of x[0, n), n >= 1, NaN-propagating, in lanes like lanes(): a NaN lane
+// stays NaN (nothing compares greater than it, and it is not replaced).
+template <typename T, bool Max>
+T lanes_extreme(const T* x, int64_t n) {
+  constexpr int L = kLanes<T>;
+  auto pick = [](T a, T v) { return (v != v || (Max ? v > a : v < a)) ? v : a; };
+  T acc[L];
+  for (int k = 0; k < L; ++k) acc[k] = x[0];
+  int64_t i = 0;
+  for (; i + L <= n; i += L)
+    for (int k = 0; k < L; ++k) acc[k] = pick(acc[k], x[i + k]);
+  for (int k = 0; i < n; ++i, ++k) acc[k] = pick(acc[k], x[i]);
+  for (int w = L / 2; w > 0; w /= 2)
+    for (int k = 0; k < w; ++k) acc[k] = pick(acc[k], acc[k + w]);
+  return acc[0];
+}
+
 template <typename T>
 void accumulate(Op op, const T* x, int64_t n, int64_t col0, Acc& a) {
-  using Eigen::Array;
-  Eigen::Map<const Array<T, Eigen::Dynamic, 1>> v(x, n);
   switch (op) {
     case Op::Sum:
       if constexpr (std::is_floating_point_v<T>) a.f += lanes<T, false>(x, n);
@@ -111,12 +131,13 @@ void accumulate(Op op, const T* x, int64_t n, int64_t col0, Acc& a) {
       if (n == 0) break;
       bool mx = op == Op::Max;
       if constexpr (std::is_floating_point_v<T>) {
-        double m = mx ? double(v.template maxCoeff<Eigen::PropagateNaN>())
-                      : double(v.template minCoeff<Eigen::PropagateNaN>());
+        double m =
+            mx ? double(lanes_extreme<T, true>(x, n)) : double(lanes_extreme<T, false>(x, n));
         if (a.f != a.f) break;
         if (m != m || (mx ? m > a.f : m < a.f)) a.f = m;
       } else {
-        int64_t m = mx ? int64_t(v.maxCoeff()) : int64_t(v.minCoeff());
+        int64_t m =
+            mx ? int64_t(lanes_extreme<T, true>(x, n)) : int64_t(lanes_extreme<T, false>(x, n));
         if (mx ? m > a.i : m < a.i) a.i = m;
       }
       break;
@@ -214,8 +235,10 @@ class Runner {
       int64_t grain = std::max<int64_t>(1, 32768 / (nr * std::max<int64_t>(cols_, 1)));
       tbb::parallel_for(tbb::blocked_range<int64_t>(0, blocks, grain), [&](auto r) {
         Scratch& s = local_scratch();
-        for (int64_t b = r.begin(); b < r.end(); ++b)
+        for (int64_t b = r.begin(); b < r.end(); ++b) {
+          if (b + 1 < r.end()) prefetch(b * nr + nr, std::min(nr, rows_ - b * nr - nr), 0, cols_);
           rows_block(s, b * nr, std::min(nr, rows_ - b * nr), true);
+        }
       });
       return;
     }
@@ -293,6 +316,31 @@ class Runner {
   }
 
   const char* leaf_ptr(const GLeaf& l) const { return static_cast<const char*>(l.st->data()); }
+
+  // Asks for the memory of the next tile (unit-stride leaves and outputs) while this one
+  // computes: the interpreter reads a tile in its first instructions and then only computes,
+  // so without this the memory wait and the compute of a tile never overlap.
+  void prefetch(int64_t r0, int64_t nr, int64_t c0, int64_t nc) const {
+    if (rank_ - nk_ != 1 || nc <= 0) return;
+    auto lines = [&](const char* p, int64_t bytes, bool write) {
+      for (int64_t b = 0; b < bytes; b += 64)
+        write ? __builtin_prefetch(p + b, 1) : __builtin_prefetch(p + b, 0);
+    };
+    for (int64_t i = 0; i < nr; ++i) {
+      for (auto& l : g_.leaves) {
+        if (!l.st || l.strides[rank_ - 1] != 1 || l.space != Space::Full) continue;
+        int64_t isz = int64_t(itemsize(l.dtype));
+        lines(leaf_ptr(l) + (row_base(l.strides, l.offset, r0 + i) + c0) * isz, nc * isz, false);
+      }
+      for (auto& o : g_.outputs) {
+        if (o.strides[rank_ - 1] != 1 || p_.nodes[o.node].space != Space::Full) continue;
+        int64_t isz = int64_t(itemsize(g_.nodes[o.node].dtype));
+        lines(static_cast<const char*>(o.st->data()) +
+                  (row_base(o.strides, o.offset, r0 + i) + c0) * isz,
+              nc * isz, true);
+      }
+    }
+  }
 
   // ---- evaluation of one node over a tile (Full) or over the task's rows (Row) ----------
   template <typename T>
@@ -453,6 +501,20 @@ class Runner {
     return leaf_ptr(l) + off * int64_t(itemsize(l.dtype));
   }
 
+  // Where output node `id` can be computed in place: its memory for this tile, when the tile
+  // is one unit-stride run of it in the compute type (no store pass afterwards), else null.
+  void* direct_out(int id, const RowState& rs, int64_t c0) const {
+    if (rs.nr != 1 || rank_ - nk_ != 1 || p_.nodes[id].space != Space::Full) return nullptr;
+    for (auto& o : g_.outputs) {
+      if (o.node != id) continue;
+      DType dt = g_.nodes[id].dtype;
+      if (o.strides[rank_ - 1] != 1 || compute_dtype(dt) != dt || dt == DType::Bool) return nullptr;
+      int64_t off = row_base(o.strides, o.offset, rs.r0) + c0;
+      return static_cast<char*>(o.st->data()) + off * int64_t(itemsize(dt));
+    }
+    return nullptr;
+  }
+
   // Full node over the tile (r0, nr) x (c0, nc); returns where its values are (`out`, or
   // the input memory itself for a load that needs no conversion).
   const void* eval_full(Scratch& s, const RowState& rs, const std::vector<const void*>& full,
@@ -503,7 +565,8 @@ class Runner {
     for (size_t k = 0; k < sl.nodes.size(); ++k) {
       int id = sl.nodes[k];
       if (!whole && p_.nodes[id].pass > pass) continue;
-      const void* v = eval_full(s, rs, full, id, s.regs[sl.reg[k]].data(), c0, nc);
+      void* out = direct_out(id, rs, c0);
+      const void* v = eval_full(s, rs, full, id, out ? out : s.regs[sl.reg[k]].data(), c0, nc);
       full[id] = v;
       consume(rs, id, v, accs, c0, nc, whole ? -1 : pass);
     }
@@ -522,8 +585,12 @@ class Runner {
       });
     }
     if (pass >= 0 && pass != p_.last) return;
+    const void* in_place = nullptr;
+    bool looked = false;
     for (auto& o : g_.outputs) {
       if (o.node != id) continue;
+      if (!looked) in_place = direct_out(id, rs, c0), looked = true;
+      if (v == in_place) continue;  // computed straight into the output
       dispatch_ct(p_.ct[id], [&](auto t) {
         using T = decltype(t);
         store_full<T>(o, static_cast<const T*>(v), rs.r0, rs.nr, c0, nc);
@@ -564,7 +631,9 @@ class Runner {
         row_pass_start(rs, pass);
         for (; k < p_.single.nodes.size() && p_.nodes[p_.single.nodes[k]].pass == pass; ++k) {
           int id = p_.single.nodes[k];
-          const void* v = eval_full(s, rs, full, id, s.regs[p_.single.reg[k]].data(), 0, cols_);
+          void* out = direct_out(id, rs, 0);
+          const void* v =
+              eval_full(s, rs, full, id, out ? out : s.regs[p_.single.reg[k]].data(), 0, cols_);
           full[id] = v;
           consume(rs, id, v, nullptr, 0, cols_, -1);
         }
@@ -605,6 +674,7 @@ class Runner {
           int64_t end = std::min(nchunks, (sg + 1) * kSegment);
           for (int64_t ch = sg * kSegment; ch < end; ++ch) {
             int64_t c0 = ch * kChunk;
+            if (ch + 1 < end) prefetch(row, 1, c0 + kChunk, std::min(kChunk, cols_ - c0 - kChunk));
             run_steps(s, local, sl, pass, false, &acc, c0, std::min(kChunk, cols_ - c0));
           }
         }

@@ -94,8 +94,25 @@ inline T nan_min(T a, T b) {
 
 // Eigen's fast vector sqrt (an rsqrt estimate refined by Newton) gives NaN for +inf, while
 // its scalar tail gives inf: set the +inf lanes explicitly.
+// Does any x[i] satisfy pred? Lane flags OR-ed without an early exit, so the compiler
+// vectorizes it (Eigen's any() is a scalar loop that cost as much as the exp it guarded).
+template <typename T, typename P>
+bool any_lane(const T* x, int64_t n, P pred) {
+  constexpr int L = 64;
+  int f[L] = {};
+  int64_t i = 0;
+  for (; i + L <= n; i += L)
+    for (int k = 0; k < L; ++k) f[k] |= int(pred(x[i + k]));
+  int r = 0;
+  for (; i < n; ++i) r |= int(pred(x[i]));
+  for (int k = 0; k < L; ++k) r |= f[k];
+  return r != 0;
+}
+
 template <typename T>
 void fix_at_inf(const T* a, T* out, int64_t n, T value) {
+  const T inf = std::numeric_limits<T>::infinity();
+  if (!any_lane(a, n, [inf](T v) { return v == inf; })) return;
   for (int64_t i = 0; i < n; ++i)
     if (a[i] == std::numeric_limits<T>::infinity()) out[i] = value;
 }
@@ -106,6 +123,9 @@ void fix_at_inf(const T* a, T* out, int64_t n, T value) {
 template <typename T>
 void fix_exp_underflow(const T* a, T* out, int64_t n) {
   const T lo = std::is_same_v<T, double> ? T(-708) : T(-87);
+  // A vector test first: the lane-by-lane fixup loop (a call in it) does not vectorize and
+  // cost as much as the exp itself. NaN lanes need no fixup either way.
+  if (!any_lane(a, n, [lo](T v) { return v < lo; })) return;
   for (int64_t i = 0; i < n; ++i)
     if (a[i] < lo) out[i] = std::exp(a[i]);
 }
