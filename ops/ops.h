@@ -61,6 +61,9 @@ Tensor randn_like(const Tensor& t);
 #define LOOM_X(name, api, kind) Tensor api(const Tensor& x);
 LOOM_UNARY_OPS(LOOM_X)
 #undef LOOM_X
+// Integer pow follows torch: a negative integer *scalar* exponent of an integer tensor is an
+// Error at the call; negative elements of an integer *tensor* exponent give 1 for base 1,
+// +-1 for base -1 (by the exponent's parity) and 0 for every other base, 0 included.
 #define LOOM_X(name, api, kind)                 \
   Tensor api(const Tensor& a, const Tensor& b); \
   Tensor api(const Tensor& a, Scalar b);        \
@@ -96,6 +99,8 @@ Tensor logsumexp(const Tensor& x, const Dims& dims, bool keepdim = false);
 Tensor norm(const Tensor& x, double p = 2, const Dims& dims = {}, bool keepdim = false);
 Tensor all(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
 Tensor any(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
+// Inclusive prefix sum along `dim`: integers and bool give int64; a scan primitive (not
+// fused) on the CPU, floats accumulated in double.
 Tensor cumsum(const Tensor& x, int64_t dim);
 
 // ---- composites (decomposed into primitives; the fuser makes each one group) -------------
