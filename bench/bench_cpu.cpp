@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -24,26 +25,66 @@ using CMapF = Eigen::Map<const ArrF>;
 
 struct Row {
   std::string work, impl;
-  double ms, gbs;
+  double ms, gbs, load;
 };
 std::vector<Row> rows;
 
-double median_ms(int reps, const std::function<void(int)>& f) {
-  f(0);  // warm-up: compile, first-touch pages
-  f(1);
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    auto t0 = Clock::now();
-    f(i);
-    t.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+// The 1-minute load average: the machine is shared, so every row records it.
+double load1() {
+  double l[1] = {0};
+  return getloadavg(l, 1) == 1 ? l[0] : -1;
+}
+
+// One implementation under test: `setup` runs untimed before each of its runs.
+struct Impl {
+  std::string name;
+  std::function<void(int)> run;
+  std::function<void()> setup = [] {};
+};
+
+// Medians (ms) of `reps` timed runs of each implementation, interleaved run by run so a
+// load change on the shared machine affects all of them alike. Two warm-up runs each. Run
+// i of implementation k gets argument i + k: inputs rotate between two sets by its parity,
+// so no run reads what the run before it just read.
+std::vector<double> medians(int reps, const std::vector<Impl>& impls) {
+  for (auto& im : impls)
+    for (int w = 0; w < 2; ++w) im.setup(), im.run(w);  // compile, first-touch pages
+  std::vector<std::vector<double>> t(impls.size());
+  for (int i = 0; i < reps; ++i)
+    for (size_t k = 0; k < impls.size(); ++k) {
+      impls[k].setup();
+      auto t0 = Clock::now();
+      impls[k].run(i + int(k));  // consecutive runs read different input sets
+      t[k].push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+  std::vector<double> m;
+  for (auto& v : t) {
+    std::sort(v.begin(), v.end());
+    m.push_back(v[v.size() / 2]);
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return m;
 }
 
 void report(const std::string& work, const std::string& impl, double ms, double bytes) {
-  rows.push_back({work, impl, ms, bytes / ms / 1e6});
-  std::printf("%-22s %-18s %10.3f ms %8.2f GB/s\n", work.c_str(), impl.c_str(), ms, bytes / ms / 1e6);
+  rows.push_back({work, impl, ms, bytes / ms / 1e6, load1()});
+  std::printf("%-22s %-18s %10.3f ms %8.2f GB/s  (load %.2f)\n", work.c_str(), impl.c_str(), ms,
+              bytes / ms / 1e6, rows.back().load);
+}
+
+// Times hand, loom fused and loom fusion-off side by side and reports the three rows.
+void run_three(const std::string& work, double bytes, int reps,
+               const std::function<void(int)>& hand, const std::function<Tensor(int)>& f) {
+  auto loom_run = [&](int i) {
+    Tensor y = f(i);
+    loom::sync();
+  };
+  auto m = medians(reps, {{"hand Eigen+TBB", hand},
+                          {"loom fused", loom_run, [] { set_fusion(true); }},
+                          {"loom fusion-off", loom_run, [] { set_fusion(false); }}});
+  set_fusion(true);
+  report(work, "hand Eigen+TBB", m[0], bytes);
+  report(work, "loom fused", m[1], bytes);
+  report(work, "loom fusion-off", m[2], bytes);
 }
 
 void check(const char* what, const std::vector<float>& a, const std::vector<float>& b, double tol) {
@@ -58,17 +99,12 @@ void check(const char* what, const std::vector<float>& a, const std::vector<floa
 
 Tensor chain8(const Tensor& x) { return relu(sigmoid(tanh(x * 1.5 + 0.5) * x) + x * x - 0.25); }
 
-// Runs f with fusion on and off; returns nothing, records rows.
-void loom_pair(const std::string& work, double bytes, int reps, const std::function<Tensor(int)>& f,
-               const std::vector<float>& ref, double tol) {
+// Checks f's result with fusion on and off against the hand-written loop's.
+void check_loom(const std::string& work, const std::function<Tensor(int)>& f,
+                const std::vector<float>& ref, double tol) {
   for (bool fused : {true, false}) {
     set_fusion(fused);
     check((work + (fused ? " fused" : " unfused")).c_str(), f(0).to_vector<float>(), ref, tol);
-    double ms = median_ms(reps, [&](int i) {
-      Tensor y = f(i);
-      loom::sync();
-    });
-    report(work, fused ? "loom fused" : "loom fusion-off", ms, bytes);
   }
   set_fusion(true);
 }
@@ -76,11 +112,13 @@ void loom_pair(const std::string& work, double bytes, int reps, const std::funct
 int main(int argc, char** argv) {
   std::string json;
   bool quick = false;
+  int reps = 0;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     if (!std::strcmp(argv[i], "--quick")) quick = true;
+    if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
   }
-  int reps = quick ? 3 : 15;
+  if (reps <= 0) reps = quick ? 3 : 15;
   manual_seed(1);
 
   // ---- chain8 on 16M float32 --------------------------------------------------------------
@@ -102,8 +140,9 @@ int main(int argc, char** argv) {
     hand(0);
     std::vector<float> ref = out;
     double bytes = 8.0 * n;
-    report("chain8 16M", "hand Eigen+TBB", median_ms(reps, hand), bytes);
-    loom_pair("chain8 16M", bytes, reps, [&](int i) { return chain8(xs[i & 1]); }, ref, 1e-5);
+    auto f = [&](int i) { return chain8(xs[i & 1]); };
+    check_loom("chain8 16M", f, ref, 1e-5);
+    run_three("chain8 16M", bytes, reps, hand, f);
   }
 
   // ---- softmax and layer_norm over the last dim of [4096, 4096] ------------------------------
@@ -128,8 +167,9 @@ int main(int argc, char** argv) {
     };
     hand_softmax(0);
     std::vector<float> ref = out;
-    report("softmax 4096x4096", "hand Eigen+TBB", median_ms(reps, hand_softmax), bytes);
-    loom_pair("softmax 4096x4096", bytes, reps, [&](int i) { return softmax(xs[i & 1], -1); }, ref, 1e-5);
+    auto fs = [&](int i) { return softmax(xs[i & 1], -1); };
+    check_loom("softmax 4096x4096", fs, ref, 1e-5);
+    run_three("softmax 4096x4096", bytes, reps, hand_softmax, fs);
 
     auto hand_ln = [&](int i) {
       const float* x = in[i & 1].data();
@@ -146,9 +186,9 @@ int main(int argc, char** argv) {
     };
     hand_ln(0);
     ref = out;
-    report("layer_norm 4096x4096", "hand Eigen+TBB", median_ms(reps, hand_ln), bytes);
-    loom_pair("layer_norm 4096x4096", bytes, reps, [&](int i) { return layer_norm(xs[i & 1], {C}); },
-              ref, 1e-4);
+    auto fl = [&](int i) { return layer_norm(xs[i & 1], {C}); };
+    check_loom("layer_norm 4096x4096", fl, ref, 1e-4);
+    run_three("layer_norm 4096x4096", bytes, reps, hand_ln, fl);
   }
 
   // ---- sum of 16M --------------------------------------------------------------------------
@@ -167,26 +207,29 @@ int main(int argc, char** argv) {
     };
     hand(0);
     double bytes = 4.0 * n;
-    report("sum 16M", "hand Eigen+TBB", median_ms(reps, hand), bytes);
-    loom_pair("sum 16M", bytes, reps, [&](int i) { return xs[i & 1].sum(); }, {result}, 1e-4);
+    auto f = [&](int i) { return xs[i & 1].sum(); };
+    check_loom("sum 16M", f, {result}, 1e-4);
+    run_three("sum 16M", bytes, reps, hand, f);
   }
 
   // ---- 100 tiny ops on 1024 elements: µs per op, recording and flush included ----------------
   {
     Tensor x = randn({1024});
     loom::sync();
-    for (bool fused : {true, false}) {
-      set_fusion(fused);
-      double ms = median_ms(reps * 20, [&](int) {
-        Tensor y = x;
-        for (int k = 0; k < 100; ++k) y = (k % 2) ? y * 0.999 : y + 0.001;
-        loom::sync();
-      });
-      rows.push_back({"tiny ops (us/op)", fused ? "loom fused" : "loom fusion-off", ms * 10.0, 0});
-      std::printf("%-22s %-18s %10.3f us/op\n", "tiny ops 100x1024", fused ? "loom fused" : "loom fusion-off",
-                  ms * 10.0);
-    }
+    auto run = [&](int) {
+      Tensor y = x;
+      for (int k = 0; k < 100; ++k) y = (k % 2) ? y * 0.999 : y + 0.001;
+      loom::sync();
+    };
+    auto m = medians(reps * 20, {{"loom fused", run, [] { set_fusion(true); }},
+                                 {"loom fusion-off", run, [] { set_fusion(false); }}});
     set_fusion(true);
+    for (int k = 0; k < 2; ++k) {
+      const char* impl = k == 0 ? "loom fused" : "loom fusion-off";
+      rows.push_back({"tiny ops (us/op)", impl, m[k] * 10.0, 0, load1()});
+      std::printf("%-22s %-18s %10.3f us/op     (load %.2f)\n", "tiny ops 100x1024", impl,
+                  m[k] * 10.0, rows.back().load);
+    }
   }
 
   if (!json.empty()) {
@@ -194,8 +237,8 @@ int main(int argc, char** argv) {
     f << "[\n";
     for (size_t i = 0; i < rows.size(); ++i)
       f << "  {\"work\": \"" << rows[i].work << "\", \"impl\": \"" << rows[i].impl
-        << "\", \"ms\": " << rows[i].ms << ", \"gbs\": " << rows[i].gbs << "}"
-        << (i + 1 < rows.size() ? ",\n" : "\n");
+        << "\", \"ms\": " << rows[i].ms << ", \"gbs\": " << rows[i].gbs
+        << ", \"load1\": " << rows[i].load << "}" << (i + 1 < rows.size() ? ",\n" : "\n");
     f << "]\n";
   }
   return 0;
