@@ -5,12 +5,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOOM_SANITIZE=address \
-  -DLOOM_BUILD_BENCH=OFF -DLOOM_NATIVE=OFF >/dev/null
+# -O1 with line tables: sanitizer builds compile in about half the time of -O2 -g on CI's two cores.
+FLAGS=(-DCMAKE_BUILD_TYPE= "-DCMAKE_CXX_FLAGS=-O1 -g1" -DLOOM_BUILD_BENCH=OFF -DLOOM_NATIVE=OFF)
+cmake -S . -B build-asan -G Ninja "${FLAGS[@]}" -DLOOM_SANITIZE=address >/dev/null
 cmake --build build-asan -j"$(nproc)" --target loom_tests
 ./build-asan/tests/loom_tests --test-case-exclude="*[slow]*"
 export TSAN_OPTIONS=halt_on_error=1
-cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOOM_SANITIZE=thread \
-  -DLOOM_BUILD_BENCH=OFF -DLOOM_NATIVE=OFF >/dev/null
+cmake -S . -B build-tsan -G Ninja "${FLAGS[@]}" -DLOOM_SANITIZE=thread >/dev/null
 cmake --build build-tsan -j"$(nproc)" --target loom_tests
 ./build-tsan/tests/loom_tests --source-file="*test_threads*"

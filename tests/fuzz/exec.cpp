@@ -212,7 +212,8 @@ Tensor input_op(const Instr& in, Env& e) {
   Shape sh(s.begin(), s.end());
   check_sizes("input", sh);
   if (e.shadow) return empty(sh, t);
-  return tensor<double>(input_data(in), sh, Options(t));
+  Device d = e.mode == Mode::Fused && e.ro ? e.ro->device : kCPU;
+  return tensor<double>(input_data(in), sh, Options(t, d));
 }
 
 // ---- in place ------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 //   loom_fuzz --seed S --count N [--minutes M] [--save-dir DIR] [--ops MIN,MAX]
 //   loom_fuzz --replay FILE...     check saved programs
 //   loom_fuzz --print S            print the program of seed S
+//   --device cuda                  run the fused side on the GPU (compared with the CPU)
 // A mismatch is shrunk and written to DIR/<seed>.txt. The exit status is 1 on any mismatch.
 #include <chrono>
 #include <cstdio>
@@ -25,6 +26,7 @@ struct Args {
   int64_t count = -1;
   double minutes = 0;
   std::string save_dir, fault;
+  loom::Device device = loom::kCPU;
   GenOptions gen;
   std::vector<std::string> replay;
   bool print = false, quiet = false;
@@ -33,7 +35,7 @@ struct Args {
 [[noreturn]] void usage() {
   std::fprintf(stderr,
                "usage: loom_fuzz [--seed S] [--count N] [--minutes M] [--save-dir DIR] "
-               "[--ops MIN,MAX] [--fault OP] [--quiet]\n"
+               "[--ops MIN,MAX] [--fault OP] [--device cpu|cuda] [--quiet]\n"
                "       loom_fuzz --replay FILE...\n"
                "       loom_fuzz --print SEED\n");
   std::exit(2);
@@ -57,6 +59,8 @@ Args parse_args(int argc, char** argv) {
       a.save_dir = next();
     else if (k == "--fault")
       a.fault = next();
+    else if (k == "--device")
+      a.device = loom::Device::parse(next());
     else if (k == "--quiet")
       a.quiet = true;
     else if (k == "--print")
@@ -84,7 +88,7 @@ std::string read_file(const std::string& path) {
 
 int replay(const Args& a) {
   int bad = 0;
-  RunOptions ro{a.fault};
+  RunOptions ro{a.fault, a.device};
   for (auto& f : a.replay) {
     Program p = parse(read_file(f));
     Verdict v = check(p, ro);
@@ -117,12 +121,18 @@ void on_mismatch(const Args& a, const Program& p, const Verdict& v, const RunOpt
 
 int main(int argc, char** argv) {
   Args a = parse_args(argc, argv);
+  try {  // an unusable device is a usage error, not a mismatch per program
+    loom::zeros({1}, loom::Options(a.device)).item<float>();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "loom_fuzz: %s\n", e.what());
+    return 2;
+  }
   if (!a.replay.empty()) return replay(a);
   if (a.print) {
     std::printf("%s", to_text(generate(a.seed, a.gen)).c_str());
     return 0;
   }
-  RunOptions ro{a.fault};
+  RunOptions ro{a.fault, a.device};
   auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

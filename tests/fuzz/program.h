@@ -72,7 +72,8 @@ enum class Mode { Fused, Unfused, Ref64 };
 const char* mode_name(Mode m);
 
 struct RunOptions {
-  std::string fault;  // test hook: in Fused mode, results of this op are scaled by 1.001
+  std::string fault;     // test hook: in Fused mode, results of this op are scaled by 1.001
+  Device device = kCPU;  // where the Fused run happens (fusion-off and float64 stay on the CPU)
 };
 
 struct Output {
