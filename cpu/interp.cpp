@@ -38,6 +38,9 @@ struct Scratch {
   Reg bc[3];
   std::vector<int64_t> idx;
   std::vector<const void*> full;
+  // Row-state buffers handed from one rows_block to the next (no allocation per row).
+  std::vector<uint64_t> row_vals;
+  std::vector<Acc> row_accs;
   void fit(int slots, int64_t elems) {
     if (int(regs.size()) < slots) regs.resize(slots);
     for (auto& r : regs)
@@ -620,7 +623,15 @@ class Runner {
   // Rows [r0, r0+nr): every pass, whole rows in one tile or long rows in chunks.
   void rows_block(Scratch& s, int64_t r0, int64_t nr, bool whole) {
     RowState rs;
+    rs.vals.swap(s.row_vals);  // reuse the last block's capacity; given back at the end
+    rs.accs.swap(s.row_accs);
     init_rows(rs, r0, nr);
+    rows_block_run(s, rs, nr, whole);
+    rs.vals.swap(s.row_vals);
+    rs.accs.swap(s.row_accs);
+  }
+
+  void rows_block_run(Scratch& s, RowState& rs, int64_t nr, bool whole) {
     if (whole) {
       s.fit(p_.single.slots, nr * cols_);
       auto& full = s.full;
