@@ -93,6 +93,8 @@ std::vector<int> reduce_axes(const char* op, const Dims& dims, const Shape& shap
 void assign_inplace(Tensor& t, const Tensor& value) {
   LOOM_CHECK(value.shape() == t.shape() && value.dtype() == t.dtype(), Runtime,
              "internal: in-place value must match the target");
+  // Another thread's flush reads the buffer's version and may run (and drop) `value`'s node.
+  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
   auto old = t.storage();
   bool whole = t.offset() == 0 && t.is_contiguous() &&
                size_t(t.numel()) * itemsize(t.dtype()) == old->nbytes;
