@@ -1,5 +1,6 @@
 #pragma once
 // loom: an eager-mode tensor runtime whose ops record lazily and run as fused kernels.
+#include "cuda/stream.h"
 #include "fusion/counters.h"
 #include "fusion/kernel_cache.h"
 #include "fusion/trace.h"

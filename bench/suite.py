@@ -30,8 +30,9 @@ except Exception:  # torch is optional
 
 
 class Timer:
-    """Median of n runs after warm-up; CUDA events for torch on the GPU, else a host timer
-    after a device sync (loom's sync() waits for its stream)."""
+    """Median of n runs after warm-up. On the GPU, CUDA events around each run (loom's events
+    record on its current stream after submitting what is pending there; torch's on its
+    current stream); on the CPU, a host timer after a sync."""
 
     def __init__(self, device, reps):
         self.device, self.reps = device, reps
@@ -41,7 +42,14 @@ class Timer:
         if torch is not None and self.device == "cuda":
             torch.cuda.synchronize()
 
-    def median_ms(self, fn, nin):
+    def _events(self, backend):
+        if self.device != "cuda" or backend == "numpy":
+            return None
+        if backend == "torch":
+            return torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        return loom.cuda.Event(enable_timing=True), loom.cuda.Event(enable_timing=True)
+
+    def median_ms(self, fn, nin, backend="loom"):
         # The result is held until after the sync: loom never computes what nobody holds.
         for i in range(3):
             out = fn(i % nin)
@@ -49,11 +57,20 @@ class Timer:
             del out
         times = []
         for i in range(self.reps):
-            t0 = time.perf_counter()
-            out = fn(i % nin)
-            self.sync()
-            times.append((time.perf_counter() - t0) * 1e3)
+            ev = self._events(backend)
+            if ev:
+                ev[0].record()
+                out = fn(i % nin)
+                ev[1].record()
+                ev[1].synchronize()
+                times.append(ev[0].elapsed_time(ev[1]))
+            else:
+                t0 = time.perf_counter()
+                out = fn(i % nin)
+                self.sync()
+                times.append((time.perf_counter() - t0) * 1e3)
             del out
+        self.sync()
         return statistics.median(times)
 
 
@@ -346,7 +363,7 @@ def bandwidth_rows(dev, quick, timer, have_torch, rng, rows):
                     tol = 2e-2 if "bfloat16" in name else 1e-4
                     if not err <= tol:
                         sys.exit(f"{name}: {impl} disagrees with the first implementation (rel err {err:.3g})")
-                ms = timer.median_ms(lambda i: fn(*ins[i]), nin)
+                ms = timer.median_ms(lambda i: fn(*ins[i]), nin, backend)
             finally:
                 loom.set_fusion(True)
             gbs = nbytes / ms / 1e6

@@ -135,6 +135,7 @@ class CudaBackend : public Backend {
   void run_opaque(const Group& g) override { matmul_->run(g, active()); }
   void synchronize() override { cuda::device_sync(0); }
   std::string name() const override { return "cuda"; }
+  void drop_compiled() override { modules_.clear(); }  // kernels in use hold their modules
   size_t memory_capacity() const override { return cuda::properties(0).total_mem; }
 
   int sm() const { return sm_; }

@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "fusion/counters.h"
+#include "fusion/trace.h"
 #include "tensor/fault.h"
 
 namespace loom {
@@ -34,7 +35,8 @@ KernelLookup get_kernel(Device d, const Group& g) {
   } catch (const Error& e) {
     throw LowerError(e.kind(), e.what());
   }
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   counters().cache_misses++;
   Kernel* raw = k.get();
   c.emplace(key, std::move(k));
@@ -42,6 +44,13 @@ KernelLookup get_kernel(Device d, const Group& g) {
 }
 
 size_t kernel_cache_size() { return cache().size(); }
-void clear_kernel_cache() { cache().clear(); }
+// Also drops the backends' compiled modules, so a signature seen before is lowered again from
+// the disk cache (or compiled): the only memory loom does not give back by itself.
+void clear_kernel_cache() {
+  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+  cache().clear();
+  for (DeviceKind k : {DeviceKind::CPU, DeviceKind::CUDA})
+    if (backend_available(k)) backend(Device{k, 0}).drop_compiled();
+}
 
 }  // namespace loom

@@ -17,7 +17,7 @@ struct KernelLookup {
 
 KernelLookup get_kernel(Device d, const Group& g);
 size_t kernel_cache_size();
-void clear_kernel_cache();
+void clear_kernel_cache();  // and the backends' compiled modules
 
 // Thrown when a backend fails to lower a group; the flush falls back to unfused kernels.
 struct LowerError : Error {

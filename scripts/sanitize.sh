@@ -12,5 +12,5 @@ cmake --build build-asan -j"$(nproc)" --target loom_tests
 ./build-asan/tests/loom_tests --test-case-exclude="*[slow]*"
 export TSAN_OPTIONS=halt_on_error=1
 cmake -S . -B build-tsan -G Ninja "${FLAGS[@]}" -DLOOM_SANITIZE=thread >/dev/null
-cmake --build build-tsan -j"$(nproc)" --target loom_tests
-./build-tsan/tests/loom_tests --source-file="*test_threads*"
+cmake --build build-tsan -j"$(nproc)" --target loom_thread_tests
+./build-tsan/tests/loom_thread_tests

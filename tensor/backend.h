@@ -31,6 +31,8 @@ struct Backend {
   virtual void run_opaque(const Group& g) = 0;  // matmul and friends
   // Waits for all work of the device (every stream).
   virtual void synchronize() {}
+  // Drops compiled code the backend keeps beside the signature cache (modules by source).
+  virtual void drop_compiled() {}
   // Streams. Allocation, copies and kernels go to active_stream(device); these order work
   // between streams. Devices with only a default stream (the CPU) keep the defaults.
   // Frees `m` (its deleter for foreign memory): ordered on m.stream after every stream in

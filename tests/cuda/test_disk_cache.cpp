@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "cuda/disk_cache.h"
+#include "loom.h"
 
 namespace dc = loom::cuda::disk_cache;
 namespace fs = std::filesystem;
@@ -215,4 +217,25 @@ TEST_CASE("disk_cache: disabled, bad keys and unwritable dirs are non-fatal") {
   ScopedEnv file_as_dir("LOOM_CACHE_DIR", "/dev/null/loom");
   CHECK_FALSE(dc::store(kKey, payload(8)));
   CHECK_FALSE(dc::load(kKey).has_value());
+}
+
+TEST_CASE("gpu: after clear_kernel_cache a program loads its kernel from the disk cache") {
+  if (!loom::cuda::is_available()) return;
+  TempCache tc;
+  loom::clear_kernel_cache();  // nothing compiled earlier in this process is reused
+  std::vector<float> v(1000);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = 0.001f * float(i) - 0.37f;
+  loom::Tensor x = loom::tensor<float>(v, {1000}, loom::Options(loom::Device::parse("cuda")));
+  auto program = [&] { return ((x * 0.75).atan() + x).expm1().to_vector<float>(); };
+  loom::reset_counters();
+  auto cold = program();
+  CHECK(loom::counters().cache_misses.load() >= 1);
+  CHECK(loom::counters().disk_hits.load() == 0);
+  loom::clear_kernel_cache();
+  loom::reset_counters();
+  auto warm = program();
+  CHECK(loom::counters().disk_hits.load() >= 1);
+  CHECK(warm == cold);
+  for (size_t i = 0; i < v.size(); ++i)
+    CHECK(warm[i] == doctest::Approx(std::expm1(std::atan(v[i] * 0.75) + v[i])).epsilon(1e-5));
 }
