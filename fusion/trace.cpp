@@ -17,6 +17,7 @@
 #include "fusion/kernel_cache.h"
 #include "fusion/planner.h"
 #include "tensor/backend.h"
+#include "tensor/block_alloc.h"
 
 namespace loom {
 namespace {
@@ -390,7 +391,7 @@ std::shared_ptr<Storage> record(std::shared_ptr<Node> n) {
   };
   for (auto& in : n->in) pin(in.st.get());
   pin(n->base.get());
-  auto st = std::make_shared<Storage>();
+  auto st = std::allocate_shared<Storage>(BlockAlloc<Storage>());
   st->device = n->device;
   st->nbytes = n->base ? n->base->nbytes : size_t(numel(n->shape)) * itemsize(n->dtype);
   st->id = next_storage_id();

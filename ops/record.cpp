@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "tensor/block_alloc.h"
+
 namespace loom {
 
 Tensor::Tensor(std::shared_ptr<Buffer> buf, View view, DType dtype, Device device)
@@ -10,7 +12,7 @@ Tensor::Tensor(std::shared_ptr<Buffer> buf, View view, DType dtype, Device devic
 int64_t Tensor::size(int64_t dim) const { return view_.shape[normalize_dim("size", dim, shape())]; }
 
 Tensor make_result(std::shared_ptr<Storage> st, const Shape& shape, DType dt, Device d) {
-  auto buf = std::make_shared<Buffer>();
+  auto buf = std::allocate_shared<Buffer>(BlockAlloc<Buffer>());
   bool pending = st->pending();
   buf->cur = std::move(st);
   if (pending) track(buf, d);
@@ -20,7 +22,7 @@ Tensor make_result(std::shared_ptr<Storage> st, const Shape& shape, DType dt, De
 Input as_input(const Tensor& t) { return Input{t.storage(), t.view_info(), t.dtype()}; }
 
 std::shared_ptr<Node> new_node(Op op, DType dt, Shape shape, Device d) {
-  auto n = std::make_shared<Node>();
+  auto n = std::allocate_shared<Node>(BlockAlloc<Node>());
   n->op = op;
   n->dtype = dt;
   n->shape = std::move(shape);
