@@ -36,12 +36,10 @@ Strides GroupBuilder::to_space(const Strides& st, const Shape& shape, bool row) 
 }
 
 int GroupBuilder::add_const(const Node& c) {
-  auto it = consts_.find(&c);
-  if (it != consts_.end()) return it->second;
   GNode g{Op::Const, c.dtype, Space::Row};
   g.scalar = int(g_.scalars.size());
   g_.scalars.push_back(c.value);
-  return consts_[&c] = push(g);
+  return push(g);
 }
 
 int GroupBuilder::add_load(const Input& in, Space sp, const Shape& node_shape) {
@@ -60,14 +58,12 @@ int GroupBuilder::add_load(const Input& in, Space sp, const Shape& node_shape) {
   return same.back();
 }
 
-int GroupBuilder::add_node(const Node& n, Space sp, const std::vector<int>& args,
-                           const Storage* st) {
+int GroupBuilder::add_node(const Node& n, Space sp, const int* args, int nargs) {
   GNode g{n.op, n.dtype, sp};
   const Shape& own = n.base ? n.region.shape : n.shape;
   if (n.op == Op::Const) {  // materializing a constant: a row scalar copied over the space
-    int c = add_const(n);
     g = GNode{Op::Copy, n.dtype, sp};
-    g.a = c;
+    g.a = args[0];
   } else if (n.op == Op::Iota || n.op == Op::Rand || n.op == Op::Randn) {
     Strides idx(own.size(), 0);
     if (n.op == Op::Iota) {
@@ -83,9 +79,9 @@ int GroupBuilder::add_node(const Node& n, Space sp, const std::vector<int>& args
       g_.scalars.push_back(Scalar(int64_t(n.offset)));
     }
   } else {
-    if (args.size() > 0) g.a = args[0];
-    if (args.size() > 1) g.b = args[1];
-    if (args.size() > 2) g.c = args[2];
+    if (nargs > 0) g.a = args[0];
+    if (nargs > 1) g.b = args[1];
+    if (nargs > 2) g.c = args[2];
     // A reduction reads one value per element: spread a row scalar (an inlined constant,
     // as in sum(ones(n))) over the space first, else it would reduce nothing.
     if (is_reduce(n.op) && g.a >= 0 && g_.nodes[g.a].space == Space::Row) {
@@ -94,9 +90,7 @@ int GroupBuilder::add_node(const Node& n, Space sp, const std::vector<int>& args
       g.a = push(c);
     }
   }
-  int id = push(g);
-  by_storage_[st] = id;
-  return id;
+  return push(g);
 }
 
 void GroupBuilder::add_output(GOutput o, const Node& n) {

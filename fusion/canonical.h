@@ -3,6 +3,7 @@
 // group's iteration space, computes passes, then canonicalizes the space (kept dims first,
 // size-1 dims dropped, dims merged where every access allows) and hashes the signature.
 #include <unordered_map>
+#include <vector>
 
 #include "fusion/group.h"
 
@@ -11,10 +12,11 @@ namespace loom {
 class GroupBuilder {
  public:
   GroupBuilder(Shape S, std::vector<int> axes);
-  int node_of(const Storage* st) const { return by_storage_.at(st); }
+  // A constant's value as a scalar node (the caller adds each constant once).
   int add_const(const Node& c);
   int add_load(const Input& in, Space sp, const Shape& node_shape);
-  int add_node(const Node& n, Space sp, const std::vector<int>& args, const Storage* st);
+  // `args`: the builder ids of n's inputs (for a materialized constant, its add_const id).
+  int add_node(const Node& n, Space sp, const int* args, int nargs);
   void add_output(GOutput o, const Node& n);
   Group finish();
 
@@ -24,8 +26,6 @@ class GroupBuilder {
   Shape S_;
   std::vector<int> axes_;
   Group g_;
-  std::unordered_map<const Storage*, int> by_storage_;
-  std::unordered_map<const Node*, int> consts_;
   std::unordered_map<const Storage*, std::vector<int>> loads_;  // load nodes by storage
 };
 

@@ -88,6 +88,7 @@ class Planner {
   // Index of a pending storage of this flush, or -1.
   int idx(const Storage* s) const { return s->mark_epoch == epoch_ ? int(s->mark) : -1; }
   std::vector<std::vector<int>> gdeps_;
+  std::vector<int> member_id_, const_id_, set_;  // build(): builder ids by planner index
 
   // Index of the pending producer of an input in this flush, or -1 (ready memory).
   int producer(const Input& in) const {
@@ -387,22 +388,35 @@ class Planner {
       return g;
     }
     GroupBuilder b(G.S, G.axes);
+    // Builder ids by planner index (members, and constants as scalars), without a hash map
+    // per group: entries set here are reset before returning.
+    if (member_id_.size() < nodes_.size()) {
+      member_id_.assign(nodes_.size(), -1);
+      const_id_.assign(nodes_.size(), -1);
+    }
+    auto scalar_of = [&](int p) {
+      if (const_id_[p] < 0) const_id_[p] = b.add_const(*nodes_[p].n), set_.push_back(p);
+      return const_id_[p];
+    };
     for (int m : G.members) {
       const PNode& pn = nodes_[m];
       const Node& n = *pn.n;
-      std::vector<int> args;
+      SmallVec<int, 4> args;
+      if (n.op == Op::Const) args.push_back(scalar_of(m));
       for (auto& in : n.in) {
         int p = producer(in);
         if (p >= 0 && nodes_[p].group == gi && !is_const(p)) {
-          args.push_back(b.node_of(nodes_[p].st.get()));
+          args.push_back(member_id_[p]);
         } else if (is_const(p)) {
-          args.push_back(b.add_const(*nodes_[p].n));
+          args.push_back(scalar_of(p));
         } else {
           Space ls = is_reduce(n.op) ? Space::Full : pn.space;
           args.push_back(b.add_load(in, ls, n.base ? n.region.shape : n.shape));
         }
       }
-      int id = b.add_node(n, pn.space, args, pn.st.get());
+      int id = b.add_node(n, pn.space, args.data(), int(args.size()));
+      member_id_[m] = id;
+      set_.push_back(m);
       if (pn.materialize) {
         GOutput o{id, pn.st};
         if (n.base) {
@@ -423,6 +437,8 @@ class Planner {
         b.add_output(o, n);
       }
     }
+    for (int p : set_) member_id_[p] = const_id_[p] = -1;
+    set_.clear();
     return b.finish();
   }
 };
