@@ -32,6 +32,31 @@ struct Operand {
   int s;  // 1: a register, 0: one value broadcast
 };
 
+// Memory the next tile will touch, asked for a few cache lines at a time between this
+// tile's instructions: the interpreter reads a tile in its first instructions and then only
+// computes, so without it the memory wait and the compute of a tile never overlap, and
+// asking for a whole tile at once stalls on the line fill buffers instead.
+struct Prefetch {
+  static constexpr int kMax = 16;
+  const char* p[kMax];
+  int64_t bytes[kMax];
+  bool write[kMax];
+  int n = 0, cur = 0;
+  int64_t off = 0, lines = 0;
+  void add(const char* ptr, int64_t b, bool w) {
+    if (n == kMax || b <= 0) return;
+    p[n] = ptr, bytes[n] = b, write[n] = w, ++n;
+    lines += (b + 63) / 64;
+  }
+  void step(int64_t k) {
+    for (; k > 0 && cur < n; --k) {
+      write[cur] ? __builtin_prefetch(p[cur] + off, 1) : __builtin_prefetch(p[cur] + off, 0);
+      off += 64;
+      if (off >= bytes[cur]) ++cur, off = 0;
+    }
+  }
+};
+
 // Per-thread scratch: registers and broadcast buffers.
 struct Scratch {
   std::vector<Reg> regs;
@@ -239,8 +264,10 @@ class Runner {
       tbb::parallel_for(tbb::blocked_range<int64_t>(0, blocks, grain), [&](auto r) {
         Scratch& s = local_scratch();
         for (int64_t b = r.begin(); b < r.end(); ++b) {
-          if (b + 1 < r.end()) prefetch(b * nr + nr, std::min(nr, rows_ - b * nr - nr), 0, cols_);
-          rows_block(s, b * nr, std::min(nr, rows_ - b * nr), true);
+          Prefetch pf;
+          if (b + 1 < r.end())
+            plan_prefetch(pf, b * nr + nr, std::min(nr, rows_ - b * nr - nr), 0, cols_);
+          rows_block(s, b * nr, std::min(nr, rows_ - b * nr), true, &pf);
         }
       });
       return;
@@ -320,15 +347,10 @@ class Runner {
 
   const char* leaf_ptr(const GLeaf& l) const { return static_cast<const char*>(l.st->data()); }
 
-  // Asks for the memory of the next tile (unit-stride leaves and outputs) while this one
-  // computes: the interpreter reads a tile in its first instructions and then only computes,
-  // so without this the memory wait and the compute of a tile never overlap.
-  void prefetch(int64_t r0, int64_t nr, int64_t c0, int64_t nc) const {
+  // Plans the prefetch of the tile (r0, nr) x (c0, nc): its unit-stride leaves and outputs.
+  void plan_prefetch(Prefetch& pf, int64_t r0, int64_t nr, int64_t c0, int64_t nc) const {
     if (rank_ - nk_ != 1 || nc <= 0) return;
-    auto lines = [&](const char* p, int64_t bytes, bool write) {
-      for (int64_t b = 0; b < bytes; b += 64)
-        write ? __builtin_prefetch(p + b, 1) : __builtin_prefetch(p + b, 0);
-    };
+    auto lines = [&](const char* p, int64_t bytes, bool write) { pf.add(p, bytes, write); };
     for (int64_t i = 0; i < nr; ++i) {
       for (auto& l : g_.leaves) {
         if (!l.st || l.strides[rank_ - 1] != 1 || l.space != Space::Full) continue;
@@ -562,9 +584,10 @@ class Runner {
 
   // Runs steps over one tile; reductions accumulate and outputs store as values appear.
   void run_steps(Scratch& s, RowState& rs, const StepList& sl, int pass, bool whole,
-                 std::vector<Acc>* accs, int64_t c0, int64_t nc) const {
+                 std::vector<Acc>* accs, int64_t c0, int64_t nc, Prefetch* pf = nullptr) const {
     auto& full = s.full;
     full.assign(p_.nodes.size(), nullptr);
+    int64_t per = pf ? pf->lines / int64_t(sl.nodes.size() + 1) + 1 : 0;
     for (size_t k = 0; k < sl.nodes.size(); ++k) {
       int id = sl.nodes[k];
       if (!whole && p_.nodes[id].pass > pass) continue;
@@ -572,7 +595,9 @@ class Runner {
       const void* v = eval_full(s, rs, full, id, out ? out : s.regs[sl.reg[k]].data(), c0, nc);
       full[id] = v;
       consume(rs, id, v, accs, c0, nc, whole ? -1 : pass);
+      if (pf) pf->step(per);
     }
+    if (pf) pf->step(pf->lines);
   }
 
   void consume(RowState& rs, int id, const void* v, std::vector<Acc>* accs, int64_t c0,
@@ -621,21 +646,22 @@ class Runner {
   }
 
   // Rows [r0, r0+nr): every pass, whole rows in one tile or long rows in chunks.
-  void rows_block(Scratch& s, int64_t r0, int64_t nr, bool whole) {
+  void rows_block(Scratch& s, int64_t r0, int64_t nr, bool whole, Prefetch* pf = nullptr) {
     RowState rs;
     rs.vals.swap(s.row_vals);  // reuse the last block's capacity; given back at the end
     rs.accs.swap(s.row_accs);
     init_rows(rs, r0, nr);
-    rows_block_run(s, rs, nr, whole);
+    rows_block_run(s, rs, nr, whole, pf);
     rs.vals.swap(s.row_vals);
     rs.accs.swap(s.row_accs);
   }
 
-  void rows_block_run(Scratch& s, RowState& rs, int64_t nr, bool whole) {
+  void rows_block_run(Scratch& s, RowState& rs, int64_t nr, bool whole, Prefetch* pf) {
     if (whole) {
       s.fit(p_.single.slots, nr * cols_);
       auto& full = s.full;
       full.assign(p_.nodes.size(), nullptr);
+      int64_t per = pf ? pf->lines / int64_t(p_.single.nodes.size() + 1) + 1 : 0;
       // Whole rows: walk passes in order; each Full node is computed once.
       size_t k = 0;
       for (int pass = 0; pass < p_.passes; ++pass) {
@@ -647,8 +673,10 @@ class Runner {
               eval_full(s, rs, full, id, out ? out : s.regs[p_.single.reg[k]].data(), 0, cols_);
           full[id] = v;
           consume(rs, id, v, nullptr, 0, cols_, -1);
+          if (pf) pf->step(per);
         }
       }
+      if (pf) pf->step(pf->lines);
       store_rows(rs);
       return;
     }
@@ -685,8 +713,10 @@ class Runner {
           int64_t end = std::min(nchunks, (sg + 1) * kSegment);
           for (int64_t ch = sg * kSegment; ch < end; ++ch) {
             int64_t c0 = ch * kChunk;
-            if (ch + 1 < end) prefetch(row, 1, c0 + kChunk, std::min(kChunk, cols_ - c0 - kChunk));
-            run_steps(s, local, sl, pass, false, &acc, c0, std::min(kChunk, cols_ - c0));
+            Prefetch pf;
+            if (ch + 1 < end)
+              plan_prefetch(pf, row, 1, c0 + kChunk, std::min(kChunk, cols_ - c0 - kChunk));
+            run_steps(s, local, sl, pass, false, &acc, c0, std::min(kChunk, cols_ - c0), &pf);
           }
         }
       });
