@@ -337,10 +337,12 @@ def make_inputs(spec, backend, dev, host_sets):
     return outs
 
 
-def bandwidth_rows(dev, quick, timer, have_torch, rng, rows):
+def bandwidth_rows(dev, quick, timer, have_torch, rng, rows, only=None):
     """Every bandwidth workload for every implementation; rows are appended as measured."""
     copy_gbs = None
     for name, nbytes, spec, impls in workloads(dev, quick):
+        if only and name != "copy" and not any(o in name for o in only):
+            continue
         results, ref = {}, None
         nin = 2
         host_sets = host_inputs(spec, nin, rng)
@@ -371,6 +373,7 @@ def bandwidth_rows(dev, quick, timer, have_torch, rng, rows):
             if name == "copy":  # the ceiling: the fastest copy of the run
                 copy_gbs = max(copy_gbs or 0, gbs)
             rows.append({"work": name, "impl": impl, "ms": ms, "gbs": gbs})
+            print(f"  measured {name} / {impl}: {ms:.3f} ms", flush=True)
         base = {k: results.get(k) for k in ("torch.compile", "torch eager", "numpy")}
         for r in rows:
             if r["work"] != name:
@@ -388,19 +391,24 @@ def main():
     ap.add_argument("--png")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--only", help="comma-separated workload names (substrings) to run; the copy "
+                    "ceiling always runs; 'tiny' and 'compile' select the host rows")
     ap.add_argument("--cache-dir", help="loom's disk kernel cache (default: a fresh temporary "
                     "folder, so compile rows start cold)")
     args = ap.parse_args()
     os.environ["LOOM_CACHE_DIR"] = args.cache_dir or tempfile.mkdtemp(prefix="loom-suite-")
+    only = [o.strip() for o in args.only.split(",")] if args.only else None
     dev = args.device
     rng = np.random.default_rng(0)
     timer = Timer(dev, args.reps)
     have_torch = torch is not None and (dev == "cpu" or torch.cuda.is_available())
     rows, failure = [], None
     try:
-        bandwidth_rows(dev, args.quick, timer, have_torch, rng, rows)
-        rows += tiny_rows(dev, args.reps, have_torch)
-        rows += compile_rows(dev, args.reps)
+        bandwidth_rows(dev, args.quick, timer, have_torch, rng, rows, only)
+        if not only or "tiny" in only:
+            rows += tiny_rows(dev, args.reps, have_torch)
+        if not only or "compile" in only:
+            rows += compile_rows(dev, args.reps)
     except SystemExit as e:  # a failed check: report it after what was measured
         failure = str(e.code)
     print(f"{'work':<30}{'impl':<18}{'ms':>10}{'GB/s':>10}{'% copy':>8}  vs peer")

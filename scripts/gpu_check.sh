@@ -21,12 +21,7 @@ row() { ROWS+=("$(printf '%-28s %-6s %5ss  %s' "$1" "$2" "$3" "$4")"); }
 elapsed() { echo $(($(date +%s) - $1)); }
 
 # Eigen, oneTBB and doctest are not installed there: unpack the carried .debs.
-P=/tmp/deps
-if ls .device-deps/*.deb >/dev/null 2>&1; then
-  for f in .device-deps/*.deb; do dpkg -x "$f" "$P"; done
-  export CMAKE_PREFIX_PATH=$P/usr LD_LIBRARY_PATH=$P/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-  export CPATH=$P/usr/include:$P/usr/include/eigen3${CPATH:+:$CPATH}
-fi
+source scripts/gpu_env.sh
 export LOOM_CACHE_DIR=$(mktemp -d /tmp/loom-cache.XXXX)
 export LOOM_STRICT_WARNINGS=1
 
