@@ -432,6 +432,12 @@ class Runner {
       dispatch_ct(in, [&](auto t) {
         using T = decltype(t);
         const T* x = static_cast<const T*>(a[0].p);
+        if constexpr (std::is_floating_point_v<T>) {
+          if (op == Op::Exp && p_.exp_sub[&n - p_.nodes.data()]) {
+            exp_sub<T>(x, a[0].s, static_cast<const T*>(a[1].p), a[1].s, static_cast<T*>(out), len);
+            return;
+          }
+        }
         const T* src = x;
         std::vector<T> tmp;
         if (a[0].s == 0) {

@@ -16,6 +16,9 @@ template <typename T>
 void binary(Op op, const T* a, int sa, const T* b, int sb, T* out, int64_t n);
 template <typename T>
 void binary_bool(Op op, const T* a, int sa, const T* b, int sb, uint8_t* out, int64_t n);
+// out = exp(a - b) in one pass (T float or double).
+template <typename T>
+void exp_sub(const T* a, int sa, const T* b, int sb, T* out, int64_t n);
 template <typename T>
 void select(const uint8_t* c, int sc, const T* a, int sa, const T* b, int sb, T* out, int64_t n);
 // out (compute type of `to`) = a (compute type `from`); rounds to float16/bfloat16 when

@@ -66,6 +66,24 @@ Program build_program(const Group& g) {
                                                              [](const GNode& m) { return is_reduce(m.op); }))
                                          : -1);
   }
+  // exp(x - y) whose difference nothing else reads (softmax's exp): one pass instead of two.
+  p.exp_sub.assign(p.nodes.size(), 0);
+  std::vector<int> uses(p.nodes.size(), 0);
+  for (auto& n : p.nodes)
+    for (int a : {n.a, n.b, n.c})
+      if (a >= 0) uses[a]++;
+  for (auto& o : g.outputs) uses[o.node]++;
+  for (int i = 0; i < int(p.nodes.size()); ++i) {
+    GNode& n = p.nodes[i];
+    if (n.op != Op::Exp || n.space != Space::Full || n.a < 0 || uses[n.a] != 1) continue;
+    const GNode& d = p.nodes[n.a];
+    CT c = p.ct[i];
+    if (d.op != Op::Sub || d.space != Space::Full || d.a < 0 || d.b < 0 || p.ct[n.a] != c) continue;
+    if ((c != CT::F32 && c != CT::F64) || p.nodes[d.a].space != Space::Full) continue;
+    n.b = d.b;
+    n.a = d.a;
+    p.exp_sub[i] = 1;
+  }
   std::vector<std::vector<int>> targets(g.passes);
   std::vector<int> all_targets;
   for (int i = 0; i < int(g.nodes.size()); ++i) {

@@ -21,6 +21,9 @@ struct Program {
   std::vector<int> reduces;  // reduce node ids
   std::vector<int> row_slot;  // per node: its slot among Row nodes, or -1
   std::vector<int> acc_slot;  // per node: its slot among reduce nodes, or -1
+  // Per node: 1 for an Exp rewritten to read x and y of its input x - y (a Sub nothing else
+  // reads), computed as one instruction; the Sub is left out of the steps.
+  std::vector<uint8_t> exp_sub;
   int n_row = 0;
   int passes = 1;
   int last = 0;  // final pass

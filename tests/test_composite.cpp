@@ -102,6 +102,16 @@ TEST_CASE("composite: softmax is stable for large logits and long rows") {
   check_close(log_softmax(x, 1), along(host(x), {2, 3}, 1, log_softmax_row));
   double inf = std::numeric_limits<double>::infinity();
   check_close(softmax(lt::make({-inf, 0, 0}, {3}), 0), {0, 0.5, 0.5});
+  // masked and far-below-max logits: exactly 0 where exp underflows (the CPU computes
+  // exp(x - max) in one instruction and must not keep Eigen's clamped tiny values)
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    Tensor m = lt::make({0, -inf, -1000, 1, -inf, -inf, 2, -inf, -800, -100, 3, 2}, {3, 4}, dt);
+    auto want = along(host(m), {3, 4}, 1, softmax_row);
+    auto got = lt::check_fused_matches_unfused([&] { return softmax(m, 1); });
+    check_close(softmax(m, 1), want);
+    for (size_t i = 0; i < want.size(); ++i)
+      if (want[i] == 0) CHECK(got[i] == 0);
+  }
   // rows longer than the on-chip row (two-pass plan)
   Tensor big = lt::random({3, 40000}, DType::Float32, 82, -5, 5);
   check_close(softmax(big, 1), along(host(big), big.shape(), 1, softmax_row));
