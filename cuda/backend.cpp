@@ -69,6 +69,9 @@ class CudaBackend : public Backend {
     sm_ = p.sm_count;
     cc_major_ = p.cc_major, cc_minor_ = p.cc_minor;
     arch_ = "sm_" + std::to_string(cc_major_) + std::to_string(cc_minor_);
+    // NVRTC's start-up (loading its builtins, the first program) costs about as much as a
+    // kernel; pay it on another core while the program records its first ops.
+    cuda::warm_up_async(cc_major_, cc_minor_);
     matmul_ = std::make_unique<cuda::Matmul>(
         0, default_,
         [this](const std::string& src, const std::vector<std::string>& entries,

@@ -14,6 +14,8 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -48,6 +50,7 @@ struct Lib {
 };
 
 std::atomic<bool> g_fail_next_compile{false};
+std::atomic<bool> g_warmed{false};  // a warm-up compile has finished
 
 bool env_on(const char* name) {
   const char* v = std::getenv(name);
@@ -256,20 +259,46 @@ CompileResult compile(const std::string& source, const std::string& kernel_name_
                       strict_warnings());
 }
 
-void warm_up() {
+void warm_up(int cc_major, int cc_minor) {
   static std::once_flag once;
-  std::call_once(once, [] {
+  std::call_once(once, [cc_major, cc_minor] {
     if (!nvrtc_available()) return;
-    int major = 9, minor = 0;  // sm_90 when no GPU: every NVRTC since 11.8 knows it
+    int major = cc_major, minor = cc_minor;
     try {
-      if (is_available()) {
-        major = properties(0).cc_major;
-        minor = properties(0).cc_minor;
+      if (major == 0) {
+        major = 9, minor = 0;  // sm_90 when no GPU: every NVRTC since 11.8 knows it
+        if (is_available()) {
+          major = properties(0).cc_major;
+          minor = properties(0).cc_minor;
+        }
       }
       compile_impl("extern \"C\" __global__ void loom_warm_up(int* p) { if (p) *p = 0; }\n",
                    "loom_warm_up", major, minor, {}, false);
     } catch (const Error&) {
       // Best effort: a real compile reports any problem with full context.
+    }
+    g_warmed = true;
+  });
+}
+
+bool warmed_up() { return g_warmed; }
+
+void warm_up_async(int cc_major, int cc_minor) {
+  // Joined at exit so the thread never runs inside NVRTC while the process tears down.
+  struct Joiner {
+    std::thread t;
+    ~Joiner() {
+      if (t.joinable()) t.join();
+    }
+  };
+  static std::once_flag once;
+  std::call_once(once, [cc_major, cc_minor] {
+    if (!nvrtc_available()) return;  // opens libnvrtc here, not on the thread
+    static Joiner j;
+    try {
+      j.t = std::thread([cc_major, cc_minor] { warm_up(cc_major, cc_minor); });
+    } catch (const std::system_error&) {
+      // No thread to spare: the first compile pays NVRTC's start-up as before.
     }
   });
 }

@@ -32,8 +32,16 @@ CompileResult compile(const std::string& source, const std::string& kernel_name_
                       int cc_major, int cc_minor,
                       const std::vector<std::string>& extra_options = {});
 
-// Compiles a trivial kernel once to pay NVRTC's first-call cost early; never throws.
-void warm_up();
+// Compiles a trivial kernel once to pay NVRTC's first-call cost early; never throws. With
+// cc_major 0 it asks the driver for device 0's architecture (sm_90 without a GPU).
+void warm_up(int cc_major = 0, int cc_minor = 0);
+// Runs warm_up(cc_major, cc_minor) once on a background thread and returns at once; the thread is
+// joined at exit. A user compile may run concurrently (NVRTC programs are independent and loom's
+// NVRTC state is set up before the thread starts). The CUDA backend calls it when it starts, so
+// a machine without a GPU never pays it.
+void warm_up_async(int cc_major, int cc_minor);
+// True once a warm-up compile has finished (successfully or not).
+bool warmed_up();
 
 namespace fault {
 // The next compile() throws a compile failure without calling NVRTC.

@@ -2,7 +2,9 @@
 // the kernel name, the log and numbered source lines.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "cuda/nvrtc.h"
 #include "tensor/error.h"
@@ -123,6 +125,18 @@ TEST_CASE("nvrtc: fail_next_compile injects exactly one failure") {
   std::string msg = compile_error(kSaxpy, "injected_kernel");
   CHECK(msg.find("injected_kernel") != std::string::npos);
   CHECK_FALSE(lc::compile(kSaxpy, "saxpy", 9, 0).cubin.empty());
+}
+
+TEST_CASE("nvrtc: a background warm-up runs beside a user compile") {
+  // What the CUDA backend does when it starts: the thread compiles a trivial kernel while the
+  // caller compiles its own; both succeed, and a second start does nothing.
+  CHECK_NOTHROW(lc::warm_up_async(9, 0));
+  CHECK_NOTHROW(lc::warm_up_async(9, 0));
+  if (skip_without_nvrtc()) return;
+  CHECK_FALSE(lc::compile(kSaxpy, "saxpy", 9, 0).cubin.empty());
+  for (int i = 0; i < 600 && !lc::warmed_up(); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(lc::warmed_up());
 }
 
 TEST_CASE("nvrtc: warm_up never throws") {
