@@ -356,6 +356,33 @@ TEST_CASE("codegen: kernel kinds follow the group's structure") {
   CHECK(lc::launch_config(full, fv, 132).grid_y > 1);
 }
 
+TEST_CASE("codegen: a kernel carries only the helpers it uses") {
+  // Cold-compile time (issue 7): no header, and no conversion, Philox or math helper a kernel
+  // does not call. Each helper's definition appears only with a use.
+  auto source = [](const Tensor& t) {
+    std::vector<Group> gs = plan_storage(t.storage());
+    REQUIRE(gs.size() == 1);
+    return lc::generate(gs[0], lc::choose_variant(gs[0], 132)).source;
+  };
+  Tensor fd = data({64, 1000}, DType::Float32), bd = data({64, 1000}, DType::BFloat16);
+  std::string f32 = source(softmax(fd.clone(), 1)), bf16 = source(softmax(bd.clone(), 1));
+  std::string rnd = source(rand({64, 1000}) * 2.0);
+  CHECK(f32.find("#include") == std::string::npos);
+  for (const char* h : {"lm_b2f", "lm_f2b", "lm_h2f", "lm_f2h", "lm_philox", "lm_rand", "lm_fdiv"})
+    CHECK_MESSAGE(f32.find(h) == std::string::npos, h);
+  CHECK(bf16.find("lm_b2f") != std::string::npos);
+  CHECK(bf16.find("lm_f2b") != std::string::npos);
+  CHECK(bf16.find("lm_h2f") == std::string::npos);
+  CHECK(bf16.find("lm_philox") == std::string::npos);
+  CHECK(rnd.find("lm_philox") != std::string::npos);
+  CHECK(rnd.find("lm_randn") == std::string::npos);
+  CHECK(rnd.find("lm_b2f") == std::string::npos);
+  if (!lc::nvrtc_available()) return;
+  StrictGuard strict;
+  for (const std::string* s : {&f32, &bf16, &rnd})
+    CHECK_FALSE(lc::compile(*s, "loom_helpers", 9, 0).cubin.empty());
+}
+
 TEST_CASE("codegen: every op, dtype and kernel kind compiles for sm_90 without warnings") {
   if (!lc::nvrtc_available()) {
     MESSAGE("NVRTC unavailable, skipping: " << lc::nvrtc_unavailable_reason());
