@@ -1,0 +1,219 @@
+// Cold-compile cost of loom's generated CUDA kernels (issue 7), on any machine with NVRTC: no
+// GPU needed. Groups come from the public API on the CPU device through plan_storage (nothing
+// runs), are lowered by loom's own code generator for the variant the launcher picks on an
+// H200-sized GPU (132 SMs), and compiled by cuda::compile (NVRTC straight to an sm_90 cubin).
+//
+//   loom_bench_nvrtc [--reps N] [--threads T] [--warm-up] [--dump DIR] [--opt OPTION]...
+//
+// --warm-up starts cuda::warm_up_async (what the CUDA backend does when it starts) before the
+// groups are planned and generated, as a program would record its first ops meanwhile.
+// Reports: NVRTC's dlopen, the first compile in the process (NVRTC's own start-up, on the chain
+// kernel), then per kernel kind the source size, the median / min compile time over N and the
+// cubin size; last, the wall time of compiling K distinct chain kernels on 1 thread and on T.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cuda/codegen.h"
+#include "cuda/launch.h"
+#include "cuda/nvrtc.h"
+#include "fusion/group.h"
+#include "fusion/trace.h"
+#include "loom.h"
+
+using namespace loom;
+namespace lc = loom::cuda;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// Ready data; its clone() is pending, so ops on the clone fuse into one group that loads it.
+Tensor data(const Shape& s, DType dt) {
+  Tensor base = rand(s) * 4.0 - 2.0;
+  if (dt != DType::Float32) base = cast(base, dt);
+  loom::sync();
+  return base;
+}
+
+// bench/suite.py's compile rows: 6 x (unary, * 0.5, + x), the unary ops from the base-8 digits
+// of i (a distinct signature per i), 18 ops over 4096 floats.
+Tensor chain(const Tensor& x, int i) {
+  Tensor y = x;
+  for (int r = 0; r < 6; ++r) {
+    Tensor u;
+    switch (i % 8) {
+      case 0:
+        u = tanh(y);
+        break;
+      case 1:
+        u = sigmoid(y);
+        break;
+      case 2:
+        u = exp(y);
+        break;
+      case 3:
+        u = sin(y);
+        break;
+      case 4:
+        u = cos(y);
+        break;
+      case 5:
+        u = relu(y);
+        break;
+      case 6:
+        u = abs(y);
+        break;
+      default:
+        u = neg(y);
+        break;
+    }
+    y = u * 0.5 + x;
+    i /= 8;
+  }
+  return y;
+}
+
+struct Gen {
+  std::string name, source;
+  std::string variant;
+};
+
+Gen lower(const Tensor& t, const std::string& name) {
+  // The reduction group when there is one (layer_norm's is the row kernel), else the first.
+  std::vector<Group> gs = plan_storage(t.storage());
+  std::stable_partition(gs.begin(), gs.end(), [](const Group& g) { return g.has_reduce(); });
+  for (const Group& g : gs) {
+    if (g.opaque) continue;
+    lc::Variant v = lc::choose_variant(g, 132);
+    return {name, lc::generate(g, v).source, v.key()};
+  }
+  std::fprintf(stderr, "%s: no kernel\n", name.c_str());
+  std::exit(1);
+}
+
+int lines(const std::string& s) { return int(std::count(s.begin(), s.end(), '\n')); }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int reps = 15;
+  unsigned threads = std::max(2u, std::thread::hardware_concurrency());
+  std::string dump;
+  bool warm = false;
+  std::vector<std::string> opts;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--reps" && i + 1 < argc) {
+      reps = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--threads" && i + 1 < argc) {
+      threads = unsigned(std::max(1, std::atoi(argv[++i])));
+    } else if (a == "--warm-up") {
+      warm = true;
+    } else if (a == "--dump" && i + 1 < argc) {
+      dump = argv[++i];
+    } else if (a == "--opt" && i + 1 < argc) {
+      opts.push_back(argv[++i]);
+    } else {
+      std::fprintf(
+          stderr,
+          "usage: %s [--reps N] [--threads T] [--warm-up] [--dump DIR] [--opt NVRTC_OPTION]...\n",
+          argv[0]);
+      return 2;
+    }
+  }
+
+  auto t0 = Clock::now();
+  if (!lc::nvrtc_available()) {
+    std::fprintf(stderr, "NVRTC unavailable: %s\n", lc::nvrtc_unavailable_reason().c_str());
+    return 1;
+  }
+  double open_ms = ms_since(t0);
+  if (warm) lc::warm_up_async(9, 0);
+  auto tg = Clock::now();
+
+  manual_seed(1);
+  Tensor x = data({4096}, DType::Float32), m = data({1024, 4096}, DType::Float32);
+  Tensor mb = data({1024, 4096}, DType::BFloat16), w = data({4096}, DType::BFloat16);
+  Tensor bb = data({4096}, DType::BFloat16);
+  std::vector<Gen> ks = {
+      lower(chain(x.clone(), 32768 + 7919), "chain18 f32"),
+      lower(softmax(m.clone(), 1), "softmax f32"),
+      lower(sum(m.clone()), "sum f32 (full)"),
+      lower(layer_norm(mb.clone(), {4096}, w, bb), "layer_norm bf16"),
+      lower(mean(m.clone(), {0}), "column mean f32"),
+      // NVRTC's floor: the warm-up kernel.
+      {"trivial", "extern \"C\" __global__ void loom_warm_up(int* p) { if (p) *p = 0; }\n", "-"},
+  };
+  double gen_ms = ms_since(tg);
+  if (!dump.empty())
+    for (size_t i = 0; i < ks.size(); ++i)
+      std::ofstream(dump + "/k" + std::to_string(i) + ".cu") << ks[i].source;
+
+  std::string extra;
+  for (const auto& o : opts) extra += " " + o;
+  std::printf("NVRTC %s, sm_90, options:", lc::nvrtc_version().c_str());
+  for (const auto& o : lc::compile_options(9, 0, opts)) std::printf(" %s", o.c_str());
+  std::printf("\n");
+  std::printf("dlopen + version: %.1f ms; planning and generating %zu kernels: %.1f ms\n", open_ms,
+              ks.size() - 1, gen_ms);
+
+  // The first compile in the process pays NVRTC's own start-up.
+  lc::CompileResult first = lc::compile(ks[0].source, "loom_bench", 9, 0, opts);
+  std::printf("first compile in process (%s)%s: %.1f ms\n", ks[0].name.c_str(),
+              !warm             ? ""
+              : lc::warmed_up() ? ", warm-up done"
+                                : ", warm-up running",
+              first.ms);
+
+  std::printf("\n%-18s %-20s %7s %6s %9s %9s %8s\n", "kernel", "variant", "bytes", "lines",
+              "median_ms", "min_ms", "cubin");
+  for (const Gen& k : ks) {
+    std::vector<double> t;
+    size_t cubin = 0;
+    for (int r = 0; r < reps; ++r) {
+      lc::CompileResult c = lc::compile(k.source, "loom_bench", 9, 0, opts);
+      t.push_back(c.ms);
+      cubin = c.cubin.size();
+    }
+    std::printf("%-18s %-20s %7zu %6d %9.1f %9.1f %8zu\n", k.name.c_str(), k.variant.c_str(),
+                k.source.size(), lines(k.source), median(t), *std::min_element(t.begin(), t.end()),
+                cubin);
+  }
+
+  // A flush with several new groups: distinct chain kernels compiled serially, then on T threads.
+  const int K = 8;
+  std::vector<std::string> srcs;
+  for (int i = 0; i < K; ++i) srcs.push_back(lower(chain(x.clone(), 1000 + 37 * i), "").source);
+  auto ts = Clock::now();
+  for (const auto& s : srcs) lc::compile(s, "loom_bench", 9, 0, opts);
+  double serial = ms_since(ts);
+  auto tp = Clock::now();
+  std::vector<std::thread> pool;
+  std::atomic<int> next{0};
+  for (unsigned t = 0; t < threads; ++t)
+    pool.emplace_back([&] {
+      for (int i; (i = next++) < K;) lc::compile(srcs[i], "loom_bench", 9, 0, opts);
+    });
+  for (auto& t : pool) t.join();
+  double par = ms_since(tp);
+  std::printf(
+      "\n%d distinct chain kernels: serial %.0f ms (%.1f each), %u threads %.0f ms (%.2fx)\n", K,
+      serial, serial / K, threads, par, serial / par);
+  return 0;
+}
