@@ -3,10 +3,12 @@
 // runs), are lowered by loom's own code generator for the variant the launcher picks on an
 // H200-sized GPU (132 SMs), and compiled by cuda::compile (NVRTC straight to an sm_90 cubin).
 //
-//   loom_bench_nvrtc [--reps N] [--threads T] [--warm-up] [--dump DIR] [--opt OPTION]...
+//   loom_bench_nvrtc [--reps N] [--threads T] [--warm-up] [--per-op] [--dump DIR]
+//                    [--opt OPTION]...
 //
 // --warm-up starts cuda::warm_up_async (what the CUDA backend does when it starts) before the
 // groups are planned and generated, as a program would record its first ops meanwhile.
+// --per-op also times a 3-op kernel `op(x) * 0.5 + x` for each of the chain's unary ops.
 // Reports: NVRTC's dlopen, the first compile in the process (NVRTC's own start-up, on the chain
 // kernel), then per kernel kind the source size, the median / min compile time over N and the
 // cubin size; last, the wall time of compiling K distinct chain kernels on 1 thread and on T.
@@ -45,39 +47,35 @@ Tensor data(const Shape& s, DType dt) {
   return base;
 }
 
+// suite.py's UNARY ops, in its order.
+const char* const kUnary[] = {"tanh", "sigmoid", "exp", "sin", "cos", "relu", "abs", "neg"};
+Tensor unary(int k, const Tensor& y) {
+  switch (k) {
+    case 0:
+      return tanh(y);
+    case 1:
+      return sigmoid(y);
+    case 2:
+      return exp(y);
+    case 3:
+      return sin(y);
+    case 4:
+      return cos(y);
+    case 5:
+      return relu(y);
+    case 6:
+      return abs(y);
+    default:
+      return neg(y);
+  }
+}
+
 // bench/suite.py's compile rows: 6 x (unary, * 0.5, + x), the unary ops from the base-8 digits
 // of i (a distinct signature per i), 18 ops over 4096 floats.
 Tensor chain(const Tensor& x, int i) {
   Tensor y = x;
   for (int r = 0; r < 6; ++r) {
-    Tensor u;
-    switch (i % 8) {
-      case 0:
-        u = tanh(y);
-        break;
-      case 1:
-        u = sigmoid(y);
-        break;
-      case 2:
-        u = exp(y);
-        break;
-      case 3:
-        u = sin(y);
-        break;
-      case 4:
-        u = cos(y);
-        break;
-      case 5:
-        u = relu(y);
-        break;
-      case 6:
-        u = abs(y);
-        break;
-      default:
-        u = neg(y);
-        break;
-    }
-    y = u * 0.5 + x;
+    y = unary(i % 8, y) * 0.5 + x;
     i /= 8;
   }
   return y;
@@ -115,7 +113,7 @@ int main(int argc, char** argv) {
   int reps = 15;
   unsigned threads = std::max(2u, std::thread::hardware_concurrency());
   std::string dump;
-  bool warm = false;
+  bool warm = false, per_op = false;
   std::vector<std::string> opts;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -123,6 +121,8 @@ int main(int argc, char** argv) {
       reps = std::max(1, std::atoi(argv[++i]));
     } else if (a == "--threads" && i + 1 < argc) {
       threads = unsigned(std::max(1, std::atoi(argv[++i])));
+    } else if (a == "--per-op") {
+      per_op = true;
     } else if (a == "--warm-up") {
       warm = true;
     } else if (a == "--dump" && i + 1 < argc) {
@@ -130,10 +130,10 @@ int main(int argc, char** argv) {
     } else if (a == "--opt" && i + 1 < argc) {
       opts.push_back(argv[++i]);
     } else {
-      std::fprintf(
-          stderr,
-          "usage: %s [--reps N] [--threads T] [--warm-up] [--dump DIR] [--opt NVRTC_OPTION]...\n",
-          argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--reps N] [--threads T] [--warm-up] [--per-op] [--dump DIR] [--opt "
+                   "OPTION]...\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -194,6 +194,17 @@ int main(int argc, char** argv) {
     std::printf("%-18s %-20s %7zu %6d %9.1f %9.1f %8zu\n", k.name.c_str(), k.variant.c_str(),
                 k.source.size(), lines(k.source), median(t), *std::min_element(t.begin(), t.end()),
                 cubin);
+  }
+
+  if (per_op) {
+    std::printf("\none op a kernel, op(x) * 0.5 + x on 4096 f32 (pw_v4):\n");
+    for (int k = 0; k < 8; ++k) {
+      std::string src = lower(unary(k, x.clone()) * 0.5 + x, kUnary[k]).source;
+      std::vector<double> t;
+      for (int r = 0; r < reps; ++r) t.push_back(lc::compile(src, "loom_bench", 9, 0, opts).ms);
+      std::printf("%-8s median %6.1f ms  min %6.1f ms\n", kUnary[k], median(t),
+                  *std::min_element(t.begin(), t.end()));
+    }
   }
 
   // A flush with several new groups: distinct chain kernels compiled serially, then on T threads.
