@@ -1,5 +1,6 @@
 #include "cpu/interp.h"
 
+#include <immintrin.h>
 #include <tbb/parallel_for.h>
 
 #include <Eigen/Core>
@@ -56,6 +57,30 @@ struct Prefetch {
     }
   }
 };
+
+// Outputs at least this large are written with streaming (non-temporal) stores: they do not
+// fit in cache anyway, and a normal store first reads each line (the write-allocate), a third
+// of a pointwise kernel's memory traffic.
+constexpr size_t kStreamBytes = size_t(8) << 20;
+
+// dst = src (bytes), the 64-byte-aligned middle with non-temporal stores.
+void stream_copy(char* dst, const char* src, int64_t bytes) {
+  int64_t head =
+      std::min<int64_t>(bytes, int64_t((64 - (reinterpret_cast<uintptr_t>(dst) & 63)) & 63));
+  std::memcpy(dst, src, size_t(head));
+  dst += head, src += head, bytes -= head;
+  for (; bytes >= 64; dst += 64, src += 64, bytes -= 64) {
+#if defined(__AVX512F__)
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst),
+                        _mm512_loadu_si512(reinterpret_cast<const void*>(src)));
+#else
+    for (int k = 0; k < 64; k += 16)
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + k),
+                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + k)));
+#endif
+  }
+  std::memcpy(dst, src, size_t(bytes));
+}
 
 // Per-thread scratch: registers and broadcast buffers.
 struct Scratch {
@@ -258,6 +283,7 @@ class Runner {
       if (blocks == 1) {
         Scratch& s = local_scratch();
         rows_block(s, 0, rows_, true);
+        _mm_sfence();
         return;
       }
       int64_t grain = std::max<int64_t>(1, 32768 / (nr * std::max<int64_t>(cols_, 1)));
@@ -269,6 +295,7 @@ class Runner {
             plan_prefetch(pf, b * nr + nr, std::min(nr, rows_ - b * nr - nr), 0, cols_);
           rows_block(s, b * nr, std::min(nr, rows_ - b * nr), true, &pf);
         }
+        _mm_sfence();  // streamed stores are visible before the task counts as done
       });
       return;
     }
@@ -276,6 +303,7 @@ class Runner {
       tbb::parallel_for(tbb::blocked_range<int64_t>(0, rows_), [&](auto r) {
         Scratch& s = local_scratch();
         for (int64_t row = r.begin(); row < r.end(); ++row) rows_block(s, row, 1, false);
+        _mm_sfence();
       });
       return;
     }
@@ -358,7 +386,8 @@ class Runner {
         lines(leaf_ptr(l) + (row_base(l.strides, l.offset, r0 + i) + c0) * isz, nc * isz, false);
       }
       for (auto& o : g_.outputs) {
-        if (o.strides[rank_ - 1] != 1 || p_.nodes[o.node].space != Space::Full) continue;
+        if (o.strides[rank_ - 1] != 1 || p_.nodes[o.node].space != Space::Full || streams(o))
+          continue;
         int64_t isz = int64_t(itemsize(g_.nodes[o.node].dtype));
         lines(static_cast<const char*>(o.st->data()) +
                   (row_base(o.strides, o.offset, r0 + i) + c0) * isz,
@@ -399,10 +428,15 @@ class Runner {
     size_t isz = itemsize(dt);
     char* base_ptr = static_cast<char*>(o.st->data());
     int64_t sl = rank_ > nk_ ? o.strides[rank_ - 1] : 0;
+    bool nt = streams(o);
     for (int64_t i = 0; i < nr; ++i) {
       int64_t base = row_base(o.strides, o.offset, r0 + i);
       for_runs(c0, nc, o.strides, [&](int64_t pos, int64_t off, int64_t len) {
-        store_run<T>(base_ptr + (base + off) * int64_t(isz), dt, sl, src + i * nc + pos, len);
+        char* dst = base_ptr + (base + off) * int64_t(isz);
+        if (nt)
+          stream_copy(dst, reinterpret_cast<const char*>(src + i * nc + pos), len * int64_t(isz));
+        else
+          store_run<T>(dst, dt, sl, src + i * nc + pos, len);
       });
     }
   }
@@ -532,12 +566,21 @@ class Runner {
     return leaf_ptr(l) + off * int64_t(itemsize(l.dtype));
   }
 
+  // A large output in the compute type, unit stride along the tile: streamed (see
+  // kStreamBytes). Its writes need an sfence before others read them (end of each task).
+  bool streams(const GOutput& o) const {
+    DType dt = g_.nodes[o.node].dtype;
+    return o.st->nbytes >= kStreamBytes && rank_ - nk_ == 1 && o.strides[rank_ - 1] == 1 &&
+           compute_dtype(dt) == dt && dt != DType::Bool && p_.nodes[o.node].space == Space::Full;
+  }
+
   // Where output node `id` can be computed in place: its memory for this tile, when the tile
   // is one unit-stride run of it in the compute type (no store pass afterwards), else null.
   void* direct_out(int id, const RowState& rs, int64_t c0) const {
     if (rs.nr != 1 || rank_ - nk_ != 1 || p_.nodes[id].space != Space::Full) return nullptr;
     for (auto& o : g_.outputs) {
       if (o.node != id) continue;
+      if (streams(o)) return nullptr;  // computed in a register, then streamed out
       DType dt = g_.nodes[id].dtype;
       if (o.strides[rank_ - 1] != 1 || compute_dtype(dt) != dt || dt == DType::Bool) return nullptr;
       int64_t off = row_base(o.strides, o.offset, rs.r0) + c0;
@@ -725,6 +768,7 @@ class Runner {
             run_steps(s, local, sl, pass, false, &acc, c0, std::min(kChunk, cols_ - c0), &pf);
           }
         }
+        _mm_sfence();
       });
       for (int id : p_.reduces) {
         if (p_.nodes[p_.nodes[id].a].pass != pass) continue;

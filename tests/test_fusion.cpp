@@ -345,3 +345,38 @@ TEST_CASE("fusion: set_fusion flushes work recorded under the previous mode") {
   CHECK(counters().kernels.load() == 1 + 20);
   check_close(z, host(y), lt::Tol{1e-6, 1e-6});
 }
+
+TEST_CASE("fusion: large outputs (streamed stores) equal float64 references") {
+  // Outputs of 8 MiB and more are written with non-temporal stores on the CPU: check values,
+  // an unaligned region write into a large buffer, an in-place update and a multi-pass group.
+  const int64_t n = 3 << 20;  // 12 MiB of float32
+  Tensor x = lt::random({n}, DType::Float32, 175, -2, 2);
+  auto v = host(x);
+  check_close((x * 1.5 + 0.5).tanh(),
+              lt::ref_unary(v, [](double a) { return std::tanh(a * 1.5 + 0.5); }));
+  Tensor big = zeros({n});
+  big.narrow(0, 3, n - 7).copy_(x.narrow(0, 1, n - 7) * 2);  // starts 12 bytes into the buffer
+  auto b = host(big);
+  for (int64_t i = 0; i < n; ++i) {
+    double want = (i >= 3 && i < n - 4) ? 2 * v[size_t(i - 2)] : 0;
+    if (b[size_t(i)] != want) {
+      CHECK(b[size_t(i)] == want);
+      break;
+    }
+  }
+  Tensor y = x.clone();
+  y.mul_(3).add_(1);
+  check_close(y, lt::ref_unary(v, [](double a) { return a * 3 + 1; }));
+  Tensor m = x.reshape({768, 4096});
+  Tensor s = softmax(m, 1);
+  auto sv = host(s);
+  for (int64_t r : {int64_t(0), int64_t(383), int64_t(767)}) {
+    double mx = -1e300, sum = 0;
+    for (int64_t c = 0; c < 4096; ++c) mx = std::max(mx, v[size_t(r * 4096 + c)]);
+    for (int64_t c = 0; c < 4096; ++c) sum += std::exp(v[size_t(r * 4096 + c)] - mx);
+    for (int64_t c = 0; c < 4096; c += 511)
+      CHECK(sv[size_t(r * 4096 + c)] ==
+            doctest::Approx(std::exp(v[size_t(r * 4096 + c)] - mx) / sum).epsilon(1e-5));
+  }
+  lt::check_fused_matches_unfused([&] { return layer_norm(m, {4096}) * 2; });
+}
