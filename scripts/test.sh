@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets everything up and runs all of loom's tests: the C++ doctest suite through ctest, then
-# the Python package (pip install .) and its pytest suite.
+# the Python package (pip install .) and its pytest suite, then the sanitizer builds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
@@ -15,3 +15,7 @@ cmake --install "$BUILD" --prefix "$BUILD/prefix" >/dev/null
 cmake -S examples/consumer -B "$BUILD/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$PWD/$BUILD/prefix" >/dev/null
 cmake --build "$BUILD/consumer" >/dev/null
 "$BUILD/consumer/consumer"
+# The C++ suite under ASan + UBSan and the threaded tests under TSan (any report fails).
+if [ "${LOOM_SANITIZE_TESTS:-1}" != 0 ]; then
+  bash scripts/sanitize.sh
+fi
