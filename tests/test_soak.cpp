@@ -62,6 +62,9 @@ TEST_CASE("soak: memory, cached kernels and the trace stay flat") {
   CHECK(counters().bytes_live.load() == live);
   CHECK(kernel_cache_size() == kernels);
   // The resident set may settle (allocator arenas) but must not grow with the step count.
+  // Not under AddressSanitizer: its quarantine keeps freed memory resident by design.
+#if !defined(__SANITIZE_ADDRESS__)
   CHECK(rss1 - rss0 <= (int64_t(16) << 20));
+#endif
   CHECK(std::isfinite(w.abs().sum().item<float>()));
 }
