@@ -29,10 +29,14 @@ int64_t reduced_count(const Shape& s, const std::vector<int>& ax) {
 
 DType reduce_dtype(Op op, DType in) {
   switch (reduce_kind(op)) {
-    case ReduceKind::Sum: return is_floating(in) ? in : DType::Int64;
-    case ReduceKind::Index: return DType::Int64;
-    case ReduceKind::Bool: return DType::Bool;
-    default: return in;
+    case ReduceKind::Sum:
+      return is_floating(in) ? in : DType::Int64;
+    case ReduceKind::Index:
+      return DType::Int64;
+    case ReduceKind::Bool:
+      return DType::Bool;
+    default:
+      return in;
   }
 }
 
@@ -104,8 +108,8 @@ static Tensor arg_reduce(Op op, const char* name, const Tensor& x, std::optional
   LOOM_CHECK(!is_bool(x.dtype()), Type, name, ": not supported for bool tensors (shape ",
              shape_str(x.shape()), ")");
   if (!dim) {
-    LOOM_CHECK(x.numel() > 0, Index, name, ": cannot take the ", name, " of an empty tensor of shape ",
-               shape_str(x.shape()));
+    LOOM_CHECK(x.numel() > 0, Index, name, ": cannot take the ", name,
+               " of an empty tensor of shape ", shape_str(x.shape()));
     Tensor flat = x.reshape({-1});
     Tensor r = reduce_op(op, name, flat, reduce_axes(name, {}, flat.shape()), false);
     return keepdim ? r.reshape(Dims(x.dim(), 1)) : r;
@@ -162,7 +166,10 @@ Tensor norm(const Tensor& x, double p, const Dims& dims, bool keepdim) {
   Tensor xf = cast(x, acc_float(x.dtype()));
   Tensor r;
   if (std::isinf(p)) {
-    r = p > 0 ? reduce_op(Op::Max, "norm", abs(xf), ax, true) : reduce_op(Op::Min, "norm", abs(xf), ax, true);
+    // Max and min have no identity: like torch, an inf norm over zero elements is an error.
+    check_nonempty("norm (inf)", x, ax);
+    r = p > 0 ? reduce_op(Op::Max, "norm", abs(xf), ax, true)
+              : reduce_op(Op::Min, "norm", abs(xf), ax, true);
   } else if (p == 2) {
     r = sqrt(reduce_op(Op::Sum, "norm", xf * xf, ax, true));
   } else if (p == 1) {
@@ -200,10 +207,18 @@ Tensor cumsum(const Tensor& x, int64_t dim) {
 }
 
 Tensor Tensor::sum(const Dims& dims, bool keepdim) const { return loom::sum(*this, dims, keepdim); }
-Tensor Tensor::mean(const Dims& dims, bool keepdim) const { return loom::mean(*this, dims, keepdim); }
-Tensor Tensor::prod(const Dims& dims, bool keepdim) const { return loom::prod(*this, dims, keepdim); }
-Tensor Tensor::amax(const Dims& dims, bool keepdim) const { return loom::amax(*this, dims, keepdim); }
-Tensor Tensor::amin(const Dims& dims, bool keepdim) const { return loom::amin(*this, dims, keepdim); }
+Tensor Tensor::mean(const Dims& dims, bool keepdim) const {
+  return loom::mean(*this, dims, keepdim);
+}
+Tensor Tensor::prod(const Dims& dims, bool keepdim) const {
+  return loom::prod(*this, dims, keepdim);
+}
+Tensor Tensor::amax(const Dims& dims, bool keepdim) const {
+  return loom::amax(*this, dims, keepdim);
+}
+Tensor Tensor::amin(const Dims& dims, bool keepdim) const {
+  return loom::amin(*this, dims, keepdim);
+}
 Tensor Tensor::argmax(std::optional<int64_t> dim, bool keepdim) const {
   return loom::argmax(*this, dim, keepdim);
 }

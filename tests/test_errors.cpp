@@ -225,6 +225,11 @@ TEST_CASE("errors: other argument checks") {
   LT_CHECK_ERROR(gelu(x, "fast"), "gelu", "fast");
   LT_CHECK_ERROR(tensor<float>({1, 2, 3}, {2, 2}), "tensor", "3", "[2, 2]");
   LT_CHECK_ERROR(Tensor(x).clamp_(std::nullopt, std::nullopt), "clamp");
+  Tensor e = zeros({3, 0});
+  LT_CHECK_ERROR(norm(e, std::numeric_limits<double>::infinity(), {1}), "norm", "zero-size",
+                 "[3, 0]");
+  LT_CHECK_ERROR(norm(e, -std::numeric_limits<double>::infinity()), "norm", "zero-size", "[3, 0]");
+  CHECK(norm(e, 2, {1}).to_vector<double>() == std::vector<double>{0, 0, 0});  // sums have one
 }
 
 TEST_CASE("errors: earlier tensors stay valid and the trace keeps working") {
