@@ -115,21 +115,6 @@ std::optional<int64_t> collapse(const Shape& sz, const Strides& st, int i0, int 
   return s;
 }
 
-const char* dtype_code(DType t) {
-  switch (t) {
-    case DType::Float32:
-      return "f32";
-    case DType::Float64:
-      return "f64";
-    case DType::Float16:
-      return "f16";
-    case DType::BFloat16:
-      return "bf16";
-    default:
-      return nullptr;
-  }
-}
-
 // Fallback kernel: one thread an output element, any strides and batch broadcast.
 struct NaiveParams {
   uint64_t a, b, c;
@@ -213,7 +198,7 @@ void Matmul::run(const Group& g, const Stream& stream) {
               size_t(numel(n.shape)) * itemsize(n.dtype), stream_);
     return;
   }
-  if (lt_ && dtype_code(n.dtype) && run_lt(n, out)) return;
+  if (lt_ && is_floating(n.dtype) && run_lt(n, out)) return;
   run_naive(n, out);
 }
 
