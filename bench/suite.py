@@ -337,8 +337,9 @@ def make_inputs(spec, backend, dev, host_sets):
     return outs
 
 
-def bandwidth_rows(dev, quick, timer, have_torch, rng, rows, only=None):
-    """Every bandwidth workload for every implementation; rows are appended as measured."""
+def bandwidth_rows(dev, quick, timer, have_torch, rng, rows, only=None, skip=()):
+    """Every bandwidth workload for every implementation not in `skip`; rows are appended as
+    measured."""
     copy_gbs = None
     for name, nbytes, spec, impls in workloads(dev, quick):
         if only and name != "copy" and not any(o in name for o in only):
@@ -348,7 +349,7 @@ def bandwidth_rows(dev, quick, timer, have_torch, rng, rows, only=None):
         host_sets = host_inputs(spec, nin, rng)
         for impl, fn in impls.items():
             backend = "numpy" if impl == "numpy" else "torch" if impl.startswith("torch") else "loom"
-            if backend == "numpy" and dev == "cuda":
+            if (backend == "numpy" and dev == "cuda") or impl in skip:
                 continue
             if backend == "torch" and (not have_torch or (impl == "torch.compile" and dev != "cuda")):
                 continue
@@ -395,6 +396,8 @@ def main():
                     "ceiling always runs; 'tiny' and 'compile' select the host rows")
     ap.add_argument("--cache-dir", help="loom's disk kernel cache (default: a fresh temporary "
                     "folder, so compile rows start cold)")
+    ap.add_argument("--skip", default="", help="comma-separated implementations to leave out of "
+                    "the bandwidth rows (e.g. 'torch.compile,loom fusion-off' for quick A/B runs)")
     args = ap.parse_args()
     os.environ["LOOM_CACHE_DIR"] = args.cache_dir or tempfile.mkdtemp(prefix="loom-suite-")
     only = [o.strip() for o in args.only.split(",")] if args.only else None
@@ -404,7 +407,8 @@ def main():
     have_torch = torch is not None and (dev == "cpu" or torch.cuda.is_available())
     rows, failure = [], None
     try:
-        bandwidth_rows(dev, args.quick, timer, have_torch, rng, rows, only)
+        skip = {o.strip() for o in args.skip.split(",") if o.strip()}
+        bandwidth_rows(dev, args.quick, timer, have_torch, rng, rows, only, skip)
         if not only or "tiny" in only:
             rows += tiny_rows(dev, args.reps, have_torch)
         if not only or "compile" in only:
