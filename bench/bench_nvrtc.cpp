@@ -4,11 +4,14 @@
 // H200-sized GPU (132 SMs), and compiled by cuda::compile (NVRTC straight to an sm_90 cubin).
 //
 //   loom_bench_nvrtc [--reps N] [--threads T] [--warm-up] [--per-op] [--dump DIR]
-//                    [--opt OPTION]...
+//                    [--opt OPTION]... [--source FILE.cu]...
 //
 // --warm-up starts cuda::warm_up_async (what the CUDA backend does when it starts) before the
 // groups are planned and generated, as a program would record its first ops meanwhile.
 // --per-op also times a 3-op kernel `op(x) * 0.5 + x` for each of the chain's unary ops.
+// --source adds a kernel from a file (e.g. one --dump wrote from another commit, for A/B).
+// Kernels are compiled round-robin, rep by rep, so load on a shared machine hits each alike;
+// the pointwise kernels also appear in the other lane-loop form ("lanes unrolled"/"rolled").
 // Reports: NVRTC's dlopen, the first compile in the process (NVRTC's own start-up, on the chain
 // kernel), then per kernel kind the source size, the median / min compile time over N and the
 // cubin size; last, the wall time of compiling K distinct chain kernels on 1 thread and on T.
@@ -18,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -81,19 +85,41 @@ Tensor chain(const Tensor& x, int i) {
   return y;
 }
 
+// bench/suite.py's chain8 and Adam step (in place: parameter and both moments are outputs).
+Tensor chain8(const Tensor& x) { return relu(sigmoid(tanh(x * 1.5 + 0.5) * x) + x * x - 0.25); }
+Tensor adam(Tensor p, const Tensor& g, Tensor m, Tensor v) {
+  m.mul_(0.9).add_(g, 0.1);
+  v.mul_(0.999).add_(g * g, 0.001);
+  p.sub_(1e-3 / 0.65 * m / (sqrt(v / 0.01) + 1e-8));
+  // Reading all three through matmuls makes each an output of the fused group.
+  return matmul(p.reshape({1, -1}), m.reshape({-1, 1})) +
+         matmul(v.reshape({1, -1}), v.reshape({-1, 1}));
+}
+
 struct Gen {
   std::string name, source;
   std::string variant;
 };
 
-Gen lower(const Tensor& t, const std::string& name) {
-  // The reduction group when there is one (layer_norm's is the row kernel), else the first.
+// The kernel of `t`'s plan: the reduction group when there is one (layer_norm's is the row
+// kernel), else the largest pointwise one. With `other_lanes`, a pointwise vector kernel's
+// other lane-loop form (rolled <-> unrolled) as a second entry.
+std::vector<Gen> lower(const Tensor& t, const std::string& name, bool other_lanes = false) {
   std::vector<Group> gs = plan_storage(t.storage());
-  std::stable_partition(gs.begin(), gs.end(), [](const Group& g) { return g.has_reduce(); });
+  std::stable_sort(gs.begin(), gs.end(), [](const Group& a, const Group& b) {
+    return a.has_reduce() > b.has_reduce() ||
+           (a.has_reduce() == b.has_reduce() && a.nodes.size() > b.nodes.size());
+  });
   for (const Group& g : gs) {
     if (g.opaque) continue;
     lc::Variant v = lc::choose_variant(g, 132);
-    return {name, lc::generate(g, v).source, v.key()};
+    std::vector<Gen> out = {{name, lc::generate(g, v).source, v.key()}};
+    if (other_lanes && !v.reduce && v.vec > 1) {
+      v.roll = !v.roll;
+      out.push_back(
+          {name + (v.roll ? " rolled" : " unrolled"), lc::generate(g, v).source, v.key()});
+    }
+    return out;
   }
   std::fprintf(stderr, "%s: no kernel\n", name.c_str());
   std::exit(1);
@@ -114,7 +140,7 @@ int main(int argc, char** argv) {
   unsigned threads = std::max(2u, std::thread::hardware_concurrency());
   std::string dump;
   bool warm = false, per_op = false;
-  std::vector<std::string> opts;
+  std::vector<std::string> opts, files;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--reps" && i + 1 < argc) {
@@ -129,10 +155,12 @@ int main(int argc, char** argv) {
       dump = argv[++i];
     } else if (a == "--opt" && i + 1 < argc) {
       opts.push_back(argv[++i]);
+    } else if (a == "--source" && i + 1 < argc) {
+      files.push_back(argv[++i]);
     } else {
       std::fprintf(stderr,
                    "usage: %s [--reps N] [--threads T] [--warm-up] [--per-op] [--dump DIR] [--opt "
-                   "OPTION]...\n",
+                   "OPTION]... [--source FILE.cu]...\n",
                    argv[0]);
       return 2;
     }
@@ -151,15 +179,31 @@ int main(int argc, char** argv) {
   Tensor x = data({4096}, DType::Float32), m = data({1024, 4096}, DType::Float32);
   Tensor mb = data({1024, 4096}, DType::BFloat16), w = data({4096}, DType::BFloat16);
   Tensor bb = data({4096}, DType::BFloat16);
-  std::vector<Gen> ks = {
-      lower(chain(x.clone(), 32768 + 7919), "chain18 f32"),
-      lower(softmax(m.clone(), 1), "softmax f32"),
-      lower(sum(m.clone()), "sum f32 (full)"),
-      lower(layer_norm(mb.clone(), {4096}, w, bb), "layer_norm bf16"),
-      lower(mean(m.clone(), {0}), "column mean f32"),
-      // NVRTC's floor: the warm-up kernel.
-      {"trivial", "extern \"C\" __global__ void loom_warm_up(int* p) { if (p) *p = 0; }\n", "-"},
-  };
+  Tensor bias = data({4096}, DType::Float32), p = data({4096}, DType::Float32);
+  Tensor gr = data({4096}, DType::Float32), m1 = data({4096}, DType::Float32);
+  Tensor m2 = data({4096}, DType::Float32);
+  std::vector<Gen> ks;
+  auto add = [&](std::vector<Gen> g) { ks.insert(ks.end(), g.begin(), g.end()); };
+  add(lower(chain(x.clone(), 32768 + 7919), "chain18 f32", true));
+  add(lower(chain8(x.clone()), "chain8 f32", true));
+  add(lower(gelu(m.clone() + bias, "tanh"), "gelu+bias f32", true));
+  add(lower(adam(p, gr, m1, m2), "adam f32", true));
+  add(lower(softmax(m.clone(), 1), "softmax f32"));
+  add(lower(sum(m.clone()), "sum f32 (full)"));
+  add(lower(layer_norm(mb.clone(), {4096}, w, bb), "layer_norm bf16"));
+  add(lower(mean(m.clone(), {0}), "column mean f32"));
+  // NVRTC's floor: the warm-up kernel.
+  ks.push_back(
+      {"trivial", "extern \"C\" __global__ void loom_warm_up(int* p) { if (p) *p = 0; }\n", "-"});
+  for (const std::string& f : files) {
+    std::ifstream in(f);
+    if (!in) {
+      std::fprintf(stderr, "cannot read %s\n", f.c_str());
+      return 2;
+    }
+    std::string src((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ks.push_back({f.substr(f.find_last_of('/') + 1), src, "file"});
+  }
   double gen_ms = ms_since(tg);
   if (!dump.empty())
     for (size_t i = 0; i < ks.size(); ++i)
@@ -181,25 +225,27 @@ int main(int argc, char** argv) {
                                 : ", warm-up running",
               first.ms);
 
-  std::printf("\n%-18s %-20s %7s %6s %9s %9s %8s\n", "kernel", "variant", "bytes", "lines",
+  std::printf("\n%-24s %-20s %7s %6s %9s %9s %8s\n", "kernel", "variant", "bytes", "lines",
               "median_ms", "min_ms", "cubin");
-  for (const Gen& k : ks) {
-    std::vector<double> t;
-    size_t cubin = 0;
-    for (int r = 0; r < reps; ++r) {
-      lc::CompileResult c = lc::compile(k.source, "loom_bench", 9, 0, opts);
-      t.push_back(c.ms);
-      cubin = c.cubin.size();
+  std::vector<std::vector<double>> t(ks.size());
+  std::vector<size_t> cubin(ks.size());
+  for (int r = 0; r < reps; ++r)
+    for (size_t i = 0; i < ks.size(); ++i) {
+      lc::CompileResult c = lc::compile(ks[i].source, "loom_bench", 9, 0, opts);
+      t[i].push_back(c.ms);
+      cubin[i] = c.cubin.size();
     }
-    std::printf("%-18s %-20s %7zu %6d %9.1f %9.1f %8zu\n", k.name.c_str(), k.variant.c_str(),
-                k.source.size(), lines(k.source), median(t), *std::min_element(t.begin(), t.end()),
-                cubin);
+  for (size_t i = 0; i < ks.size(); ++i) {
+    const Gen& k = ks[i];
+    std::printf("%-24s %-20s %7zu %6d %9.1f %9.1f %8zu\n", k.name.c_str(), k.variant.c_str(),
+                k.source.size(), lines(k.source), median(t[i]),
+                *std::min_element(t[i].begin(), t[i].end()), cubin[i]);
   }
 
   if (per_op) {
-    std::printf("\none op a kernel, op(x) * 0.5 + x on 4096 f32 (pw_v4):\n");
+    std::printf("\none op a kernel, op(x) * 0.5 + x on 4096 f32:\n");
     for (int k = 0; k < 8; ++k) {
-      std::string src = lower(unary(k, x.clone()) * 0.5 + x, kUnary[k]).source;
+      std::string src = lower(unary(k, x.clone()) * 0.5 + x, kUnary[k])[0].source;
       std::vector<double> t;
       for (int r = 0; r < reps; ++r) t.push_back(lc::compile(src, "loom_bench", 9, 0, opts).ms);
       std::printf("%-8s median %6.1f ms  min %6.1f ms\n", kUnary[k], median(t),
@@ -210,7 +256,7 @@ int main(int argc, char** argv) {
   // A flush with several new groups: distinct chain kernels compiled serially, then on T threads.
   const int K = 8;
   std::vector<std::string> srcs;
-  for (int i = 0; i < K; ++i) srcs.push_back(lower(chain(x.clone(), 1000 + 37 * i), "").source);
+  for (int i = 0; i < K; ++i) srcs.push_back(lower(chain(x.clone(), 1000 + 37 * i), "")[0].source);
   auto ts = Clock::now();
   for (const auto& s : srcs) lc::compile(s, "loom_bench", 9, 0, opts);
   double serial = ms_since(ts);

@@ -14,6 +14,7 @@ std::string Variant::key() const {
   std::ostringstream os;
   if (!reduce) {
     os << "pw_v" << vec;
+    if (vec > 1) os << "_u" << unroll << (roll ? "_roll" : "");
   } else {
     os << (split ? "split" : "row") << "_t" << tpr << "_r" << rpb << "_k" << k << "_w" << vw;
   }

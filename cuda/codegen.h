@@ -11,7 +11,10 @@
 //              have unit or zero stride along the last dim (a bias row, a column slice) take
 //              `vec` elements of one row a thread (vec > 1: unit-stride accesses as vectors, the
 //              index decomposed once a vector); other groups (vec == 0) decompose the linear
-//              index over the space per element, broadcast dims read at stride 0.
+//              index over the space per element, broadcast dims read at stride 0. Vector
+//              loops take `unroll` vectors a thread per iteration (all loads first), and with
+//              `roll` keep the lane loop rolled so the element body is compiled once.
+//              (codegen_pointwise.cpp says how.)
 //   rows       reductions and normalizations: a group of `tpr` threads per row (1: a thread per
 //              row, for column reductions whose kept dim is the contiguous one; 32: a warp; up
 //              to 1024: a block). A row is walked in chunks of `vw` columns, lane l taking
@@ -41,8 +44,11 @@ struct Variant {
   int k = 0;    // rows: persistent chunks per thread (a power of two); 0 loops every pass
   int vw = 1;   // rows: columns a chunk (a lane's unit-stride accesses are vw-wide vectors)
   bool split = false;
+  int unroll = 1;     // pointwise vectors (vec > 1): vectors a thread per iteration, loads first
+  bool roll = false;  // pointwise vectors: lane loop rolled, the element body emitted once
   int block() const { return reduce ? tpr * rpb : 256; }
-  std::string key() const;  // short tag, e.g. "pw_v4", "row_t128_r2_k4_w4", "split_t256_r1_k0_w4"
+  std::string key() const;  // short tag, e.g. "pw_v4_u2", "pw_v4_u4_roll", "row_t128_r2_k4_w4",
+                            // "split_t256_r1_k0_w4"
 };
 
 // A runtime value the kernel reads from its parameter block (p.v[i]).

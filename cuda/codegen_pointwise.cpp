@@ -1,6 +1,12 @@
-// Pointwise kernels: a grid-stride loop over the group's elements. Contiguous 1-D groups read
-// and write `vec` elements a thread with aligned vector accesses (then a scalar tail); other
-// groups decompose the linear index over the space. Broadcast loads are hoisted out of the loop.
+// Pointwise kernels. Contiguous 1-D groups and n-D groups whose every access has unit or zero
+// stride along the last dim take `vec` elements a vector, `unroll` vectors a thread per
+// iteration: all vector loads of an iteration are issued first (memory-level parallelism),
+// then the vectors are computed one by one in a rolled loop that rotates the loaded registers
+// (a register array indexed by the loop counter would live in local memory), so the element
+// body appears once per lane of ONE vector, or once in all when `roll` rolls the lane loop too
+// (big bodies: cold compile time, issue 7). A 1-D group's last partial vector goes through the
+// same code with masked lane loads and stores (no separate scalar tail loop). Other groups
+// decompose the linear index over the space per element. Broadcast loads are hoisted.
 #include "cuda/codegen_emit.h"
 
 namespace loom::cuda::gen {
@@ -41,11 +47,159 @@ void generate_pointwise(const Group& g, const Variant& v, Generated& out) {
     return std::string(g.nodes[id].space == Space::Row ? "r" : "f") + std::to_string(id);
   };
 
-  // One element at linear position `idx` (an I expression) of a contiguous group.
-  auto contig_body = [&](const std::string& idx, const std::string& ind) {
+  std::string loop;
+  const std::string tid = "(U)blockIdx.x * blockDim.x + threadIdx.x";
+  if (V > 1) {
+    // Vectors: 1-D contiguous (index `base`, the vector's first element, with a masked last
+    // vector) or n-D with unit/zero last-dim strides (index variables x<d> of the vector's first
+    // element; the last dim is a multiple of V, so every vector is whole).
+    e.need("vec");
+    const int R = e.rank, UU = std::max(1, v.unroll);
+    const bool nd = R > 1;
+    const std::string VS = std::to_string(V), US = std::to_string(UU);
+    const std::string last = "x" + std::to_string(R - 1);
+    std::vector<bool> used(R, false);
+    // Address of access `a` at lane j (elem) or at the vector's first element.
+    auto at = [&](int a, bool elem) {
+      if (!nd) {
+        if (e.cls(a, 0) == Cls::Zero) return off(a);
+        return off(a) + " + base" + (elem ? " + j" : "");
+      }
+      std::string t = e.terms(a, 0, R, [&](int d) {
+        used[d] = true;
+        return d == R - 1 && elem ? "(" + last + " + j)" : "x" + std::to_string(d);
+      });
+      return t.empty() ? off(a) : off(a) + " + " + t;
+    };
+    auto vec_t = [&](int a) {
+      return "lm_vec<" + std::string(Emitter::storage_type(e.storage_dtype(a))) + ", " + VS + ">";
+    };
+    auto unit = [&](int a) { return e.cls(a, R - 1) == Cls::One; };
+    const std::string lane = v.roll ? "0" : "j";
+    std::set<int> vec_leaves;
+    Body b;
+    b.nodes = loop_nodes;
+    b.raw = [&](int leaf) {
+      if (!unit(leaf)) return e.ptr(leaf) + "[" + at(leaf, true) + "]";
+      vec_leaves.insert(leaf);
+      return "lv" + std::to_string(leaf) + "[0].v[" + lane + "]";
+    };
+    b.lin = [&](int leaf) { return at(leaf, true); };
+    b.ref = outside;
+    b.after = [&](int id, std::string& code) {
+      for (int o = 0; o < int(g.outputs.size()); ++o) {
+        if (g.outputs[o].node != id) continue;
+        std::string ov = "ov" + std::to_string(o) + ".v[";
+        std::string val = e.store(e.storage_dtype(e.out_access(o)), "f" + std::to_string(id));
+        if (!v.roll) {
+          code += "        " + ov + "j] = " + val + ";\n";
+          continue;
+        }
+        // Rolled lanes: shift the finished lanes down, the new one in at the top.
+        for (int k = 0; k + 1 < V; ++k)
+          code +=
+              "        " + ov + std::to_string(k) + "] = " + ov + std::to_string(k + 1) + "];\n";
+        code += "        " + ov + std::to_string(V - 1) + "] = " + val + ";\n";
+      }
+    };
+    std::string inner = e.body(b, "        ");
+    if (v.roll)  // the next lane of every loaded vector to lane 0
+      for (int leaf : vec_leaves)
+        for (int k = 0; k + 1 < V; ++k) {
+          std::string l = "lv" + std::to_string(leaf) + "[0].v[";
+          inner += "        " + l + std::to_string(k) + "] = " + l + std::to_string(k + 1) + "];\n";
+        }
+    if (nd) used[R - 1] = true;
+    for (int o = 0; o < int(g.outputs.size()); ++o) at(e.out_access(o), false);  // marks used
+    for (int leaf : vec_leaves) at(leaf, false);
+    std::vector<int> dims;  // index variables carried from the load phase to the compute phase
+    for (int d = 0; nd && d < R; ++d)
+      if (used[d]) dims.push_back(d);
+
+    // Load phase: every vector of the iteration, unrolled (U consecutive block-wide strips).
+    std::string load = "  for (U i0 = (U)blockIdx.x * (blockDim.x * " + US +
+                       "u) + threadIdx.x; i0 < nv; i0 += step) {\n";
+    for (int leaf : vec_leaves)
+      load += "    " + vec_t(leaf) + " lv" + std::to_string(leaf) + "[" + US + "];\n";
+    for (int d : dims) load += "    I xa" + std::to_string(d) + "[" + US + "];\n";
+    load += "#pragma unroll\n    for (int u = 0; u < " + US + "; ++u) {\n";
+    load += "      const U i = i0 + (U)u * blockDim.x;\n";
+    if (nd) {
+      load += "      if (i < nv) {\n";
+      load += e.decompose("i * " + VS + "u", 0, R, used, "x", "        ");
+      for (int d : dims)
+        load += "        xa" + std::to_string(d) + "[u] = x" + std::to_string(d) + ";\n";
+      for (int leaf : vec_leaves)
+        load += "        lv" + std::to_string(leaf) + "[u] = *(const " + vec_t(leaf) + "*)(" +
+                e.ptr(leaf) + " + (" + at(leaf, false) + "));\n";
+      load += "      }\n";
+    } else {
+      load += "      const U base = i * " + VS + "u;\n      if (i < nfull) {\n";
+      for (int leaf : vec_leaves)
+        load += "        lv" + std::to_string(leaf) + "[u] = *(const " + vec_t(leaf) + "*)(" +
+                e.ptr(leaf) + " + " + at(leaf, false) + ");\n";
+      load += "      } else {\n";
+      for (int leaf : vec_leaves)
+        load += "        lv" + std::to_string(leaf) + "[u] = " + vec_t(leaf) + "{};\n";
+      load += "#pragma unroll\n        for (int j = 0; j < " + VS + "; ++j)\n";
+      load += "          if (base + j < n) {\n";
+      for (int leaf : vec_leaves)
+        load += "            lv" + std::to_string(leaf) + "[u].v[j] = " + e.ptr(leaf) + "[" +
+                at(leaf, true) + "];\n";
+      load += "          }\n      }\n";
+    }
+    load += "    }\n";
+
+    // Compute phase: one vector at a time, rolled; the arrays rotate down after each.
+    std::string comp = "#pragma unroll 1\n    for (int u = 0; u < " + US + "; ++u) {\n";
+    comp += "      const U i = i0 + (U)u * blockDim.x;\n      if (i >= nv) break;\n";
+    if (!nd) comp += "      const U base = i * " + VS + "u;\n";
+    for (int d : dims)
+      comp += "      const I x" + std::to_string(d) + " = xa" + std::to_string(d) + "[0];\n";
+    for (int o = 0; o < int(g.outputs.size()); ++o)
+      comp += "      " + vec_t(e.out_access(o)) + " ov" + std::to_string(o) + ";\n";
+    comp += std::string(v.roll ? "#pragma unroll 1\n" : "#pragma unroll\n") +
+            "      for (int j = 0; j < " + VS + "; ++j) {\n" + inner + "      }\n";
+    std::string vstore;
+    for (int o = 0; o < int(g.outputs.size()); ++o) {
+      int a = e.out_access(o);
+      vstore += (nd ? "      " : "        ") + std::string("*(") + vec_t(a) + "*)(" + e.ptr(a) +
+                " + (" + at(a, false) + ")) = ov" + std::to_string(o) + ";\n";
+    }
+    if (nd) {
+      comp += vstore;
+    } else {
+      comp += "      if (i < nfull) {\n" + vstore + "      } else {\n";
+      comp += "#pragma unroll\n        for (int j = 0; j < " + VS + "; ++j)\n";
+      comp += "          if (base + j < n) {\n";
+      for (int o = 0; o < int(g.outputs.size()); ++o) {
+        int a = e.out_access(o);
+        comp += "            " + e.ptr(a) + "[" + at(a, true) + "] = ov" + std::to_string(o) +
+                ".v[j];\n";
+      }
+      comp += "          }\n      }\n";
+    }
+    if (UU > 1) {
+      comp += "#pragma unroll\n      for (int k = 0; k + 1 < " + US + "; ++k) {\n";
+      for (int leaf : vec_leaves)
+        comp +=
+            "        lv" + std::to_string(leaf) + "[k] = lv" + std::to_string(leaf) + "[k + 1];\n";
+      for (int d : dims)
+        comp += "        xa" + std::to_string(d) + "[k] = xa" + std::to_string(d) + "[k + 1];\n";
+      comp += "      }\n";
+    }
+    comp += "    }\n";
+
+    if (nd) {
+      loop += "  const U nv = n / " + VS + "u;\n";
+    } else {
+      loop += "  const U nfull = n / " + VS + "u, nv = nfull + (n % " + VS + "u != 0);\n";
+    }
+    loop += load + comp + "  }\n";
+  } else if (contig) {
     auto at = [&](int a) {
       std::string o = off(a);
-      return e.rank == 1 && e.cls(a, 0) == Cls::One ? o + " + " + idx : o;
+      return e.rank == 1 && e.cls(a, 0) == Cls::One ? o + " + (I)i" : o;
     };
     Body b;
     b.nodes = loop_nodes;
@@ -56,112 +210,12 @@ void generate_pointwise(const Group& g, const Variant& v, Generated& out) {
       for (int o = 0; o < int(g.outputs.size()); ++o) {
         if (g.outputs[o].node != id) continue;
         int a = e.out_access(o);
-        code += ind + e.ptr(a) + "[" + at(a) +
+        code += "    " + e.ptr(a) + "[" + at(a) +
                 "] = " + e.store(e.storage_dtype(a), "f" + std::to_string(id)) + ";\n";
       }
     };
-    return e.body(b, ind);
-  };
-
-  std::string loop;
-  const std::string tid = "(U)blockIdx.x * blockDim.x + threadIdx.x";
-  if (V > 1 && e.rank > 1) {
-    // n-D with every access at unit or zero stride along the last dim (a row broadcast, a
-    // column slice): V consecutive elements of one row a thread, unit-stride accesses as
-    // vectors; the index decomposes once per vector.
-    e.need("vec");
-    const int R = e.rank;
-    const std::string VS = std::to_string(V), last = "x" + std::to_string(R - 1);
-    std::vector<bool> used(R, false);
-    auto at = [&](int a, bool elem) {
-      std::string t = e.terms(a, 0, R, [&](int d) {
-        used[d] = true;
-        return d == R - 1 && elem ? "(" + last + " + j)" : "x" + std::to_string(d);
-      });
-      return t.empty() ? off(a) : off(a) + " + " + t;
-    };
-    auto vec_t = [&](int a) {
-      return "lm_vec<" + std::string(Emitter::storage_type(e.storage_dtype(a))) + ", " + VS + ">";
-    };
-    std::set<int> vec_leaves;
-    Body b;
-    b.nodes = loop_nodes;
-    b.raw = [&](int leaf) {
-      if (e.cls(leaf, R - 1) != Cls::One) return e.ptr(leaf) + "[" + at(leaf, true) + "]";
-      vec_leaves.insert(leaf);
-      return "lv" + std::to_string(leaf) + ".v[j]";
-    };
-    b.lin = [&](int leaf) { return at(leaf, true); };
-    b.ref = outside;
-    b.after = [&](int id, std::string& code) {
-      for (int o = 0; o < int(g.outputs.size()); ++o)
-        if (g.outputs[o].node == id)
-          code += "      ov" + std::to_string(o) +
-                  ".v[j] = " + e.store(e.storage_dtype(e.out_access(o)), "f" + std::to_string(id)) +
-                  ";\n";
-    };
-    std::string inner = e.body(b, "      "), pre, post;
-    for (int leaf : vec_leaves)
-      pre += "    const " + vec_t(leaf) + " lv" + std::to_string(leaf) + " = *(const " +
-             vec_t(leaf) + "*)(" + e.ptr(leaf) + " + (" + at(leaf, false) + "));\n";
-    for (int o = 0; o < int(g.outputs.size()); ++o) {
-      int a = e.out_access(o);
-      pre += "    " + vec_t(a) + " ov" + std::to_string(o) + ";\n";
-      post += "    *(" + vec_t(a) + "*)(" + e.ptr(a) + " + (" + at(a, false) + ")) = ov" +
-              std::to_string(o) + ";\n";
-    }
-    used[R - 1] = true;
-    loop += "  const U nv = n / " + VS + ";\n";
-    loop += "  for (U i = " + tid + "; i < nv; i += step) {\n";
-    loop += e.decompose("i * " + VS + "u", 0, R, used, "x", "    ") + pre;
-    loop += "#pragma unroll\n    for (int j = 0; j < " + VS + "; ++j) {\n" + inner + "    }\n";
-    loop += post + "  }\n";
-  } else if (contig && V > 1) {
-    e.need("vec");
-    std::string VS = std::to_string(V);
-    std::string pre, post;
-    Body b;
-    b.nodes = loop_nodes;
-    auto vec_t = [&](int a) {
-      return "lm_vec<" + std::string(Emitter::storage_type(e.storage_dtype(a))) + ", " + VS + ">";
-    };
-    std::set<int> vec_leaves;
-    b.raw = [&](int leaf) {
-      if (e.cls(leaf, 0) == Cls::Zero) return e.ptr(leaf) + "[" + off(leaf) + "]";
-      vec_leaves.insert(leaf);
-      return "lv" + std::to_string(leaf) + ".v[j]";
-    };
-    b.lin = [&](int leaf) {
-      return e.cls(leaf, 0) == Cls::Zero ? off(leaf) : off(leaf) + " + base + j";
-    };
-    b.ref = outside;
-    b.after = [&](int id, std::string& code) {
-      for (int o = 0; o < int(g.outputs.size()); ++o)
-        if (g.outputs[o].node == id)
-          code += "      ov" + std::to_string(o) +
-                  ".v[j] = " + e.store(e.storage_dtype(e.out_access(o)), "f" + std::to_string(id)) +
-                  ";\n";
-    };
-    std::string inner = e.body(b, "      ");
-    for (int leaf : vec_leaves)
-      pre += "    const " + vec_t(leaf) + " lv" + std::to_string(leaf) + " = *(const " +
-             vec_t(leaf) + "*)(" + e.ptr(leaf) + " + " + off(leaf) + " + base);\n";
-    for (int o = 0; o < int(g.outputs.size()); ++o) {
-      int a = e.out_access(o);
-      pre += "    " + vec_t(a) + " ov" + std::to_string(o) + ";\n";
-      post += "    *(" + vec_t(a) + "*)(" + e.ptr(a) + " + " + off(a) + " + base) = ov" +
-              std::to_string(o) + ";\n";
-    }
-    loop += "  const U nv = n / " + VS + ";\n";
-    loop += "  for (U i = " + tid + "; i < nv; i += step) {\n";
-    loop += "    const I base = (I)(i * " + VS + ");\n" + pre;
-    loop += "#pragma unroll\n    for (int j = 0; j < " + VS + "; ++j) {\n" + inner + "    }\n";
-    loop += post + "  }\n";
-    loop += "  for (U i = nv * " + VS + " + " + tid + "; i < n; i += step) {\n";
-    loop += contig_body("(I)i", "    ") + "  }\n";
-  } else if (contig) {
     loop += "  for (U i = " + tid + "; i < n; i += step) {\n";
-    loop += contig_body("(I)i", "    ") + "  }\n";
+    loop += e.body(b, "    ") + "  }\n";
   } else {
     std::vector<bool> used(e.rank, false);
     auto idx = [&](int d) {
@@ -190,10 +244,12 @@ void generate_pointwise(const Group& g, const Variant& v, Generated& out) {
     loop += e.decompose("i", 0, e.rank, used, "x", "    ") + inner + "  }\n";
   }
 
+  const int UU = V > 1 ? std::max(1, v.unroll) : 1;
   std::string n = e.uvalue({ValueSlot::N});
   std::string k = "extern \"C\" __global__ void __launch_bounds__(256) loom_kernel(const P p) {\n";
   k += e.decls();
-  k += "  const U n = " + n + ";\n  const U step = (U)blockDim.x * gridDim.x;\n";
+  k += "  const U n = " + n + ";\n  const U step = (U)blockDim.x * gridDim.x" +
+       (UU > 1 ? " * " + std::to_string(UU) + "u" : std::string()) + ";\n";
   k += top + loop + "}\n";
   out.source = e.prelude() + k;
   out.entries = {"loom_kernel"};

@@ -1,7 +1,9 @@
 #include "cuda/launch.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "tensor/error.h"
 
@@ -9,6 +11,83 @@ namespace loom::cuda {
 namespace {
 
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Pointwise launch policy, from the environment once (A/B runs on the GPU, issue 7):
+//   LOOM_CUDA_PW_UNROLL=1|2|4     vectors a thread per iteration (default: 4, or 2 when more
+//                                 than two arrays are read as vectors: registers)
+//   LOOM_CUDA_PW_GRID=full|stride full (default): one block per 256 * unroll vectors, the grid
+//                                 covers the tensor; stride: at most 8 blocks an SM (the
+//                                 2048-thread limit) walking the tensor in a grid-stride loop
+//   LOOM_CUDA_PW_ROLL=auto|0|1    roll the lane loop: auto when the body is big (compile time)
+struct PwPolicy {
+  int unroll = 0;  // 0: by the number of vector inputs
+  bool full = true;
+  int roll = -1;  // -1 auto
+};
+const PwPolicy& pw_policy() {
+  static const PwPolicy p = [] {
+    PwPolicy p;
+    auto env = [](const char* n) {
+      const char* v = std::getenv(n);
+      return std::string(v ? v : "");
+    };
+    std::string u = env("LOOM_CUDA_PW_UNROLL"), g = env("LOOM_CUDA_PW_GRID");
+    std::string r = env("LOOM_CUDA_PW_ROLL");
+    if (u == "1" || u == "2" || u == "4") p.unroll = u[0] - '0';
+    if (g == "stride") p.full = false;
+    if (r == "0" || r == "1") p.roll = r[0] - '0';
+    return p;
+  }();
+  return p;
+}
+
+// Compile cost of one element of a pointwise body, in units of a simple op: math-library
+// calls are inlined from libdevice, sin/cos/tan with their slow-path argument reduction (one
+// sin in `sin(x) * 0.5 + x` took 4x a `neg` kernel's NVRTC time, 2026-11-29).
+int body_weight(const Group& g) {
+  int w = 0;
+  for (const GNode& n : g.nodes) {
+    switch (n.op) {
+      case Op::Sin:
+      case Op::Cos:
+      case Op::Tan:
+        w += 24;
+        break;
+      case Op::Exp:
+      case Op::Exp2:
+      case Op::Expm1:
+      case Op::Log:
+      case Op::Log2:
+      case Op::Log1p:
+      case Op::Tanh:
+      case Op::Sigmoid:
+      case Op::Asin:
+      case Op::Acos:
+      case Op::Atan:
+      case Op::Sinh:
+      case Op::Cosh:
+      case Op::Erf:
+      case Op::Pow:
+      case Op::Rand:
+      case Op::Randn:
+        w += 6;
+        break;
+      default:
+        w += 1;
+    }
+  }
+  return w;
+}
+
+constexpr int kRollBudget = 160;  // provisional
+
+// Vector-loop shape of a pointwise variant with `V` lanes reading `nvec` arrays as vectors.
+void pointwise_shape(const Group& g, int nvec, Variant& v) {
+  const PwPolicy& p = pw_policy();
+  v.unroll = p.unroll > 0 ? p.unroll : nvec > 2 ? 2 : 4;
+  // The lane loop is unrolled V times: past a budget, roll it so the body compiles once.
+  v.roll = p.roll >= 0 ? p.roll == 1 : v.vec * body_weight(g) > kRollBudget;
+}
 int64_t pow2ceil(int64_t x) {
   int64_t p = 1;
   while (p < x) p <<= 1;
@@ -109,7 +188,6 @@ int inner_vector_width(const Group& g) {
     if (s == 1) min_isz = std::min(min_isz, itemsize(dtype(a)));
   }
   int V = int(std::min<size_t>(8, 16 / min_isz));
-  while (V > 1 && V * int(g.nodes.size()) > 192) V /= 2;  // compile time, as for 1-D
   auto fits = [&](int V) {
     if (g.space[R - 1] % V != 0) return false;
     for (int a = 0; a < n_acc; ++a) {
@@ -137,8 +215,15 @@ Variant choose_variant(const Group& g, int sm) {
   Variant v;
   Layout layout = layout_of(g);
   if (!g.has_reduce()) {
+    // Arrays a vector loop reads as vectors: unit stride along the last dim.
+    auto vector_inputs = [&] {
+      int c = 0, R = int(g.space.size());
+      for (const GLeaf& l : g.leaves) c += l.st && l.space == Space::Full && l.strides[R - 1] == 1;
+      return c;
+    };
     if (layout == Layout::Pointwise) {
       v.vec = inner_vector_width(g);
+      if (v.vec > 1) pointwise_shape(g, vector_inputs(), v);
       return v;
     }
     // Contiguous: as many elements a thread as fill a 16-byte access of the narrowest type,
@@ -156,9 +241,6 @@ Variant choose_variant(const Group& g, int sm) {
       min_isz = std::min(min_isz, itemsize(dt));
     }
     int V = int(std::min<size_t>(8, 16 / min_isz));
-    // The vector loop is unrolled V times: keep big fused bodies from multiplying compile time
-    // (an 8-wide 90-node body took 4.6 s in NVRTC on the H200 host, 2026-11-29).
-    while (V > 1 && V * int(g.nodes.size()) > 192) V /= 2;
     if (V <= 1 || g.space[0] < V) return v;
     for (int a = 0; a < n_acc; ++a) {
       if (a < L && !g.leaves[a].st) continue;
@@ -171,6 +253,7 @@ Variant choose_variant(const Group& g, int sm) {
       if (st->data() && addr % align != 0) return v;  // outputs not yet allocated count as aligned
     }
     v.vec = V;
+    pointwise_shape(g, vector_inputs(), v);
     return v;
   }
   v.reduce = true;
@@ -201,8 +284,11 @@ LaunchConfig launch_config(const Group& g, const Variant& v, int sm) {
   if (!v.reduce) {
     int64_t n = numel(g.space);
     lc.empty = n == 0;
-    int64_t work = v.vec > 1 ? std::max<int64_t>(1, n / v.vec) : n;
-    lc.grid_x = unsigned(std::clamp<int64_t>(cdiv(work, 256), 1, int64_t(sm) * 8));
+    // Threads' work items: vectors (with the 1-D masked last one) or elements.
+    int64_t work = v.vec > 1 ? cdiv(n, v.vec) : n;
+    int64_t per_block = int64_t(lc.block) * (v.vec > 1 ? std::max(1, v.unroll) : 1);
+    int64_t cap = pw_policy().full ? (int64_t(1) << 31) - 1 : int64_t(sm) * 8;
+    lc.grid_x = unsigned(std::clamp<int64_t>(cdiv(work, per_block), 1, cap));
     return lc;
   }
   int64_t rows = g.rows(), cols = g.cols();

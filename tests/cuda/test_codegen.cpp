@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -71,10 +72,19 @@ std::vector<lc::Variant> variants_for(const Group& g, bool all) {
   lc::Layout l = lc::layout_of(g);
   if (!g.has_reduce()) {
     if (l == lc::Layout::PointwiseContiguous) {
-      lc::Variant s, v;
-      s.vec = 1, v.vec = 4;
-      vs.push_back(s), vs.push_back(v);
+      lc::Variant s;
+      s.vec = 1;
+      vs.push_back(s);
     }
+    // Vector loops (1-D contiguous, or n-D along unit-stride rows): every unroll, both lane forms.
+    int V = l == lc::Layout::PointwiseContiguous ? 4 : vs[0].vec;
+    for (int u : {1, 2, 4})
+      for (bool roll : {false, true})
+        if (V > 1) {
+          lc::Variant v;
+          v.vec = V, v.unroll = u, v.roll = roll;
+          vs.push_back(v);
+        }
   } else {
     lc::Variant loop, split, persist;
     loop.reduce = split.reduce = persist.reduce = true;
@@ -210,7 +220,9 @@ void build_corpus(Corpus& c) {
   Tensor wd = data({64}, DType::Float32, 4);
   Tensor a = ready.clone(), b = bd.clone(), w64 = wd.clone();
   c.add(ready.t() * 2.0 + 1.0, "strided (transposed) input", false);
-  c.add(ready + b, "broadcast row vector", false);
+  c.add(ready + b, "broadcast row vector");
+  c.add(gelu(ready + b, "tanh") * cast(gt(ready.slice(1, 0, 1), 0.0), DType::Float32),
+        "row and column broadcast (vector rows, strided column)");
   c.add(ready + ready.slice(1, 0, 1), "broadcast column", false);
   c.add(ready.slice(1, 0, 500, 2).exp(), "strided slice", false);
   c.add(cast(ready, DType::Float16) * 0.5, "contiguous f32 -> f16 (vector)");
@@ -354,6 +366,78 @@ TEST_CASE("codegen: kernel kinds follow the group's structure") {
   lc::Variant fv = lc::choose_variant(full, 132);
   CHECK(fv.split);
   CHECK(lc::launch_config(full, fv, 132).grid_y > 1);
+}
+
+TEST_CASE("codegen: pointwise vector loops") {
+  // Cold compile (issue 7): the element body appears once in the source (no scalar tail loop
+  // after the vector loop), for either lane form; unroll and lane form are part of the key.
+  auto only = [](const Tensor& t) {
+    std::vector<Group> gs = plan_storage(t.storage());
+    REQUIRE(gs.size() == 1);
+    return gs[0];
+  };
+  auto count = [](const std::string& s, const std::string& w) {
+    int c = 0;
+    for (size_t at = s.find(w); at != std::string::npos; at = s.find(w, at + 1)) ++c;
+    return c;
+  };
+  Tensor xd = data({4099}, DType::Float32), hd = data({4099}, DType::Float16);
+  Tensor md = data({64, 1000}, DType::Float32), bd = data({1000}, DType::Float32, 2);
+  Group sin_g = only(sin(xd.clone()) * 0.5 + xd), sin_h = only(sin(hd.clone()) * 0.5);
+  Group bias_g = only(tanh(md.clone() + bd));
+  std::set<std::string> keys, sources;
+  for (const Group* g : {&sin_g, &sin_h, &bias_g}) {
+    lc::Variant v = lc::choose_variant(*g, 132);
+    REQUIRE(v.vec > 1);
+    for (int u : {1, 2, 4})
+      for (bool roll : {false, true}) {
+        v.unroll = u, v.roll = roll;
+        std::string src = lc::generate(*g, v).source;
+        CHECK_MESSAGE(count(src, "sinf(") + count(src, "tanhf(") == 1, v.key() << "\n" << src);
+        keys.insert(v.key());
+        sources.insert(src);
+      }
+  }
+  CHECK(keys.size() == 2 * 3 * 2);  // per vector width (4, 8), unroll and lane form
+  CHECK(sources.size() == 3 * 3 * 2);
+  CHECK(lc::choose_variant(sin_h, 132).vec == 8);
+
+  // The launcher's grid: with the default full grid, blocks of 256 threads, `unroll` vectors a
+  // thread, exactly cover the vectors (the last one partial); with stride, at most 8 an SM.
+  bool stride =
+      std::getenv("LOOM_CUDA_PW_GRID") && std::string(std::getenv("LOOM_CUDA_PW_GRID")) == "stride";
+  for (int64_t n : {1, 3, 4, 1023, 4099, (1 << 20) + 5}) {
+    Group g = only(sin(data({n}, DType::Float32).clone()));
+    lc::Variant v = lc::choose_variant(g, 132);
+    lc::LaunchConfig lcf = lc::launch_config(g, v, 132);
+    int64_t per_block = int64_t(lcf.block) * v.unroll * std::max(1, v.vec);
+    if (stride) {
+      CHECK(lcf.grid_x <= 8 * 132);
+    } else {
+      CHECK(int64_t(lcf.grid_x) * per_block >= n);
+      CHECK(int64_t(lcf.grid_x - 1) * per_block < n);
+    }
+  }
+  if (!std::getenv("LOOM_CUDA_PW_UNROLL")) {
+    // Default unroll: 4 vectors a thread, 2 when more than two arrays are read as vectors.
+    CHECK(lc::choose_variant(sin_g, 132).unroll == 4);
+    Tensor p = data({4096}, DType::Float32, 3), gr = data({4096}, DType::Float32, 4);
+    Tensor m = data({4096}, DType::Float32, 5);
+    CHECK(lc::choose_variant(only(p.clone() + gr * m), 132).unroll == 2);
+  }
+  if (!std::getenv("LOOM_CUDA_PW_ROLL")) {
+    // Lanes roll only for big bodies: a chain of cheap ops stays unrolled, sin chains roll.
+    CHECK_FALSE(lc::choose_variant(only(relu(xd.clone() * 1.5 + 0.5) * xd), 132).roll);
+    Tensor y = xd.clone();
+    for (int i = 0; i < 3; ++i) y = sin(y) * 0.5 + xd;
+    CHECK(lc::choose_variant(only(y), 132).roll);
+  }
+  if (!lc::nvrtc_available()) return;
+  StrictGuard strict;
+  for (const Group* g : {&sin_g, &bias_g}) {
+    lc::Variant v = lc::choose_variant(*g, 132);
+    CHECK_FALSE(lc::compile(lc::generate(*g, v).source, "loom_vec", 9, 0).cubin.empty());
+  }
 }
 
 TEST_CASE("codegen: a kernel carries only the helpers it uses") {
