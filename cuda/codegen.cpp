@@ -16,6 +16,8 @@ std::string Variant::key() const {
     os << "pw_v" << vec;
   } else {
     os << (split ? "split" : "row") << "_t" << tpr << "_r" << rpb << "_k" << k << "_w" << vw;
+    if (remat) os << "_m" << (remat > 1 ? "2" : "");
+    if (minb > 0) os << "_b" << minb;
   }
   return os.str();
 }
