@@ -17,6 +17,8 @@ std::string Variant::key() const {
     if (vec > 1) os << "_u" << unroll << (roll ? "_roll" : "");
   } else {
     os << (split ? "split" : "row") << "_t" << tpr << "_r" << rpb << "_k" << k << "_w" << vw;
+    if (remat) os << "_m" << (remat > 1 ? "2" : "");
+    if (minb > 0) os << "_b" << minb;
   }
   return os.str();
 }

@@ -23,7 +23,11 @@
 //              every pointer and row base is aligned), and each lane loads all its chunks of an
 //              iteration before any arithmetic (memory-level parallelism). With k > 0 each
 //              thread caches its k chunks of every value a later pass needs in registers, so a
-//              normalization reads its input once (persistent row); with k == 0 every pass
+//              normalization reads its input once (persistent row); with `remat` a cached
+//              value that is a cast/+/-/* of unit-stride loads is recomputed each pass from the
+//              loaded vectors, which stay in registers in their storage type (bf16: half the
+//              registers of the f32 values; layer_norm's x - mean: none; remat 2 recomputes a
+//              softmax's exp too); with k == 0 every pass
 //              re-walks the row, 4 chunks a lane at a time (2 in 1024-thread blocks).
 //   split      few rows, long columns (full reductions, [8, 32768] softmax): each row is cut
 //              into gridDim.y segments; one launch per pass writes per-segment partials and
@@ -46,8 +50,10 @@ struct Variant {
   bool split = false;
   int unroll = 1;     // pointwise vectors (vec > 1): vectors a thread per iteration, loads first
   bool roll = false;  // pointwise vectors: lane loop rolled, the element body emitted once
+  int remat = 0;  // rows, k > 0: recompute cheap values (2: and exp) from retained leaf vectors
+  int minb = 0;   // rows: min blocks an SM for __launch_bounds__ (caps registers); 0 none
   int block() const { return reduce ? tpr * rpb : 256; }
-  std::string key() const;  // short tag, e.g. "pw_v4_u2", "pw_v4_u4_roll", "row_t128_r2_k4_w4",
+  std::string key() const;  // short tag, e.g. "pw_v4_u2", "pw_v4_u4_roll", "row_t128_r2_k4_w4_m",
                             // "split_t256_r1_k0_w4"
 };
 
@@ -90,8 +96,9 @@ Layout layout_of(const Group& g);
 
 Generated generate(const Group& g, const Variant& v);
 
-// 32-bit registers a persistent row kernel spends per cached column slot (values a later pass
-// reads), so the launcher can keep k * words within the register budget.
-int row_cache_words(const Group& g);
+// Register bytes a persistent row kernel spends per column it holds (values a later pass reads,
+// or with `remat` the retained leaf vectors they are recomputed from), so the launcher can keep
+// k * vw * bytes within the register budget.
+int row_cache_bytes(const Group& g, int remat);
 
 }  // namespace loom::cuda

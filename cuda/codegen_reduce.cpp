@@ -6,6 +6,8 @@
 // per-segment partials through a scratch buffer (see codegen.h).
 #include <algorithm>
 #include <cctype>
+#include <functional>
+#include <set>
 
 #include "cuda/codegen_emit.h"
 
@@ -42,6 +44,72 @@ std::vector<bool> cached_nodes(const Group& g, const std::vector<int>& home) {
       if (a >= 0 && g.nodes[a].space == Space::Full && home[a] < home[m]) cached[a] = true;
   }
   return cached;
+}
+
+struct RowPlan {
+  std::vector<int> home;
+  std::vector<bool> cached;
+  std::set<int> retained;                // leaves whose chunk vectors a later pass reads again
+  std::vector<std::vector<bool>> again;  // [pass][node]: recomputed there (no stores)
+};
+
+// Cheap Full nodes a later pass can recompute from retained chunk vectors instead of caching
+// their values: loads of a leaf walked at unit stride along the one reduced dim, and casts,
+// copies, +, - and * of those and Row values. A bf16 row then stays in registers as bf16 (half
+// the registers of its f32 values) and a layer_norm's x - mean costs no registers at all. Level 2
+// also recomputes exp (a softmax's e: about 8 instructions an element for 4 bytes of registers).
+std::vector<bool> remat_nodes(const Group& g, const Emitter& e, int level) {
+  int n = int(g.nodes.size()), R = e.rank;
+  std::vector<bool> m(n, false);
+  if (R - e.kept != 1) return m;
+  for (int id = 0; id < n; ++id) {
+    const GNode& x = g.nodes[id];
+    if (x.space != Space::Full) continue;
+    if (is_load(x)) {
+      m[id] = e.is_memory(x.leaf) && e.cls(x.leaf, R - 1) == Cls::One;
+      continue;
+    }
+    bool cheap = x.op == Op::Cast || x.op == Op::Copy || x.op == Op::Add || x.op == Op::Sub ||
+                 x.op == Op::Mul || x.op == Op::Neg || (level > 1 && x.op == Op::Exp);
+    if (!cheap) continue;
+    bool ok = true, full = false;
+    for (int a : {x.a, x.b, x.c}) {
+      if (a < 0 || g.nodes[a].space == Space::Row) continue;
+      ok = ok && m[a], full = true;
+    }
+    m[id] = ok && full;
+  }
+  return m;
+}
+
+// What a persistent row keeps between passes: values cached in registers, leaves whose chunk
+// vectors stay loaded, and per pass the nodes it evaluates (home nodes, then with `remat` the
+// earlier-home nodes it recomputes).
+RowPlan row_plan(const Group& g, const Emitter& e, int remat) {
+  RowPlan p;
+  p.home = home_passes(g);
+  p.cached = cached_nodes(g, p.home);
+  int n = int(g.nodes.size());
+  std::vector<bool> m = remat ? remat_nodes(g, e, remat) : std::vector<bool>(n, false);
+  for (int id = 0; id < n; ++id)
+    if (m[id]) p.cached[id] = false;
+  p.again.assign(g.passes, std::vector<bool>(n, false));
+  for (int q = 0; q < g.passes; ++q) {
+    std::vector<bool>& ag = p.again[q];
+    std::function<void(int)> add = [&](int a) {
+      if (ag[a]) return;
+      ag[a] = true;
+      if (is_load(g.nodes[a])) p.retained.insert(g.nodes[a].leaf);
+      for (int b : {g.nodes[a].a, g.nodes[a].b, g.nodes[a].c})
+        if (b >= 0 && g.nodes[b].space == Space::Full) add(b);
+    };
+    for (int id = 0; id < n; ++id) {
+      if (g.nodes[id].space != Space::Full || p.home[id] != q) continue;
+      for (int a : {g.nodes[id].a, g.nodes[id].b, g.nodes[id].c})
+        if (a >= 0 && m[a] && p.home[a] < q) add(a);
+    }
+  }
+  return p;
 }
 
 namespace {
@@ -86,6 +154,8 @@ class RowGen {
   std::vector<bool> rb_used_, j_used_;
   std::set<std::string> shared_;  // shared-memory declarations of the current kernel
   bool cols_used_ = false;
+  std::set<int> retained_, loaded_;  // persistent rows: leaves kept as vectors lr<leaf>[k]
+  std::vector<bool> again_;          // nodes the current pass recomputes: no stores
 
   static std::string S(int i) { return std::to_string(i); }
   int ord(int r) const {
@@ -172,7 +242,7 @@ class RowGen {
     b.raw = [&](int leaf) {
       if (!unit(leaf)) return e_.ptr(leaf) + "[" + addr(leaf) + "]";
       vleaves.insert(leaf);
-      return "lw" + S(leaf) + "[k].v[" + el + "]";
+      return (retained_.count(leaf) ? "lr" : "lw") + S(leaf) + "[k].v[" + el + "]";
     };
     b.lin = [&](int leaf) { return addr(leaf); };
     b.ref = [&](int id) {
@@ -185,7 +255,7 @@ class RowGen {
         for (int r : reduces_)
           if (g_.nodes[r].a == id)
             code += ind + e_.acc_add(r, "a" + S(r), "ai" + S(r), f, "col") + "\n";
-      if (!store) return;
+      if (!store || (!again_.empty() && again_[id])) return;
       for (int o = 0; o < int(g_.outputs.size()); ++o) {
         if (g_.outputs[o].node != id) continue;
         int a = e_.out_access(o);
@@ -216,15 +286,22 @@ class RowGen {
         col_body(q, nodes, store, cached, v_.vw > 1 ? in3 + "  " : in3, vleaves, vouts);
     const std::string chunk = ind + "  const U ch = cb + (U)(k * " + S(v_.tpr) + ");\n";
     std::string code;
-    for (int leaf : vleaves) code += ind + vec_t(leaf) + " lw" + S(leaf) + "[" + S(uf) + "];\n";
-    if (!vleaves.empty()) {
-      e_.need("vec");
+    // Retained leaves are loaded once, by the first pass that reads them, into the row's lr
+    // arrays (declared by single()); the other leaves into this walk's lw arrays.
+    std::vector<std::string> loads;
+    for (int leaf : vleaves) {
+      bool keep = retained_.count(leaf) > 0;
+      if (keep && !loaded_.insert(leaf).second) continue;
+      std::string name = (keep ? "lr" : "lw") + S(leaf);
+      if (!keep) code += ind + vec_t(leaf) + " " + name + "[" + S(uf) + "];\n";
+      loads.push_back(name + "[k] = *(const " + vec_t(leaf) + "*)(" + chunk_addr(leaf) + ");\n");
+    }
+    if (!vleaves.empty()) e_.need("vec");
+    if (!loads.empty()) {
       code +=
           ind + "#pragma unroll\n" + ind + "for (int k = 0; k < " + S(uf) + "; ++k) {\n" + chunk;
       code += in2 + "if (" + cond + ") {\n";
-      for (int leaf : vleaves)
-        code += in3 + "lw" + S(leaf) + "[k] = *(const " + vec_t(leaf) + "*)(" + chunk_addr(leaf) +
-                ");\n";
+      for (const std::string& l : loads) code += in3 + l;
       code += in2 + "}\n" + ind + "}\n";
     }
     code += ind + "#pragma unroll\n" + ind + "for (int k = 0; k < " + S(uf) + "; ++k) {\n" + chunk;
@@ -333,8 +410,9 @@ class RowGen {
   }
 
   std::string header(const std::string& name) {
-    std::string h = "extern \"C\" __global__ void __launch_bounds__(" + S(v_.block()) + ") " +
-                    name + "(const P p) {\n";
+    std::string lb = S(v_.block()) + (v_.minb > 0 ? ", " + S(v_.minb) : std::string());
+    std::string h =
+        "extern \"C\" __global__ void __launch_bounds__(" + lb + ") " + name + "(const P p) {\n";
     h += e_.decls();
     h += "  const U rows = " + e_.uvalue({ValueSlot::Rows}) + ";\n";
     if (cols_used_) h += "  const U cols = " + e_.uvalue({ValueSlot::Cols}) + ";\n";
@@ -354,13 +432,18 @@ class RowGen {
     for (auto& o : g_.outputs) targets.push_back(o.node);
     std::vector<bool> need = closure(g_, targets);
     const bool persistent = v_.k > 0;
-    std::vector<int> home = home_passes(g_);
+    RowPlan plan = row_plan(g_, e_, v_.remat);
+    const std::vector<int>& home = plan.home;
     std::vector<bool> cached(g_.nodes.size(), false);
-    if (persistent) cached = cached_nodes(g_, home);
+    if (persistent) cached = plan.cached, retained_ = plan.retained;
     const std::string in = "    ";
     std::string body;
     for (int id = 0; id < int(g_.nodes.size()); ++id)
       if (cached[id]) body += in + e_.ntype(id) + " c" + S(id) + "[" + S(v_.k * v_.vw) + "];\n";
+    for (int leaf : retained_) {
+      e_.need("vec");
+      body += in + vec_t(leaf) + " lr" + S(leaf) + "[" + S(v_.k) + "];\n";
+    }
     for (int q = 0; q <= last_; ++q) {
       std::vector<int> rown, rs = reduces_of_pass(q, need);
       for (int id = 0; id < int(g_.nodes.size()); ++id)
@@ -377,8 +460,9 @@ class RowGen {
       body += acc_decls(rs, in);
       std::vector<int> nodes;
       if (persistent) {
+        again_ = plan.again[q];
         for (int id : full_in(need))
-          if (home[id] == q) nodes.push_back(id);
+          if (home[id] == q || again_[id]) nodes.push_back(id);
       } else {
         std::vector<int> t;
         for (int r : rs) t.push_back(g_.nodes[r].a);
@@ -403,6 +487,7 @@ class RowGen {
       }
       body += lanes(rs, in);
     }
+    again_.clear(), loaded_.clear();
     body += row_outputs("rv && " + lane0_, in);
     std::string k = header("loom_kernel");
     k += "  for (U rb = (U)blockIdx.x * " + S(v_.rpb) + "u; rb < rows; rb += (U)gridDim.x * " +
@@ -549,12 +634,14 @@ void generate_rows(const Group& g, const Variant& v, Generated& out) { RowGen(g,
 
 namespace loom::cuda {
 
-int row_cache_words(const Group& g) {
-  std::vector<bool> cached = gen::cached_nodes(g, gen::home_passes(g));
-  int words = 0;
-  for (size_t i = 0; i < cached.size(); ++i)
-    if (cached[i]) words += itemsize(compute_dtype(g.nodes[i].dtype)) > 4 ? 2 : 1;
-  return words;
+int row_cache_bytes(const Group& g, int remat) {
+  gen::Emitter e(g);
+  gen::RowPlan p = gen::row_plan(g, e, remat);
+  int bytes = 0;
+  for (size_t i = 0; i < p.cached.size(); ++i)
+    if (p.cached[i]) bytes += itemsize(compute_dtype(g.nodes[i].dtype)) > 4 ? 8 : 4;
+  for (int leaf : p.retained) bytes += int(itemsize(g.leaves[leaf].dtype));
+  return bytes;
 }
 
 }  // namespace loom::cuda

@@ -151,23 +151,97 @@ int row_vector_width(const Group& g) {
   return W;
 }
 
-// Threads per row and persistent chunks per lane for `nch` chunks of `vw` columns: about 16
-// columns in vector chunks (8 single columns) a lane, more lanes while the cached values would pass
-// the register budget (32 columns a lane, 16 scalar; cached words at most 48 and 3/8 of the
-// registers a thread has at the block size: 24 at 1024 threads, where more spilled for a 32768
-// f32 rms_norm); k = 0 (loop every pass) when even 1024 lanes cannot hold the row.
+// Whether a row group reads or writes memory of a type narrower than 4 bytes (bf16, f16, int8).
+bool narrow_rows(const Group& g) {
+  for (const GLeaf& l : g.leaves)
+    if (l.st && itemsize(l.dtype) < 4) return true;
+  for (const GOutput& o : g.outputs)
+    if (itemsize(g.nodes[o.node].dtype) < 4) return true;
+  return false;
+}
+
+// Knobs for A/B runs of row kernels on the GPU, read once from the environment (unset: the
+// defaults below, the best guess without a GPU on the build machine):
+//   LOOM_CUDA_ROW_TPR=n    threads per row (power of two, 1..1024) for every rows variant
+//   LOOM_CUDA_ROW_RPB=n    rows per block (default 256 / tpr, at least 1; block <= 1024)
+//   LOOM_CUDA_ROW_CHUNKS=n target 16-byte chunks a lane of a vector row (default 4)
+//   LOOM_CUDA_ROW_REMAT=n  0: cache every value a later pass reads in f32/f64 (before
+//                          2026-11-29); 1: recompute casts and +,-,* from the retained storage
+//                          vectors; 2: exp too; unset: 2 for rows of 4-byte and wider types,
+//                          else 1 (a bf16 element has half the instructions per byte to spare)
+//   LOOM_CUDA_ROW_MINB=n   __launch_bounds__ min blocks an SM for persistent rows (caps
+//                          registers); 0 none (before 2026-11-29); unset: row_min_blocks
+struct RowKnobs {
+  int tpr = 0, rpb = 0, chunks = 4, minb = -1;
+  int remat = -1;
+};
+const RowKnobs& row_knobs() {
+  static const RowKnobs k = [] {
+    RowKnobs r;
+    auto get = [](const char* name, int lo, int hi, int dflt) {
+      const char* e = std::getenv(name);
+      if (!e || !*e) return dflt;
+      return std::clamp(std::atoi(e), lo, hi);
+    };
+    int tpr = get("LOOM_CUDA_ROW_TPR", 0, 1024, 0);
+    r.tpr = tpr > 0 ? int(pow2ceil(tpr)) : 0;
+    r.rpb = get("LOOM_CUDA_ROW_RPB", 0, 1024, 0);
+    r.chunks = int(pow2ceil(get("LOOM_CUDA_ROW_CHUNKS", 1, 16, 4)));
+    r.minb = get("LOOM_CUDA_ROW_MINB", 0, 32, -1);
+    r.remat = get("LOOM_CUDA_ROW_REMAT", 0, 2, -1);
+    return r;
+  }();
+  return k;
+}
+
+// Threads per row and persistent chunks per lane for `nch` chunks of `vw` columns. Bytes in
+// flight are what a row kernel lives on (a bf16 softmax with 2 chunks a lane ran at the f32
+// time for half the bytes, 2026-11-29): a vector lane takes about 4 chunks (64 bytes; at least
+// 16 columns), a scalar lane 8 columns; more lanes while a lane would hold over twice that or
+// its held values pass the register budget (bytes at most 192 and 3/2 of the registers a thread
+// has at the block size: 96 at 1024 threads, where more spilled for a 32768 f32 rms_norm);
+// k = 0 (loop every pass) when even 1024 lanes cannot hold the row. A narrow row that fits only
+// when its exps are recomputed too (32768 bf16 softmax columns) takes remat 2: an exp an element
+// again costs less than walking the row three times.
 void row_geometry(const Group& g, int64_t nch, int vw, Variant& v) {
-  const int64_t per_lane = vw > 1 ? 32 : 16, words = std::max(1, row_cache_words(g));
-  v.tpr = int(std::clamp<int64_t>(pow2ceil(cdiv(nch * vw, vw > 1 ? 16 : 8)), 1, 1024));
-  v.k = 0;
-  for (int tpr = v.tpr; tpr <= 1024; tpr *= 2) {
-    int64_t k = pow2ceil(std::max<int64_t>(1, cdiv(nch, tpr)));
-    int64_t block = std::max(256, tpr), budget = std::min<int64_t>(48, 65536 / block * 3 / 8);
-    if (k * vw <= per_lane && k * vw * words <= budget) {
-      v.tpr = tpr, v.k = int(k);
-      return;
+  const RowKnobs& kn = row_knobs();
+  const int64_t target = vw > 1 ? std::max<int64_t>(16, int64_t(kn.chunks) * vw) : 8;
+  const int tpr0 =
+      kn.tpr > 0 ? kn.tpr : int(std::clamp<int64_t>(pow2ceil(cdiv(nch * vw, target)), 1, 1024));
+  auto fit = [&](int remat) {
+    const int64_t bytes = std::max(1, row_cache_bytes(g, remat));
+    v.remat = remat, v.tpr = tpr0, v.k = 0;
+    for (int tpr = tpr0; tpr <= (kn.tpr > 0 ? kn.tpr : 1024); tpr *= 2) {
+      int64_t k = pow2ceil(std::max<int64_t>(1, cdiv(nch, tpr)));
+      int64_t block = std::max(256, tpr), budget = std::min<int64_t>(192, 65536 / block * 3 / 2);
+      if (k * vw <= 2 * target && k * vw * bytes <= budget) {
+        v.tpr = tpr, v.k = int(k);
+        return true;
+      }
     }
+    v.remat = 0;  // nothing held: keep the loop kernels' key
+    return false;
+  };
+  if (kn.remat >= 0) {
+    fit(kn.remat);
+  } else if (!narrow_rows(g)) {
+    fit(2);
+  } else if (!fit(1)) {
+    fit(2);
   }
+}
+
+// Min blocks an SM that __launch_bounds__ asks of a persistent row kernel: as many as the SM's
+// 2048 threads allow while a thread keeps the registers its held values take plus 16 (ptxas -v
+// for sm_90, bench/row_regs.cpp: lanes holding 16 words of a layer_norm or rms_norm row fit 32
+// registers without spills, so 8 blocks of 256 threads instead of 4-6; a softmax lane holding
+// 32 words needs 48). 0 (no cap) where that leaves one block.
+int row_min_blocks(const Group& g, const Variant& v) {
+  if (v.k == 0) return 0;  // the loop kernels spill under any cap (32768 columns: 48-78 used)
+  int64_t held = cdiv(int64_t(v.k) * v.vw * row_cache_bytes(g, v.remat), 4);
+  int64_t need = (held + 16 + 7) / 8 * 8, block = v.block();
+  int64_t b = std::min(2048 / block, 65536 / (need * block));
+  return b >= 2 ? int(b) : 0;
 }
 
 // Vector width of an n-D pointwise group whose every memory access has unit or zero stride
@@ -263,17 +337,20 @@ Variant choose_variant(const Group& g, int sm) {
   } else {
     v.vw = row_vector_width(g);
     row_geometry(g, cols / v.vw, v.vw, v);
-    v.rpb = std::max(1, 256 / v.tpr);
+    const RowKnobs& kn = row_knobs();
+    v.rpb = std::max(1, kn.rpb > 0 ? std::min(kn.rpb, 1024 / v.tpr) : 256 / v.tpr);
+    v.minb = kn.minb < 0 ? row_min_blocks(g, v) : v.k > 0 ? std::min(kn.minb, 2048 / v.block()) : 0;
   }
   if (split_segments(g, v, sm) > 1) {
     Variant s = v;
     s.split = true, s.k = 0;
+    s.remat = 0, s.minb = 0;
     if (layout != Layout::Columns) s.tpr = 256, s.rpb = 1;
     if (split_segments(g, s, sm) > 1) return s;
   }
   if (layout == Layout::Columns) {  // a thread a row: persistent for rows of up to 16 columns
     int64_t k = pow2ceil(std::max<int64_t>(1, cols));
-    v.k = cols <= 16 && k * std::max(1, row_cache_words(g)) <= 48 ? int(k) : 0;
+    v.k = cols <= 16 && k * std::max(4, row_cache_bytes(g, 0)) <= 192 ? int(k) : 0;
   }
   return v;
 }

@@ -103,6 +103,17 @@ std::vector<lc::Variant> variants_for(const Group& g, bool all) {
         w.vw = 4, w.k = w.k > 0 ? 2 : 0;
         vs.push_back(w);
       }
+    // Persistent rows that recompute cheap values from retained leaf vectors, with a register
+    // cap (min blocks an SM), over single columns and 4-column chunks.
+    if (l != lc::Layout::Columns)
+      for (int vw : {1, 4}) {
+        lc::Variant m = persist;
+        m.minb = 2, m.vw = vw, m.k = vw == 1 ? 8 : 2;
+        for (int r : {1, 2}) {
+          m.remat = r;
+          vs.push_back(m);
+        }
+      }
   }
   return vs;
 }
@@ -438,6 +449,99 @@ TEST_CASE("codegen: pointwise vector loops") {
     lc::Variant v = lc::choose_variant(*g, 132);
     CHECK_FALSE(lc::compile(lc::generate(*g, v).source, "loom_vec", 9, 0).cubin.empty());
   }
+}
+
+TEST_CASE("codegen: persistent rows hold narrow rows in their storage type") {
+  auto only = [](const Tensor& t) {
+    std::vector<Group> gs = plan_storage(t.storage());
+    REQUIRE(gs.size() == 1);
+    return gs[0];
+  };
+  auto count = [](const std::string& s, const std::string& what) {
+    int n = 0;
+    for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+    return n;
+  };
+  // 1024 rows: enough row blocks for 132 SMs, so no split.
+  Tensor fd = data({1024, 4096}, DType::Float32), hd = data({1024, 4096}, DType::BFloat16);
+  Tensor wd = data({4096}, DType::Float32, 2), bd = data({4096}, DType::Float32, 3);
+  Group sm_f32 = only(softmax(fd.clone(), 1)), sm_bf16 = only(softmax(hd.clone(), 1));
+  Group ln_f32 = only(layer_norm(fd.clone(), {4096}, wd, bd));
+  Group ln_bf16 = only(layer_norm(hd.clone(), {4096}));
+  // Held bytes a column. remat 0: the compute-type values later passes read (softmax: x and
+  // e = exp(x - max); layer_norm: x and x - mean); 1: the input vector in its storage type,
+  // plus e; 2: the input vector alone.
+  CHECK(lc::row_cache_bytes(sm_f32, 0) == 8);
+  CHECK(lc::row_cache_bytes(sm_f32, 1) == 8);
+  CHECK(lc::row_cache_bytes(sm_f32, 2) == 4);
+  CHECK(lc::row_cache_bytes(sm_bf16, 0) == 8);
+  CHECK(lc::row_cache_bytes(sm_bf16, 1) == 6);
+  CHECK(lc::row_cache_bytes(sm_bf16, 2) == 2);
+  CHECK(lc::row_cache_bytes(ln_f32, 0) == 8);
+  CHECK(lc::row_cache_bytes(ln_f32, 1) == 4);
+  CHECK(lc::row_cache_bytes(ln_bf16, 0) == 8);
+  CHECK(lc::row_cache_bytes(ln_bf16, 1) == 2);
+  // A 4096-column bf16 row: 8-column chunks, 4 a lane (64 bytes in flight, as f32 has), so
+  // 128 lanes a row and 2 rows a 256-thread block. Its e values (32 registers) and inputs (16)
+  // leave 4 blocks an SM; a layer_norm lane fits 32 registers: 8 blocks.
+  lc::Variant v = lc::choose_variant(sm_bf16, 132);
+  CHECK(v.remat == 1);
+  CHECK(v.vw == 8);
+  CHECK(v.k == 4);
+  CHECK(v.tpr == 128);
+  CHECK(v.rpb == 2);
+  CHECK(v.minb == 4);
+  CHECK(lc::choose_variant(ln_bf16, 132).minb == 8);
+  // f32 rows recompute the exps too (twice the instructions an element to spare): 8 blocks.
+  lc::Variant vf = lc::choose_variant(sm_f32, 132);
+  CHECK(vf.remat == 2);
+  CHECK(vf.k * vf.vw == 16);
+  CHECK(vf.minb == 8);
+  // The input is read from memory once a row and held as storage vectors (lr), only what
+  // cannot be recomputed cheaply as f32 (c); the output is stored once.
+  struct Want {
+    const Group* g;
+    int remat, cached;
+  };
+  for (Want w :
+       {Want{&sm_bf16, 0, 2}, Want{&sm_bf16, 1, 1}, Want{&sm_bf16, 2, 0}, Want{&ln_bf16, 0, 2},
+        Want{&ln_bf16, 1, 0}, Want{&ln_f32, 0, 2}, Want{&ln_f32, 2, 0}}) {
+    lc::Variant r = lc::choose_variant(*w.g, 132);
+    r.remat = w.remat;
+    std::string src = lc::generate(*w.g, r).source;
+    INFO(r.key() << "\n" << src);
+    REQUIRE(r.k > 0);
+    CHECK(count(src, "float c") == w.cached);
+    CHECK(count(src, "> lr0[") == (w.remat > 0 ? 1 : 0));               // declared once
+    CHECK(count(src, "= *(const lm_vec") == (w.g == &ln_f32 ? 3 : 1));  // x (and w, b) once
+    CHECK(count(src, ") = ow") == 1);
+  }
+  // Every row length keeps the held values within the register budget. 32768 bf16 columns
+  // stay on chip (softmax with its exps recomputed); 32768 f32 ones still loop.
+  for (DType dt : {DType::Float32, DType::BFloat16})
+    for (int64_t cols : {128, 1000, 1001, 4096, 8192, 32768}) {
+      for (int op = 0; op < 2; ++op) {
+        Tensor x = data({1024, cols}, dt).clone();
+        Group g = only(op == 0 ? softmax(x, 1) : rms_norm(x, {cols}));
+        lc::Variant r = lc::choose_variant(g, 132);
+        INFO(dtype_name(dt) << " " << cols << " " << r.key());
+        CHECK(r.tpr * r.rpb <= 1024);
+        CHECK(r.minb * r.tpr * r.rpb <= 2048);
+        if (r.k > 0) CHECK(int64_t(r.k) * r.vw * r.tpr >= cols);
+        if (r.k > 0) CHECK(int64_t(r.k) * r.vw * lc::row_cache_bytes(g, r.remat) <= 192);
+        if (cols == 32768) CHECK((r.k > 0) == (dt == DType::BFloat16));
+        if (cols == 32768 && dt == DType::BFloat16) CHECK(r.remat == (op == 0 ? 2 : 1));
+      }
+    }
+  // The register cap is part of the kernel and its key.
+  lc::Variant capped = v;
+  capped.minb = 6;
+  CHECK(lc::generate(sm_bf16, capped).source.find("__launch_bounds__(256, 6)") !=
+        std::string::npos);
+  CHECK(capped.key() != v.key());
+  if (!lc::nvrtc_available()) return;
+  StrictGuard strict;
+  CHECK_FALSE(lc::compile(lc::generate(sm_bf16, capped).source, "loom_rows", 9, 0).cubin.empty());
 }
 
 TEST_CASE("codegen: a kernel carries only the helpers it uses") {
