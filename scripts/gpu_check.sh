@@ -9,6 +9,9 @@
 #   GPU_CHECK_BUDGET=400   seconds for everything; each stage gets at most what is left
 #   GPU_CHECK_SKIP_ALL=1   skip stage 2 (the rest of the doctest suite)
 #   GPU_CHECK_STREAMS_SANITIZE=0  skip the racecheck + memcheck runs of the two-stream test
+#   GPU_CHECK_SOAK_ITERS=N  also run the soak test on cuda:0 for N steps (issue 6: 1000000)
+#   GPU_CHECK_FUZZ_MINUTES=M  also run the differential fuzzer, fused on cuda:0 against the CPU,
+#                            for M minutes (GPU_CHECK_FUZZ_SEED, default 1)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-check-out}
@@ -116,6 +119,24 @@ if [ "${GPU_CHECK_STREAMS_SANITIZE:-1}" = 1 ] && command -v compute-sanitizer >/
       "$OUT/${tool}_streams.log" compute-sanitizer --tool $tool --error-exitcode 3 "$TESTS" -tc="$SF"
     row "  $tool summary" "-" "-" "$(grep -hE '(RACECHECK|ERROR) SUMMARY' "$OUT/${tool}_streams.log" | tail -1)"
   done
+fi
+
+# 5. Soak on the GPU: memory, cached kernels and the trace stay flat over many training-like steps.
+if [ -n "${GPU_CHECK_SOAK_ITERS:-}" ]; then
+  LOOM_SOAK_DEVICE=cuda LOOM_SOAK_ITERS=$GPU_CHECK_SOAK_ITERS run "soak cuda $GPU_CHECK_SOAK_ITERS steps" \
+    900 "$OUT/soak.log" "$TESTS" -tc="soak:*" -s
+  row "  soak" "-" "-" "$(grep -oE 'soak on .*pending nodes' "$OUT/soak.log" | head -1)"
+fi
+
+# 6. The differential fuzzer with the fused side on the GPU (compared with the CPU's results).
+if [ -n "${GPU_CHECK_FUZZ_MINUTES:-}" ]; then
+  ninja -C "$BUILD" loom_fuzz >>"$OUT/build.log" 2>&1
+  secs=$(awk "BEGIN {print int(${GPU_CHECK_FUZZ_MINUTES} * 60 + 60)}")
+  mkdir -p "$OUT/fuzz"
+  run "fuzz cuda ${GPU_CHECK_FUZZ_MINUTES} min" "$secs" "$OUT/fuzz.log" "$BUILD/tests/fuzz/loom_fuzz" \
+    --device cuda --seed "${GPU_CHECK_FUZZ_SEED:-1}" --minutes "$GPU_CHECK_FUZZ_MINUTES" --quiet \
+    --save-dir "$OUT/fuzz"
+  row "  fuzz" "-" "-" "$(grep -E 'programs' "$OUT/fuzz.log" | tail -1)"
 fi
 
 echo
