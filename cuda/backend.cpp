@@ -47,6 +47,14 @@ struct Loaded {
 
 class CudaBackend;
 
+// Cubins by cache key, kept only with more than one GPU: a kernel compiled for one device is
+// loaded into another device's context of the same architecture without NVRTC or the disk.
+// Used under the runtime mutex (lowering and flushing hold it).
+std::unordered_map<std::string, std::shared_ptr<const std::vector<char>>>& shared_cubins() {
+  static auto* m = new std::unordered_map<std::string, std::shared_ptr<const std::vector<char>>>();
+  return *m;
+}
+
 CudaBackend& cuda_backend(int dev);
 
 // One signature's kernel: the variants its launches have needed so far (vector width, threads
@@ -169,13 +177,24 @@ class CudaBackend : public Backend {
     }
     auto m = std::make_shared<Loaded>();
     const char* how = "compiled";
+    const bool share = cuda::device_count() > 1;
+    if (share) {
+      auto c = shared_cubins().find(key);
+      if (c != shared_cubins().end()) {
+        m->module = cuda::Module(dev_, c->second->data());
+        how = "another device's cubin";
+      }
+    }
     bool disk = cuda::disk_cache::enabled();
-    if (disk) {
+    if (disk && !m->module.raw()) {
       if (auto bytes = cuda::disk_cache::load(key)) {
         try {
           m->module = cuda::Module(dev_, bytes->data());
           how = "disk hit";
           counters().disk_hits++;
+          if (share)
+            shared_cubins().emplace(key,
+                                    std::make_shared<const std::vector<char>>(std::move(*bytes)));
         } catch (const Error&) {
           // A valid entry the driver rejects (another driver's cubin): rebuild it below.
         }
@@ -185,6 +204,8 @@ class CudaBackend : public Backend {
       cuda::CompileResult r = cuda::compile(source, "loom_" + tag, cc_major_, cc_minor_);
       if (disk) cuda::disk_cache::store(key, r.cubin);
       m->module = cuda::Module(dev_, r.cubin.data());
+      if (share)
+        shared_cubins()[key] = std::make_shared<const std::vector<char>>(std::move(r.cubin));
     }
     for (const std::string& e : entries) m->fns.push_back(cuda::get_function(m->module, e.c_str()));
     if (log_fusion())
@@ -326,6 +347,7 @@ Backend& backend_for(int dev) {
 }
 
 void CudaBackend::drop_compiled() {
+  shared_cubins().clear();
   for (auto& slot : g_backends)
     if (CudaBackend* b = slot.load(std::memory_order_acquire)) b->drop_modules();
 }
