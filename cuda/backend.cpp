@@ -384,6 +384,7 @@ bool init_cuda_backend() {
   if (!cuda::is_available() || !cuda::nvrtc_available()) return false;
   try {
     cuda_backend(0);  // device 0 now: a failure here reports CUDA unavailable
+    set_cuda_device_count(cuda::device_count());  // cuda:N past it raises before recording
     register_backend_factory(DeviceKind::CUDA, backend_for);
     return true;
   } catch (const Error& e) {

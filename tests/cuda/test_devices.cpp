@@ -116,9 +116,11 @@ struct UseStandIns {
     loom::sync();
     for (StandIn& s : g_stand_ins) s.allocs = s.peer_copies = s.host_reads = s.host_writes = 0;
     register_backend_factory(DeviceKind::CUDA, stand_in_for);
+    set_cuda_device_count(2);
   }
   ~UseStandIns() {
     loom::sync();
+    set_cuda_device_count(-1);
     register_backend_factory(DeviceKind::CUDA, nullptr);
     clear_kernel_cache();  // CPU kernels cached under CUDA signatures
   }
@@ -138,6 +140,12 @@ TEST_CASE("devices: each device index gets its own backend, made by the factory"
     CHECK(&backend(cuda_dev(1)) == &d1);
     CHECK_ERROR_HAS(backend(cuda_dev(2)), "cuda:2 does not exist");
     CHECK_ERROR_HAS(ones({3}).to(cuda_dev(2)), "2 CUDA devices");
+    // Recording on a missing device raises at once (no trace is made for it).
+    CHECK_ERROR_HAS(ones({3}, Options(DType::Float32, cuda_dev(2))), "cuda:2 does not exist");
+    CHECK_ERROR_HAS(ones({3}, Options(DType::Float32, cuda_dev(2))), "2 CUDA devices");
+    CHECK_ERROR_HAS(CurrentStreamGuard(StreamRef{cuda_dev(5), 0, nullptr}), "cuda:5");
+    std::vector<uint64_t> on2 = trace_streams(cuda_dev(2));
+    CHECK(on2.empty());
 
     std::vector<double> xv = values(32 * 48, 1), yv = values(32 * 48, 2);
     Tensor xc = tensor<double>(xv, {32, 48}), yc = tensor<double>(yv, {32, 48});
