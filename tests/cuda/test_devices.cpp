@@ -215,9 +215,7 @@ TEST_CASE("gpu: devices an index past the device count raises naming the device 
   CHECK_ERROR_HAS(lc::Event::create(false, n), count);
   // The failures left the devices that exist working.
   Tensor x = tensor<double>(values(1000, 3), {1000}, Options(DType::Float32, cuda_dev(n - 1)));
-  CHECK((x * 2.0).sum().item<double>() ==
-        doctest::Approx(2.0 * tensor<double>(values(1000, 3), {1000}).sum().item<double>())
-            .epsilon(1e-5));
+  CHECK(mismatches((x * 2.0).exp(), (tensor<double>(values(1000, 3), {1000}) * 2.0).exp()) == 0);
 }
 
 TEST_CASE("gpu: devices stream priorities are applied and run work") {
@@ -278,7 +276,7 @@ TEST_CASE("gpu: devices cross-stream waits reuse their events and still order wo
   CHECK(waits >= uint64_t(iters - 1));         // every hand-over waited
   CHECK(after.created - before.created <= 2);  // ... on recycled events
   CHECK(after.idle >= 1);                      // all back in the list
-  CHECK(mismatches(x, xc, 1e-4, 1e-5) == 0);   // and the waits ordered the work
+  CHECK(mismatches(x, xc, 1e-4, 1e-4) == 0);   // and the waits ordered the work
 }
 
 // ---- two GPUs -----------------------------------------------------------------------------------
