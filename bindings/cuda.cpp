@@ -9,8 +9,9 @@ void init_cuda(nb::module_& m) {
   using cuda::Event;
   using cuda::Stream;
   nb::class_<Stream>(m, "_CudaStream", "A CUDA stream with its own trace (see loom.cuda.Stream).")
-      .def_static("create", &Stream::create, "device"_a = 0)
+      .def_static("create", &Stream::create, "device"_a = 0, "priority"_a = 0)
       .def_prop_ro("device_index", [](const Stream& s) { return s.device; })
+      .def_prop_ro("priority", &Stream::priority)
       .def_prop_ro("id", [](const Stream& s) { return s.id; })
       .def_prop_ro("cuda_stream", [](const Stream& s) { return uintptr_t(s.raw()); })
       .def("synchronize", &Stream::synchronize)
@@ -18,6 +19,21 @@ void init_cuda(nb::module_& m) {
       .def("wait_stream", &Stream::wait_stream, "other"_a)
       .def("__eq__", [](const Stream& a, const Stream& b) { return a == b; })
       .def("__hash__", [](const Stream& s) { return size_t(s.id) * 64 + size_t(s.device); });
+  m.def("_cuda_device_count", &cuda::device_count);
+  m.def(
+      "_cuda_stream_priority_range",
+      [](int dev) {
+        cuda::PriorityRange r = cuda::stream_priority_range(dev);
+        return std::make_pair(r.least, r.greatest);
+      },
+      "device"_a = 0);
+  m.def(
+      "_cuda_event_pool_stats",
+      [](int dev) {
+        cuda::EventPoolStats st = cuda::event_pool_stats(dev);
+        return std::make_tuple(st.created, st.reused, st.idle);
+      },
+      "device"_a = 0);
   m.def(
       "_cuda_current_stream", [](int dev) { return cuda::current_stream(dev); }, "device"_a = 0);
   m.def(

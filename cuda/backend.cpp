@@ -2,12 +2,17 @@
 // memory cache -> disk cache -> NVRTC), matmul through cuBLASLt. Everything goes to the active
 // stream (the stream whose trace is flushing, else the thread's current stream); memory is freed
 // on the stream that allocated it after every other stream that used it has passed its use.
-// Registers itself only when a driver, a GPU and NVRTC are present (DESIGN invariant 7).
+// One backend object per GPU ("cuda:N"), made on the device's first use: its context, default
+// stream, staging buffers, split scratch, cuBLASLt handle and loaded modules. Registers itself
+// only when a driver, a GPU and NVRTC are present (DESIGN invariant 7).
 #include "tensor/backend.h"
 
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 
 #include "cuda/codegen.h"
@@ -42,12 +47,23 @@ struct Loaded {
 
 class CudaBackend;
 
+// Cubins by cache key, kept only with more than one GPU: a kernel compiled for one device is
+// loaded into another device's context of the same architecture without NVRTC or the disk.
+// Used under the runtime mutex (lowering and flushing hold it).
+std::unordered_map<std::string, std::shared_ptr<const std::vector<char>>>& shared_cubins() {
+  static auto* m = new std::unordered_map<std::string, std::shared_ptr<const std::vector<char>>>();
+  return *m;
+}
+
+CudaBackend& cuda_backend(int dev);
+
 // One signature's kernel: the variants its launches have needed so far (vector width, threads
-// per row, persistent bucket, split), each compiled on first use.
+// per row, persistent bucket, split), each compiled on first use. The kernel cache keys by device
+// kind, so one CudaKernel serves every GPU: a variant's module is loaded into the context of each
+// device that runs it (the compiled cubin comes from the caches after the first device).
 class CudaKernel : public Kernel {
  public:
-  explicit CudaKernel(CudaBackend& be) : be_(be) {}
-  void prepare(const Group& g);
+  void prepare(CudaBackend& be, const Group& g);
   void run(const Group& g) override;
   std::string source() const override { return source_; }
 
@@ -56,34 +72,34 @@ class CudaKernel : public Kernel {
     cuda::Generated gen;
     std::shared_ptr<Loaded> mod;
   };
-  Compiled& get(const Group& g, const cuda::Variant& v);
-  CudaBackend& be_;
-  std::unordered_map<std::string, Compiled> variants_;
+  Compiled& get(CudaBackend& be, const Group& g, const cuda::Variant& v);
+  std::unordered_map<std::string, Compiled> variants_;  // by device and variant
   std::string source_;
 };
 
 class CudaBackend : public Backend {
  public:
-  CudaBackend() : default_(cuda::default_stream(0)) {
-    const cuda::DeviceProps& p = cuda::properties(0);
+  explicit CudaBackend(int dev) : dev_(dev), default_(cuda::default_stream(dev)) {
+    const cuda::DeviceProps& p = cuda::properties(dev);
     sm_ = p.sm_count;
     cc_major_ = p.cc_major, cc_minor_ = p.cc_minor;
     arch_ = "sm_" + std::to_string(cc_major_) + std::to_string(cc_minor_);
     // NVRTC's start-up (loading its builtins, the first program) costs about as much as a
     // kernel; pay it on another core while the program records its first ops.
-    cuda::warm_up_async(cc_major_, cc_minor_);
+    static std::once_flag warm;
+    std::call_once(warm, [&] { cuda::warm_up_async(cc_major_, cc_minor_); });
     matmul_ = std::make_unique<cuda::Matmul>(
-        0, default_,
+        dev, default_,
         [this](const std::string& src, const std::vector<std::string>& entries,
                const std::string& tag) { return load(src, entries, tag)->fns; });
   }
 
   // The driver stream behind a runtime stream (id 0: the device's default stream).
   cuda::Stream resolve(const StreamRef& r) const {
-    if (r.id == 0) return default_;
-    return cuda::Stream{0, r.id, r.native};
+    if (r.id == 0) return r.device.index == dev_ ? default_ : cuda::default_stream(r.device.index);
+    return cuda::Stream{r.device.index, r.id, r.native};
   }
-  cuda::Stream active() const { return resolve(active_stream(Device{DeviceKind::CUDA, 0})); }
+  cuda::Stream active() const { return resolve(active_stream(Device{DeviceKind::CUDA, dev_})); }
 
   void* alloc(size_t bytes) override {
     return reinterpret_cast<void*>(uintptr_t(cuda::alloc(bytes, active())));
@@ -101,14 +117,14 @@ class CudaBackend : public Backend {
         m.deleter();
         return;
       }
-      for (auto& u : m.users) cuda::stream_wait_event(owner, cuda::record_event(resolve(u)));
+      for (auto& u : m.users) cuda::stream_wait_stream(owner, resolve(u));
       cuda::free(cuda::DevicePtr(uintptr_t(m.ptr)), owner);
     } catch (const Error& e) {
       if (log_fusion()) std::cerr << "[loom] cuda free failed: " << e.what() << "\n";
     }
   }
   void stream_wait(const StreamRef& waiter, const StreamRef& producer) override {
-    cuda::stream_wait_event(resolve(waiter), cuda::record_event(resolve(producer)));
+    cuda::stream_wait_stream(resolve(waiter), resolve(producer));
   }
   void synchronize_stream(const StreamRef& s) override { cuda::stream_sync(resolve(s)); }
   void stream_retired(const StreamRef& s) override {
@@ -130,18 +146,22 @@ class CudaBackend : public Backend {
   void copy_within(void* dst, const void* src, size_t n) override {
     cuda::copy_d2d(cuda::DevicePtr(uintptr_t(dst)), cuda::DevicePtr(uintptr_t(src)), n, active());
   }
+  bool copy_to_device(Device to, void* dst, const void* src, size_t n) override;
   std::unique_ptr<Kernel> lower(const Group& g) override {
-    auto k = std::make_unique<CudaKernel>(*this);
-    k->prepare(g);  // compile now: a failure falls back to unfused kernels before memory is touched
+    auto k = std::make_unique<CudaKernel>();
+    k->prepare(*this, g);  // compile now: a failure falls back to unfused kernels first
     return k;
   }
   void run_opaque(const Group& g) override { matmul_->run(g, active()); }
-  void synchronize() override { cuda::device_sync(0); }
+  void synchronize() override { cuda::device_sync(dev_); }
   std::string name() const override { return "cuda"; }
-  void drop_compiled() override { modules_.clear(); }  // kernels in use hold their modules
-  size_t memory_capacity() const override { return cuda::properties(0).total_mem; }
+  // Every device's modules (the runtime asks cuda:0 only); kernels in use hold their modules.
+  void drop_compiled() override;
+  size_t memory_capacity() const override { return cuda::properties(dev_).total_mem; }
 
+  int device() const { return dev_; }
   int sm() const { return sm_; }
+  void drop_modules() { modules_.clear(); }
 
   // The module for `source`: from this process's cache, the disk cache, or NVRTC.
   std::shared_ptr<Loaded> load(const std::string& source, const std::vector<std::string>& entries,
@@ -157,13 +177,24 @@ class CudaBackend : public Backend {
     }
     auto m = std::make_shared<Loaded>();
     const char* how = "compiled";
+    const bool share = cuda::device_count() > 1;
+    if (share) {
+      auto c = shared_cubins().find(key);
+      if (c != shared_cubins().end()) {
+        m->module = cuda::Module(dev_, c->second->data());
+        how = "another device's cubin";
+      }
+    }
     bool disk = cuda::disk_cache::enabled();
-    if (disk) {
+    if (disk && !m->module.raw()) {
       if (auto bytes = cuda::disk_cache::load(key)) {
         try {
-          m->module = cuda::Module(0, bytes->data());
+          m->module = cuda::Module(dev_, bytes->data());
           how = "disk hit";
           counters().disk_hits++;
+          if (share)
+            shared_cubins().emplace(key,
+                                    std::make_shared<const std::vector<char>>(std::move(*bytes)));
         } catch (const Error&) {
           // A valid entry the driver rejects (another driver's cubin): rebuild it below.
         }
@@ -172,7 +203,9 @@ class CudaBackend : public Backend {
     if (!m->module.raw()) {
       cuda::CompileResult r = cuda::compile(source, "loom_" + tag, cc_major_, cc_minor_);
       if (disk) cuda::disk_cache::store(key, r.cubin);
-      m->module = cuda::Module(0, r.cubin.data());
+      m->module = cuda::Module(dev_, r.cubin.data());
+      if (share)
+        shared_cubins()[key] = std::make_shared<const std::vector<char>>(std::move(r.cubin));
     }
     for (const std::string& e : entries) m->fns.push_back(cuda::get_function(m->module, e.c_str()));
     if (log_fusion())
@@ -206,6 +239,7 @@ class CudaBackend : public Backend {
     cuda::DevicePtr data = 0, counters = 0;
     size_t data_bytes = 0, counter_bytes = 0;
   };
+  int dev_;
   cuda::Stream default_;
   int sm_ = 0, cc_major_ = 0, cc_minor_ = 0;
   std::string arch_;
@@ -215,34 +249,39 @@ class CudaBackend : public Backend {
   cuda::Staging staging_;
 };
 
-CudaKernel::Compiled& CudaKernel::get(const Group& g, const cuda::Variant& v) {
-  std::string key = v.key();
+CudaKernel::Compiled& CudaKernel::get(CudaBackend& be, const Group& g, const cuda::Variant& v) {
+  std::string vkey = v.key();
+  std::string key = std::to_string(be.device()) + "/" + vkey;
   auto it = variants_.find(key);
   if (it != variants_.end()) return it->second;
   Compiled c;
   c.gen = cuda::generate(g, v);
-  c.mod = be_.load(c.gen.source, c.gen.entries, key);
+  c.mod = be.load(c.gen.source, c.gen.entries, vkey);
   source_ = c.gen.source;
   return variants_.emplace(key, std::move(c)).first->second;
 }
 
-void CudaKernel::prepare(const Group& g) { get(g, cuda::choose_variant(g, be_.sm())); }
+void CudaKernel::prepare(CudaBackend& be, const Group& g) {
+  get(be, g, cuda::choose_variant(g, be.sm()));
+}
 
 void CudaKernel::run(const Group& g) {
-  cuda::Variant v = cuda::choose_variant(g, be_.sm());
-  cuda::LaunchConfig lc = cuda::launch_config(g, v, be_.sm());
+  // The device whose trace runs the group: its outputs' (every group has one, materialized).
+  CudaBackend& be = cuda_backend(g.outputs.at(0).st->device.index);
+  cuda::Variant v = cuda::choose_variant(g, be.sm());
+  cuda::LaunchConfig lc = cuda::launch_config(g, v, be.sm());
   if (lc.empty) return;
   Compiled* c;
   try {
-    c = &get(g, v);
+    c = &get(be, g, v);
   } catch (const LowerError&) {
     throw;
   } catch (const Error& e) {  // a variant first needed now: fall back like a failed lowering
     throw LowerError(e.kind(), e.what());
   }
-  cuda::Stream stream = be_.active();
+  cuda::Stream stream = be.active();
   uint64_t scratch[3] = {0, 0, 0};
-  if (v.split) be_.scratch(cuda::split_scratch(g, c->gen, lc), stream, scratch);
+  if (v.split) be.scratch(cuda::split_scratch(g, c->gen, lc), stream, scratch);
   std::vector<char> params = cuda::pack_params(g, c->gen.params, lc, scratch);
   void* args[] = {params.data()};
   for (const cuda::Function& f : c->mod->fns)
@@ -252,13 +291,101 @@ void CudaKernel::run(const Group& g) {
               << lc.grid_x << "," << lc.grid_y << ") block " << lc.block << "\n";
 }
 
+// The backends made so far, by device (leaked: memory may be freed until process exit). Read
+// without a lock on every launch; made under the mutex.
+constexpr int kMaxDevices = 64;  // as many as tensor/device.cpp keeps current streams for
+std::atomic<CudaBackend*> g_backends[kMaxDevices];
+std::mutex g_backends_mu;
+
+// Made on the device's first use; a device index the machine lacks throws (cuda::properties
+// names the device and the count). A constructor that throws leaves the slot empty for a retry.
+CudaBackend& cuda_backend(int dev) {
+  if (dev >= 0 && dev < kMaxDevices)
+    if (CudaBackend* b = g_backends[dev].load(std::memory_order_acquire)) return *b;
+  std::lock_guard<std::mutex> lock(g_backends_mu);
+  cuda::properties(dev);  // throws for an index the machine lacks
+  LOOM_CHECK(dev < kMaxDevices, Index, "cuda:", dev, ": loom supports at most ", kMaxDevices,
+             " CUDA devices");
+  if (CudaBackend* b = g_backends[dev].load(std::memory_order_acquire)) return *b;
+  auto* b = new CudaBackend(dev);
+  g_backends[dev].store(b, std::memory_order_release);
+  return *b;
+}
+
+// "cuda:N" past the device count: every use raises the driver's error, which names the device
+// and the count. Waiting for it does nothing, so an op recorded for it before raising (a trace
+// made for its stream) never makes loom::sync() fail.
+class MissingDevice : public Backend {
+ public:
+  explicit MissingDevice(int dev) : dev_(dev) {}
+  [[noreturn]] void fail() const {
+    cuda::properties(dev_);  // throws the out-of-range error
+    throw Error(ErrorKind::Index, "cuda:" + std::to_string(dev_) + " does not exist");
+  }
+  void* alloc(size_t) override { fail(); }
+  void free(void*, size_t) override {}
+  void copy_from_host(void*, const void*, size_t) override { fail(); }
+  void copy_to_host(void*, const void*, size_t) override { fail(); }
+  void copy_within(void*, const void*, size_t) override { fail(); }
+  std::unique_ptr<Kernel> lower(const Group&) override { fail(); }
+  void run_opaque(const Group&) override { fail(); }
+  size_t memory_capacity() const override { fail(); }
+  std::string name() const override { return "cuda (missing device)"; }
+
+ private:
+  int dev_;
+};
+
+Backend& backend_for(int dev) {
+  if (dev >= 0 && dev < cuda::device_count()) return cuda_backend(dev);
+  static std::mutex mu;
+  static auto* missing = new std::unordered_map<int, std::unique_ptr<MissingDevice>>();
+  std::lock_guard<std::mutex> lock(mu);
+  auto& m = (*missing)[dev];
+  if (!m) m = std::make_unique<MissingDevice>(dev);
+  return *m;
+}
+
+void CudaBackend::drop_compiled() {
+  shared_cubins().clear();
+  for (auto& slot : g_backends)
+    if (CudaBackend* b = slot.load(std::memory_order_acquire)) b->drop_modules();
+}
+
+// Peer copies are on by default where the GPUs can reach each other; LOOM_CUDA_PEER=0 (read
+// once) forces the copy through host memory, to compare the two.
+bool peer_copies_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("LOOM_CUDA_PEER");
+    return !(v && std::string(v) == "0");
+  }();
+  return on;
+}
+
+// On the source device's active stream (already ordered after the producer, and a user of the
+// source memory, so its free waits for the copy): first after the destination's active stream
+// (which allocated `dst`), then the host waits for it. The destination's stream needs no wait
+// afterwards: the copy has finished when this returns.
+bool CudaBackend::copy_to_device(Device to, void* dst, const void* src, size_t n) {
+  if (to.kind != DeviceKind::CUDA || to.index == dev_ || !peer_copies_enabled()) return false;
+  if (!cuda::peer_access(dev_, to.index)) return false;
+  cuda::Stream src_stream = active();
+  cuda::Stream dst_stream = cuda_backend(to.index).active();
+  cuda::stream_wait_stream(src_stream, dst_stream);
+  cuda::copy_peer(cuda::DevicePtr(uintptr_t(dst)), to.index, cuda::DevicePtr(uintptr_t(src)), dev_,
+                  n, src_stream);
+  cuda::stream_sync(src_stream);
+  return true;
+}
+
 }  // namespace
 
 bool init_cuda_backend() {
   if (!cuda::is_available() || !cuda::nvrtc_available()) return false;
   try {
-    static CudaBackend* b = new CudaBackend();  // leaked: memory may be freed until exit
-    register_backend(DeviceKind::CUDA, b);
+    cuda_backend(0);  // device 0 now: a failure here reports CUDA unavailable
+    set_cuda_device_count(cuda::device_count());  // cuda:N past it raises before recording
+    register_backend_factory(DeviceKind::CUDA, backend_for);
     return true;
   } catch (const Error& e) {
     if (log_fusion()) std::cerr << "[loom] CUDA backend unavailable: " << e.what() << "\n";

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "tensor/device.h"
 #include "tensor/error.h"
@@ -29,10 +30,16 @@ using CUfunction = void*;
 using CUmemoryPool = void*;
 
 constexpr CUresult kSuccess = 0, kOutOfMemory = 2, kNoDevice = 100, kNotReady = 600;
+constexpr CUresult kPeerAccessAlreadyEnabled = 704;
 constexpr int kAttrMaxThreadsPerBlock = 1, kAttrSmCount = 16, kAttrL2Bytes = 38;
 constexpr int kAttrCcMajor = 75, kAttrCcMinor = 76, kAttrSmemOptin = 97;
 constexpr int kFuncAttrMaxDynamicSmem = 8;
 constexpr int kPoolAttrReleaseThreshold = 4;
+constexpr int kMemLocationDevice = 1, kMemAccessReadWrite = 3;
+
+struct MemAccessDesc {  // CUmemAccessDesc
+  int location_type, location_id, flags;
+};
 constexpr unsigned kStreamNonBlocking = 1, kEventDefault = 0, kEventDisableTiming = 2;
 constexpr unsigned kHostAllocPortable = 1;
 constexpr unsigned kDefaultSmemLimit = 48 * 1024;
@@ -51,6 +58,13 @@ struct Api {
   CUresult (*cuCtxSetCurrent)(CUcontext);
   CUresult (*cuCtxSynchronize)();
   CUresult (*cuStreamCreate)(CUstream*, unsigned);
+  CUresult (*cuStreamCreateWithPriority)(CUstream*, unsigned, int);
+  CUresult (*cuStreamGetPriority)(CUstream, int*);
+  CUresult (*cuCtxGetStreamPriorityRange)(int*, int*);
+  CUresult (*cuDeviceCanAccessPeer)(int*, CUdevice, CUdevice);
+  CUresult (*cuCtxEnablePeerAccess)(CUcontext, unsigned);
+  CUresult (*cuMemcpyPeerAsync)(DevicePtr, CUcontext, DevicePtr, CUcontext, size_t, CUstream);
+  CUresult (*cuMemPoolSetAccess)(CUmemoryPool, const MemAccessDesc*, size_t);
   CUresult (*cuStreamDestroy)(CUstream);
   CUresult (*cuStreamSynchronize)(CUstream);
   CUresult (*cuStreamQuery)(CUstream);
@@ -81,6 +95,13 @@ struct Api {
                              unsigned, CUstream, void**, void**);
 };
 
+// The free list of disable-timing events for cross-stream waits (stream_wait_stream).
+struct EventPool {
+  std::mutex mu;
+  std::vector<CUevent> idle;
+  uint64_t created = 0, reused = 0;
+};
+
 struct DeviceState {
   std::once_flag once;
   CUdevice dev = 0;
@@ -88,6 +109,9 @@ struct DeviceState {
   CUmemoryPool pool = nullptr;
   Stream stream;
   DeviceProps props;
+  EventPool events;
+  std::mutex peer_mu;
+  std::vector<signed char> peer;  // by peer device: -1 unknown, 0 no, 1 enabled
 };
 
 struct Driver {
@@ -132,6 +156,13 @@ const char* bind(void* lib, Api& a) {
   sym(a.cuCtxSetCurrent, "cuCtxSetCurrent");
   sym(a.cuCtxSynchronize, "cuCtxSynchronize");
   sym(a.cuStreamCreate, "cuStreamCreate");
+  sym(a.cuStreamCreateWithPriority, "cuStreamCreateWithPriority");
+  sym(a.cuStreamGetPriority, "cuStreamGetPriority");
+  sym(a.cuCtxGetStreamPriorityRange, "cuCtxGetStreamPriorityRange");
+  sym(a.cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer");
+  sym(a.cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess");
+  sym(a.cuMemcpyPeerAsync, "cuMemcpyPeerAsync");
+  sym(a.cuMemPoolSetAccess, "cuMemPoolSetAccess");
   sym(a.cuStreamDestroy, "cuStreamDestroy_v2");
   sym(a.cuStreamSynchronize, "cuStreamSynchronize");
   sym(a.cuStreamQuery, "cuStreamQuery");
@@ -255,13 +286,15 @@ void init_device(DeviceState& s, int ordinal) {
   CUstream st = nullptr;
   check(a.cuStreamCreate(&st, kStreamNonBlocking), "cuStreamCreate", "default stream");
   s.stream = Stream{ordinal, 0, std::shared_ptr<void>(st, [](void*) {})};
+  s.peer.assign(size_t(drv().count), -1);
 }
 
 DeviceState& device(int dev) {
   require();
   Driver& d = drv();
-  LOOM_CHECK(dev >= 0 && dev < d.count, Index, "CUDA device ", dev, " out of range (", d.count,
-             " devices)");
+  LOOM_CHECK(dev >= 0 && dev < d.count, Index, "CUDA device cuda:", dev,
+             " does not exist: this machine has ", d.count, " CUDA device", d.count == 1 ? "" : "s",
+             " (cuda:0 .. cuda:", d.count - 1, ")");
   DeviceState& s = d.devs[dev];
   std::call_once(s.once, init_device, s, dev);  // retried on the next call if it threw
   return s;
@@ -325,11 +358,27 @@ void ensure_context(int dev) { enter(dev); }
 
 Stream default_stream(int dev) { return device(dev).stream; }
 
-Stream create_stream(int dev) {
+Stream create_stream(int dev, int priority) {
   enter(dev);
   CUstream st = nullptr;
-  check(api().cuStreamCreate(&st, kStreamNonBlocking), "cuStreamCreate", "device ", dev);
+  check(api().cuStreamCreateWithPriority(&st, kStreamNonBlocking, priority),
+        "cuStreamCreateWithPriority", "device ", dev, ", priority ", priority);
   return Stream{dev, new_stream_id(), owned(st, dev, [](void* p) { api().cuStreamDestroy(p); })};
+}
+
+PriorityRange stream_priority_range(int dev) {
+  enter(dev);
+  PriorityRange r;
+  check(api().cuCtxGetStreamPriorityRange(&r.least, &r.greatest), "cuCtxGetStreamPriorityRange",
+        "device ", dev);
+  return r;
+}
+
+int stream_priority(const Stream& s) {
+  enter(s.device);
+  int p = 0;
+  check(api().cuStreamGetPriority(s.raw(), &p), "cuStreamGetPriority", "device ", s.device);
+  return p;
 }
 
 void stream_sync(const Stream& s) {
@@ -375,6 +424,45 @@ Event record_event(const Stream& s, bool timing) {
 void stream_wait_event(const Stream& s, const Event& e) {
   enter(s.device);
   check(api().cuStreamWaitEvent(s.raw(), e.raw(), 0), "cuStreamWaitEvent");
+}
+
+void stream_wait_stream(const Stream& waiter, const Stream& producer) {
+  DeviceState& pd = enter(producer.device);
+  EventPool& pool = pd.events;
+  CUevent ev = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(pool.mu);
+    if (!pool.idle.empty()) {
+      ev = pool.idle.back();
+      pool.idle.pop_back();
+      pool.reused++;
+    }
+  }
+  if (!ev) {
+    check(api().cuEventCreate(&ev, kEventDisableTiming), "cuEventCreate", "device ",
+          producer.device, " (wait event)");
+    std::lock_guard<std::mutex> lock(pool.mu);
+    pool.created++;
+  }
+  // Back to the list whatever happens: the enqueued wait (if any) already captured the event.
+  struct Return {
+    EventPool& pool;
+    CUevent ev;
+    ~Return() {
+      std::lock_guard<std::mutex> lock(pool.mu);
+      pool.idle.push_back(ev);
+    }
+  } ret{pool, ev};
+  check(api().cuEventRecord(ev, producer.raw()), "cuEventRecord", "device ", producer.device);
+  enter(waiter.device);  // a stream may wait for another context's event
+  check(api().cuStreamWaitEvent(waiter.raw(), ev, 0), "cuStreamWaitEvent", "cuda:", waiter.device,
+        " waiting for cuda:", producer.device);
+}
+
+EventPoolStats event_pool_stats(int dev) {
+  EventPool& pool = device(dev).events;
+  std::lock_guard<std::mutex> lock(pool.mu);
+  return EventPoolStats{pool.created, pool.reused, pool.idle.size()};
 }
 
 float elapsed_ms(const Event& start, const Event& end) {
@@ -436,18 +524,18 @@ MemInfo mem_info(int dev) {
   return m;
 }
 
-void* host_alloc(size_t bytes) {
+void* host_alloc(size_t bytes, int dev) {
   if (bytes == 0) return nullptr;
-  enter(0);
+  enter(dev);
   void* p = nullptr;
   CUresult r = api().cuMemHostAlloc(&p, bytes, kHostAllocPortable);
   check(r, "cuMemHostAlloc", bytes, " bytes of pinned host memory");
   return p;
 }
 
-void host_free(void* p) {
+void host_free(void* p, int dev) {
   if (!p) return;
-  enter(0);
+  enter(dev);
   check(api().cuMemFreeHost(p), "cuMemFreeHost");
 }
 
@@ -474,6 +562,44 @@ void copy_d2d(DevicePtr dst, DevicePtr src, size_t bytes, const Stream& s) {
   if (bytes == 0) return;
   enter(s.device);
   check(api().cuMemcpyDtoDAsync(dst, src, bytes, s.raw()), "cuMemcpyDtoDAsync_v2", bytes, " bytes");
+}
+
+bool peer_access(int dev, int peer) {
+  if (dev == peer) return true;
+  DeviceState& d = device(dev);
+  DeviceState& p = device(peer);
+  std::lock_guard<std::mutex> lock(d.peer_mu);
+  signed char& known = d.peer[size_t(peer)];
+  if (known < 0) {
+    int can = 0;
+    check(api().cuDeviceCanAccessPeer(&can, d.dev, p.dev), "cuDeviceCanAccessPeer", "cuda:", dev,
+          " -> cuda:", peer);
+    if (can) {
+      set_current(d.ctx);
+      CUresult r = api().cuCtxEnablePeerAccess(p.ctx, 0);
+      if (r != kPeerAccessAlreadyEnabled)
+        check(r, "cuCtxEnablePeerAccess", "cuda:", dev, " -> cuda:", peer);
+      // Pool allocations ignore peer access: each pool grants it itself (both ways, since the
+      // copy engine of `dev` reads and writes both devices' memory).
+      MemAccessDesc to_peer{kMemLocationDevice, dev, kMemAccessReadWrite};
+      check(api().cuMemPoolSetAccess(p.pool, &to_peer, 1), "cuMemPoolSetAccess", "cuda:", dev,
+            " -> pool of cuda:", peer);
+      MemAccessDesc to_dev{kMemLocationDevice, peer, kMemAccessReadWrite};
+      check(api().cuMemPoolSetAccess(d.pool, &to_dev, 1), "cuMemPoolSetAccess", "cuda:", peer,
+            " -> pool of cuda:", dev);
+    }
+    known = can ? 1 : 0;
+  }
+  return known == 1;
+}
+
+void copy_peer(DevicePtr dst, int dst_dev, DevicePtr src, int src_dev, size_t bytes,
+               const Stream& s) {
+  if (bytes == 0) return;
+  CUcontext dst_ctx = device(dst_dev).ctx, src_ctx = device(src_dev).ctx;
+  enter(s.device);
+  check(api().cuMemcpyPeerAsync(dst, dst_ctx, src, src_ctx, bytes, s.raw()), "cuMemcpyPeerAsync",
+        bytes, " bytes cuda:", src_dev, " -> cuda:", dst_dev);
 }
 
 void memset_d8(DevicePtr dst, unsigned char value, size_t bytes, const Stream& s) {

@@ -41,7 +41,10 @@ struct Stream {
   bool operator==(const Stream& o) const { return device == o.device && id == o.id; }
 
   // The user API (cuda/stream.cpp).
-  static Stream create(int device = 0);  // a new non-blocking stream
+  // A new non-blocking stream. `priority`: lower numbers are higher priorities, clamped by the
+  // driver into stream_priority_range(device) (0 is the default, the lowest priority).
+  static Stream create(int device = 0, int priority = 0);
+  int priority() const;  // as the driver reports it (cuStreamGetPriority)
   // Submits this stream's pending ops (its trace), then waits for all its work.
   void synchronize() const;
   // True when the stream has nothing pending and all its submitted work has finished.
@@ -51,7 +54,14 @@ struct Stream {
 };
 // A non-blocking stream made once per device (not the legacy NULL stream).
 Stream default_stream(int dev);
-Stream create_stream(int dev);
+Stream create_stream(int dev, int priority = 0);
+// cuCtxGetStreamPriorityRange: `least` (0, the default) to `greatest` (e.g. -5), numerically
+// lower is more urgent; blocks of a higher-priority stream are scheduled first.
+struct PriorityRange {
+  int least = 0, greatest = 0;
+};
+PriorityRange stream_priority_range(int dev);
+int stream_priority(const Stream& s);
 void stream_sync(const Stream& s);
 bool stream_done(const Stream& s);  // non-blocking query of submitted work
 void device_sync(int dev);          // every stream of the device
@@ -81,6 +91,19 @@ void record_event(const Event& e, const Stream& s);
 // `timing` events cost a little more; elapsed_ms needs two of them.
 Event record_event(const Stream& s, bool timing = false);
 void stream_wait_event(const Stream& s, const Event& e);  // s waits, the host does not
+// `waiter` waits (on the device) for everything submitted to `producer` so far; the streams may
+// be of different devices. Uses a disable-timing event of the producer's device from a free
+// list, recorded on `producer` and returned to the list as soon as the wait is enqueued
+// (cuStreamWaitEvent captures the event's state at enqueue time; a later re-record does not
+// change what an enqueued wait waits for).
+void stream_wait_stream(const Stream& waiter, const Stream& producer);
+// Debug accessor for the free list of wait events: how many events it has created and how many
+// waits reused one. A steady state creates no more events.
+struct EventPoolStats {
+  uint64_t created = 0, reused = 0;
+  size_t idle = 0;  // events in the list now
+};
+EventPoolStats event_pool_stats(int dev);
 float elapsed_ms(const Event& start, const Event& end);
 void event_sync(const Event& e);
 bool event_done(const Event& e);  // non-blocking query
@@ -97,9 +120,10 @@ MemInfo mem_info(int dev);
 // Synchronizes the device and returns the pool's cached (freed) blocks to the driver.
 void release_cached_memory(int dev);
 
-// Page-locked host memory (portable across contexts).
-void* host_alloc(size_t bytes);
-void host_free(void* p);
+// Page-locked host memory (portable: usable from every device's context), allocated and freed
+// with `dev`'s context current.
+void* host_alloc(size_t bytes, int dev = 0);
+void host_free(void* p, int dev = 0);
 
 // Async on `s`. A pageable `src` may be reused on return (the driver stages it); a pinned one must
 // stay untouched until the stream passes the copy.
@@ -108,7 +132,13 @@ void copy_h2d(DevicePtr dst, const void* src, size_t bytes, const Stream& s);
 void copy_d2h(void* dst, DevicePtr src, size_t bytes, const Stream& s);
 // Async on `s` (into pinned memory; `dst` holds the data once the stream passes the copy).
 void copy_d2h_async(void* dst, DevicePtr src, size_t bytes, const Stream& s);
-void copy_d2d(DevicePtr dst, DevicePtr src, size_t bytes, const Stream& s);         // async
+void copy_d2d(DevicePtr dst, DevicePtr src, size_t bytes, const Stream& s);  // async
+// True when `dev` can read and write `peer`'s memory directly (cuDeviceCanAccessPeer); the first
+// true answer also enables that access for dev's context (cuCtxEnablePeerAccess). Cached.
+bool peer_access(int dev, int peer);
+// Async on `s` (a stream of dst_dev): a copy from src_dev's memory (cuMemcpyPeerAsync).
+void copy_peer(DevicePtr dst, int dst_dev, DevicePtr src, int src_dev, size_t bytes,
+               const Stream& s);
 void memset_d8(DevicePtr dst, unsigned char value, size_t bytes, const Stream& s);  // async
 
 // A loaded cubin; unloaded on destruction. Functions taken from it die with it.

@@ -10,9 +10,10 @@ namespace loom::cuda {
 bool Staging::ready(int dev) {
   if (bufs_[0].host) return dev == dev_;  // pinned memory is portable, events are per device
   try {
-    for (Buf& b : bufs_) b.host = host_alloc(kChunk);
+    for (Buf& b : bufs_) b.host = host_alloc(kChunk, dev);
   } catch (const Error&) {
-    for (Buf& b : bufs_) host_free(b.host), b.host = nullptr;  // pinned memory is scarce: go direct
+    for (Buf& b : bufs_)
+      host_free(b.host, dev), b.host = nullptr;  // pinned memory is scarce: go direct
     return false;
   }
   dev_ = dev;
@@ -20,8 +21,16 @@ bool Staging::ready(int dev) {
 }
 
 void Staging::wait(Buf& b) {
-  if (b.done.raw()) event_sync(b.done);
-  b.done = Event{};
+  if (b.pending) event_sync(b.done);
+  b.pending = false;
+}
+
+// Each buffer keeps one event, re-recorded for every chunk (event_sync waits for the latest
+// record), instead of creating and destroying one a chunk.
+void Staging::mark(Buf& b, const Stream& s) {
+  if (!b.done.raw()) b.done = create_event(s.device, false);
+  record_event(b.done, s);
+  b.pending = true;
 }
 
 void Staging::to_host(void* dst, DevicePtr src, size_t bytes, const Stream& s) {
@@ -35,7 +44,7 @@ void Staging::to_host(void* dst, DevicePtr src, size_t bytes, const Stream& s) {
     if (len) {
       wait(b);
       copy_d2h_async(b.host, src + off, len, s);
-      b.done = record_event(s);
+      mark(b, s);
     }
     if (prev_len) {  // the other buffer's chunk: copy it out while this one transfers
       Buf& p = bufs_[k ^ 1];
@@ -56,7 +65,7 @@ void Staging::to_device(DevicePtr dst, const void* src, size_t bytes, const Stre
     wait(b);  // its previous chunk has left the buffer
     std::memcpy(b.host, in + off, len);
     copy_h2d(dst + off, b.host, len, s);
-    b.done = record_event(s);
+    mark(b, s);
   }
 }
 
@@ -64,7 +73,7 @@ Staging::~Staging() {
   try {
     for (Buf& b : bufs_) {
       wait(b);
-      host_free(b.host);
+      host_free(b.host, dev_);
     }
   } catch (...) {
   }

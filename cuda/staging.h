@@ -23,10 +23,12 @@ class Staging {
  private:
   struct Buf {
     void* host = nullptr;
-    Event done;  // the last copy using it
+    Event done;            // recorded after the last copy using it
+    bool pending = false;  // `done` was recorded and not yet waited for
   };
   bool ready(int dev);
   void wait(Buf& b);
+  void mark(Buf& b, const Stream& s);
   Buf bufs_[2];
   int dev_ = -1;
 };

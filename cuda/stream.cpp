@@ -29,7 +29,12 @@ Stream from_ref(const StreamRef& r) {
   return Stream{r.device.index, r.id, r.native};
 }
 
-Stream Stream::create(int device) { return create_stream(device); }
+Stream Stream::create(int device, int priority) { return create_stream(device, priority); }
+
+int Stream::priority() const {
+  require_stream(*this, "Stream.priority");
+  return stream_priority(id == 0 ? default_stream(device) : *this);
+}
 
 void Stream::synchronize() const {
   require_stream(*this, "Stream.synchronize");

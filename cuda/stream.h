@@ -1,11 +1,13 @@
 #pragma once
-// Streams and events as a user concept. Each CUDA device has a default stream; a thread's
-// current stream (thread-local, the default one unless a StreamGuard selects another) is where
-// its ops record and run. Each stream has its own trace of pending ops. A tensor remembers the
-// stream that produced it; using it on another stream makes that stream wait for the producer
-// (an event on the device), and freeing memory other streams used waits for them too.
+// Streams and events as a user concept. Each CUDA device ("cuda:N") has a default stream; a
+// thread's current stream of each device (thread-local, the default one unless a StreamGuard
+// selects another) is where its ops on that device record and run. Streams and events belong to
+// the device they were made on; a stream may wait for an event of another device. Each stream
+// has its own trace of pending ops. A tensor remembers the stream that produced it; using it on
+// another stream makes that stream wait for the producer (an event on the device), and freeing
+// memory other streams used waits for them too.
 //
-//   loom::cuda::Stream s = loom::cuda::Stream::create();
+//   loom::cuda::Stream s = loom::cuda::Stream::create();  // or create(dev, priority)
 //   {
 //     loom::cuda::StreamGuard g(s);
 //     y = (x * 2).exp();   // recorded on s's trace, runs on s

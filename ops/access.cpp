@@ -92,7 +92,7 @@ Tensor Tensor::to(Device d) const {
       backend(d).copy_from_host(st->data(), src, bytes);
     } else if (d.kind == DeviceKind::CPU) {
       backend(device_).copy_to_host(st->data(), src, bytes);
-    } else {
+    } else if (!backend(device_).copy_to_device(d, st->data(), src, bytes)) {
       std::vector<char> tmp(bytes);
       backend(device_).copy_to_host(tmp.data(), src, bytes);
       backend(d).copy_from_host(st->data(), tmp.data(), bytes);

@@ -27,6 +27,10 @@ struct Backend {
   virtual void copy_from_host(void* dst, const void* src, size_t bytes) = 0;
   virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
   virtual void copy_within(void* dst, const void* src, size_t bytes) = 0;
+  // Copies `bytes` of this device's memory at `src` into `dst` on device `to` (another device of
+  // the same kind) without going through the host, as a sync point of the source stream (the
+  // host waits for the copy). False: not possible here, the caller goes through the host.
+  virtual bool copy_to_device(Device to, void* dst, const void* src, size_t bytes) { return false; }
   virtual std::unique_ptr<Kernel> lower(const Group& g) = 0;
   virtual void run_opaque(const Group& g) = 0;  // matmul and friends
   // Waits for all work of the device (every stream).
@@ -51,7 +55,13 @@ struct Backend {
 };
 
 Backend& backend(Device d);
+// One backend for every device of `kind` (the CPU; a test's stand-in device).
 void register_backend(DeviceKind kind, Backend* b);
+// A backend per device index, made by `for_index` on first use (CUDA: one per GPU, each with its
+// context, streams and memory). `for_index` throws loom::Error for an index the machine lacks.
+// A backend registered with register_backend takes precedence.
+using BackendFactory = Backend& (*)(int index);
+void register_backend_factory(DeviceKind kind, BackendFactory for_index);
 bool backend_available(DeviceKind kind);
 // Defined by cuda/backend.cpp: registers the CUDA backend when usable; false otherwise.
 bool init_cuda_backend();

@@ -55,13 +55,22 @@ const StreamRef& cpu_stream() {
   return s;
 }
 
+std::atomic<int> g_cuda_count{-1};
+
 int slot(Device d) {
   LOOM_CHECK(d.index >= 0 && d.index < kMaxDevices, Index, "stream: device index ", d.index,
              " out of range (at most ", kMaxDevices, " devices)");
+  int n = g_cuda_count.load(std::memory_order_relaxed);
+  LOOM_CHECK(n < 0 || d.index < n, Index, "CUDA device cuda:", d.index,
+             " does not exist: this machine has ", n, " CUDA device", n == 1 ? "" : "s",
+             " (cuda:0 .. cuda:", n - 1, ")");
   return d.index;
 }
 
 }  // namespace
+
+void set_cuda_device_count(int n) { g_cuda_count = n; }
+int cuda_device_limit() { return g_cuda_count; }
 
 std::string StreamRef::str() const {
   if (id == 0) return device.str() + " default stream";

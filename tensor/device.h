@@ -31,6 +31,12 @@ struct StreamRef {
   std::string str() const;  // "cuda:0 stream 3", "cpu default stream"
 };
 
+// How many CUDA devices exist (set when the CUDA backend registers; -1, the default: unknown,
+// any index below 64 is accepted). Recording on, or selecting a stream of, "cuda:N" for N past
+// the count raises loom::Error naming the device and the count, before any trace exists for it.
+void set_cuda_device_count(int n);
+int cuda_device_limit();  // the count set, or -1
+
 // A fresh stream id (never 0).
 uint64_t new_stream_id();
 // The calling thread's current stream of `d` (its default stream unless a guard set another).

@@ -10,6 +10,9 @@ stream wait for it on the device (an event), so two streams never race::
         y = (x * 2).exp()          # recorded on s's trace, runs on s
     s.synchronize()                # submits s's pending ops and waits for them
 
+    hi = loom.cuda.Stream(priority=loom.cuda.stream_priority_range()[1])  # most urgent
+    x1 = x.to("cuda:1")            # every visible GPU is "cuda:N", each with its own streams
+
     start, end = loom.cuda.Event(enable_timing=True), loom.cuda.Event(enable_timing=True)
     start.record()
     ...
@@ -25,6 +28,17 @@ from . import _loom
 def is_available() -> bool:
     """True when a CUDA driver and a GPU were found (the CUDA backend registered)."""
     return _loom.cuda_is_available()
+
+
+def device_count() -> int:
+    """The number of visible CUDA devices (0 without a driver or a GPU)."""
+    return _loom._cuda_device_count()
+
+
+def stream_priority_range(device=None) -> tuple:
+    """``(least, greatest)`` stream priorities of ``device``: numerically lower is more urgent,
+    e.g. ``(0, -5)``; 0 is the default."""
+    return tuple(_loom._cuda_stream_priority_range(_index(device)))
 
 
 def _index(device) -> int:
@@ -43,11 +57,21 @@ def _index(device) -> int:
 class Stream:
     """A CUDA stream with its own trace of pending ops (like torch.cuda.Stream).
 
-    ``Stream()`` creates a new non-blocking stream on ``device`` (default cuda:0).
+    ``Stream()`` creates a new non-blocking stream on ``device`` (default cuda:0). ``priority``:
+    lower numbers are more urgent (see ``stream_priority_range``); the driver clamps it into the
+    device's range.
     """
 
     def __init__(self, device=None, priority: int = 0, *, _handle=None):
-        self._s = _handle if _handle is not None else _loom._CudaStream.create(_index(device))
+        if _handle is not None:
+            self._s = _handle
+        else:
+            self._s = _loom._CudaStream.create(_index(device), int(priority))
+
+    @property
+    def priority(self) -> int:
+        """The stream's priority as the driver applied it."""
+        return self._s.priority
 
     @property
     def device(self) -> str:
@@ -171,5 +195,5 @@ def synchronize(device=None) -> None:
     _loom._cuda_synchronize(_index(device))
 
 
-__all__ = ["is_available", "Stream", "Event", "current_stream", "default_stream", "set_stream",
+__all__ = ["is_available", "device_count", "stream_priority_range", "Stream", "Event", "current_stream", "default_stream", "set_stream",
            "stream", "stream_of", "record_stream", "synchronize"]

@@ -99,3 +99,50 @@ def test_events_time_and_order(rng):
     ev = s.record_event()
     loom.cuda.current_stream().wait_event(ev)
     check(z + 1, np.cos(x.numpy().astype(np.float64) * 3) + 1, rtol=1e-5, atol=1e-6)
+
+
+def test_device_count_and_missing_devices():
+    n = loom.cuda.device_count()
+    assert n >= 0 and (n > 0) == loom.cuda.is_available()
+    if n == 0:
+        with pytest.raises(RuntimeError, match="CUDA is unavailable"):
+            loom.cuda.stream_priority_range()
+        return
+    with pytest.raises(IndexError, match=f"cuda:{n} does not exist.*{n} CUDA device"):
+        loom.ones(3).to(f"cuda:{n}")
+    with pytest.raises(IndexError, match=f"cuda:{n}"):
+        loom.cuda.Stream(device=n)
+
+
+@gpu
+def test_stream_priorities(rng):
+    least, greatest = loom.cuda.stream_priority_range()
+    assert greatest <= least
+    hi, lo = loom.cuda.Stream(priority=greatest), loom.cuda.Stream(priority=least)
+    assert hi.priority == greatest and lo.priority == least
+    assert loom.cuda.Stream().priority == 0
+    assert loom.cuda.Stream(priority=greatest - 100).priority == greatest  # clamped
+    a = rng.normal(size=(64, 512)).astype(np.float32)
+    x = loom.tensor(a, device="cuda")
+    with loom.cuda.stream(lo):
+        y = x * 2
+    with loom.cuda.stream(hi):
+        z = (y + 1).exp()
+    check(z, np.exp(a.astype(np.float64) * 2 + 1), rtol=1e-5, atol=1e-6)
+
+
+@gpu
+def test_two_devices(rng):
+    if loom.cuda.device_count() < 2:
+        pytest.skip("one CUDA device")
+    a = rng.normal(size=(128, 300)).astype(np.float32)
+    x0 = loom.tensor(a, device="cuda:0")
+    x1 = (x0 * 2).to("cuda:1")
+    assert x1.device == "cuda:1"
+    s = loom.cuda.Stream(device="cuda:1")
+    with loom.cuda.stream(s):
+        y1 = (x1 + 1).tanh()
+    assert loom.cuda.stream_of(y1) == s and loom.cuda.current_stream(1).id == 0
+    check(y1.to("cuda:0"), np.tanh(a.astype(np.float64) * 2 + 1), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="cuda:0 and cuda:1"):
+        x0 + x1
