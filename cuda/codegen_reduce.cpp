@@ -634,13 +634,16 @@ void generate_rows(const Group& g, const Variant& v, Generated& out) { RowGen(g,
 
 namespace loom::cuda {
 
-int row_cache_bytes(const Group& g, int remat) {
+int row_cache_bytes(const Group& g, int remat, int vw) {
   gen::Emitter e(g);
   gen::RowPlan p = gen::row_plan(g, e, remat);
   int bytes = 0;
   for (size_t i = 0; i < p.cached.size(); ++i)
     if (p.cached[i]) bytes += itemsize(compute_dtype(g.nodes[i].dtype)) > 4 ? 8 : 4;
-  for (int leaf : p.retained) bytes += int(itemsize(g.leaves[leaf].dtype));
+  for (int leaf : p.retained) {
+    int isz = int(itemsize(g.leaves[leaf].dtype));
+    bytes += vw > 0 ? (vw * isz + 3) / 4 * 4 / vw : isz;
+  }
   return bytes;
 }
 

@@ -397,6 +397,10 @@ TEST_CASE("codegen: persistent rows hold narrow rows in their storage type") {
   CHECK(lc::row_cache_bytes(ln_f32, 1) == 4);
   CHECK(lc::row_cache_bytes(ln_bf16, 0) == 8);
   CHECK(lc::row_cache_bytes(ln_bf16, 1) == 2);
+  // In registers a single bf16 column takes a whole one; 8 share 4.
+  CHECK(lc::row_cache_bytes(sm_bf16, 1, 8) == 6);
+  CHECK(lc::row_cache_bytes(sm_bf16, 1, 1) == 8);
+  CHECK(lc::row_cache_bytes(ln_bf16, 1, 1) == 4);
   // A 4096-column bf16 row: 8-column chunks, 4 a lane (64 bytes in flight, as f32 has), so
   // 128 lanes a row and 2 rows a 256-thread block. Its e values (32 registers) and inputs (16)
   // leave 4 blocks an SM; a layer_norm lane fits 32 registers: 8 blocks.
