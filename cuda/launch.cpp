@@ -120,10 +120,12 @@ const RowKnobs& row_knobs() {
 // Threads per row and persistent chunks per lane for `nch` chunks of `vw` columns. Bytes in
 // flight are what a row kernel lives on (a bf16 softmax with 2 chunks a lane ran at the f32
 // time for half the bytes, 2026-11-29): a vector lane takes about 4 chunks (64 bytes; at least
-// 16 columns), a scalar lane 8 columns; more lanes while a lane would hold
-// over twice that or its held values pass the register budget (bytes at most 192 and 3/2 of the
-// registers a thread has at the block size: 96 at 1024 threads, where more spilled for a 32768 f32
-// rms_norm); k = 0 (loop every pass) when even 1024 lanes cannot hold the row. A narrow row that
+// 16 columns), a scalar lane 8 columns; more lanes while a lane would hold over twice that or
+// its held values pass the register budget: bytes at most 192, and with remat the registers a
+// thread has at the block size less 24 (160 bytes at 1024 threads: a 32768-column f32 row held
+// in 59-62 registers, no spills); without remat (load vectors and cached values both live) 3/2
+// of them (96 at 1024 threads, where more spilled for a 32768 f32 rms_norm). k = 0 (loop every
+// pass) when even 1024 lanes cannot hold the row. A narrow row that
 // fits only when its exps are recomputed too (32768 bf16 softmax columns) takes remat 2: an exp an
 // element again costs less than walking the row three times.
 void row_geometry(const Group& g, int64_t nch, int vw, Variant& v) {
@@ -136,7 +138,8 @@ void row_geometry(const Group& g, int64_t nch, int vw, Variant& v) {
     v.remat = remat, v.tpr = tpr0, v.k = 0;
     for (int tpr = tpr0; tpr <= (kn.tpr > 0 ? kn.tpr : 1024); tpr *= 2) {
       int64_t k = pow2ceil(std::max<int64_t>(1, cdiv(nch, tpr)));
-      int64_t block = std::max(256, tpr), budget = std::min<int64_t>(192, 65536 / block * 3 / 2);
+      int64_t block = std::max(256, tpr), regs = 65536 / block;
+      int64_t budget = std::min<int64_t>(192, remat > 0 ? (regs - 24) * 4 : regs * 3 / 2);
       if (k * vw <= 2 * target && k * vw * bytes <= budget) {
         v.tpr = tpr, v.k = int(k);
         return true;

@@ -436,8 +436,8 @@ TEST_CASE("codegen: persistent rows hold narrow rows in their storage type") {
     CHECK(count(src, "= *(const lm_vec") == (w.g == &ln_f32 ? 3 : 1));  // x (and w, b) once
     CHECK(count(src, ") = ow") == 1);
   }
-  // Every row length keeps the held values within the register budget. 32768 bf16 columns
-  // stay on chip (softmax with its exps recomputed); 32768 f32 ones still loop.
+  // Every row length keeps the held values within the register budget. 32768 columns stay on
+  // chip (a bf16 softmax with its exps recomputed; f32 in 1024 lanes of 8 chunks).
   for (DType dt : {DType::Float32, DType::BFloat16})
     for (int64_t cols : {128, 1000, 1001, 4096, 8192, 32768}) {
       for (int op = 0; op < 2; ++op) {
@@ -449,7 +449,7 @@ TEST_CASE("codegen: persistent rows hold narrow rows in their storage type") {
         CHECK(r.minb * r.tpr * r.rpb <= 2048);
         if (r.k > 0) CHECK(int64_t(r.k) * r.vw * r.tpr >= cols);
         if (r.k > 0) CHECK(int64_t(r.k) * r.vw * lc::row_cache_bytes(g, r.remat) <= 192);
-        if (cols == 32768) CHECK((r.k > 0) == (dt == DType::BFloat16));
+        if (cols == 32768) CHECK(r.k > 0);
         if (cols == 32768 && dt == DType::BFloat16) CHECK(r.remat == (op == 0 ? 2 : 1));
       }
     }

@@ -99,12 +99,14 @@ TEST_CASE("gpu: row kernels over many rows match float64 references") {
     return;
   }
   // [100000, 128]: 32 rows a block; [5000, 4096] and [9000, 1001]: 1-2 rows a block, all over
-  // 2112 row blocks; [600, 32768] bf16: 1024 lanes a row, persistent, 528 blocks.
+  // 2112 row blocks; [600, 32768]: 1024 lanes a row holding 4 (bf16) or 8 (f32) chunks each,
+  // over 528 blocks.
   check_rows(kGPU, {{100000, 128, DType::Float32},
                     {5000, 4096, DType::Float32},
                     {9000, 1001, DType::Float32},
                     {100000, 128, DType::BFloat16},
                     {5000, 4096, DType::BFloat16},
                     {9000, 1001, DType::BFloat16},
-                    {600, 32768, DType::BFloat16}});
+                    {600, 32768, DType::BFloat16},
+                    {600, 32768, DType::Float32}});
 }
