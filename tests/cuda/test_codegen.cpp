@@ -434,8 +434,17 @@ TEST_CASE("codegen: persistent rows hold narrow rows in their storage type") {
     CHECK(count(src, "float c") == w.cached);
     CHECK(count(src, "> lr0[") == (w.remat > 0 ? 1 : 0));               // declared once
     CHECK(count(src, "= *(const lm_vec") == (w.g == &ln_f32 ? 3 : 1));  // x (and w, b) once
-    CHECK(count(src, ") = ow") == 1);
+    CHECK(count(src, ") = ow") + count(src, ") = op") == 1);
   }
+  // sm_80+ instructions where the portable helpers take several (the helpers stay for older
+  // GPUs): bf16 columns converted two at a time, a NaN-propagating max in one.
+  std::string bf = lc::generate(sm_bf16, v).source, f32 = lc::generate(sm_f32, vf).source;
+  CHECK(count(bf, "cvt.rn.bf16x2.f32") == 1);
+  CHECK(count(bf, "max.NaN.f32") == 1);
+  CHECK(count(bf, "#if __CUDA_ARCH__ >= 800") == 2);
+  CHECK(bf.find("lm_f2b(") != std::string::npos);
+  CHECK(count(f32, "max.NaN.f32") == 1);
+  CHECK(f32.find("cvt.rn") == std::string::npos);
   // Every row length keeps the held values within the register budget. 32768 columns stay on
   // chip (a bf16 softmax with its exps recomputed; f32 in 1024 lanes of 8 chunks).
   for (DType dt : {DType::Float32, DType::BFloat16})
