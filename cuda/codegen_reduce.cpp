@@ -60,7 +60,7 @@ struct RowPlan {
 // their values: loads of a leaf walked at unit stride along the one reduced dim, and casts,
 // copies, +, - and * of those and Row values. A bf16 row then stays in registers as bf16 (half
 // the registers of its f32 values) and a layer_norm's x - mean costs no registers at all. Level 2
-// also recomputes exp (a softmax's e: about 8 instructions an element for 4 bytes of registers).
+// also recomputes exp (a softmax's e: about 10 instructions an element for 4 bytes of registers).
 std::vector<bool> remat_nodes(const Group& g, const Emitter& e, int level) {
   int n = int(g.nodes.size()), R = e.rank;
   std::vector<bool> m(n, false);
