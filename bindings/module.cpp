@@ -30,6 +30,7 @@ nb::dict counters_dict() {
   d["cache_misses"] = c.cache_misses.load();
   d["disk_hits"] = c.disk_hits.load();
   d["kernel_evictions"] = c.kernel_evictions.load();
+  d["plan_hits"] = c.plan_hits.load();
   d["bytes_moved"] = c.bytes_moved.load();
   d["materialized"] = c.materialized.load();
   d["nodes_recorded"] = c.nodes_recorded.load();

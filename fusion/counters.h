@@ -19,6 +19,7 @@ struct Counters {
   std::atomic<int64_t> nodes_recorded{0};
   std::atomic<int64_t> bytes_live{0};  // device + host memory held by loom
   std::atomic<int64_t> bytes_peak{0};
+  std::atomic<int64_t> plan_hits{0};  // flushes whose groups came from the plan cache
 };
 
 Counters& counters();
