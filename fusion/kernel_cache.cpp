@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "fusion/counters.h"
+#include "fusion/plan_cache.h"
 #include "fusion/trace.h"
 #include "tensor/fault.h"
 
@@ -97,11 +98,12 @@ void set_kernel_cache_limit(size_t n) {
 }
 
 // Also drops the backends' compiled modules, so a signature seen before is lowered again from
-// the disk cache (or compiled): the only memory loom does not give back by itself.
+// the disk cache (or compiled), and the plan cache: the memory loom does not give back by itself.
 void clear_kernel_cache() {
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
   cache().map.clear();
   cache().lru.clear();
+  clear_plan_cache();  // plans hold no kernels, but they are memory of the same kind
   for (DeviceKind k : {DeviceKind::CPU, DeviceKind::CUDA})
     if (backend_available(k)) backend(Device{k, 0}).drop_compiled();
 }

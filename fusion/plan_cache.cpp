@@ -25,6 +25,7 @@ struct Entry {
 
 struct Cache {
   std::unordered_map<uint64_t, Entry> map;
+  size_t words = 0;  // key words held
   bool on = [] {
     const char* v = std::getenv("LOOM_PLAN_CACHE");
     return !(v && (!std::strcmp(v, "0") || !std::strcmp(v, "off") || !std::strcmp(v, "false")));
@@ -40,7 +41,10 @@ Cache& cache() {
   return c;
 }
 
-constexpr size_t kMaxEntries = 512;  // distinct DAG structures kept; past it, start over
+// Distinct DAG structures kept, and their key words (a 4096-node trace's key is ~60K words):
+// past either bound the cache starts over (a loop with new sizes every flush never hits).
+constexpr size_t kMaxEntries = 512;
+constexpr size_t kMaxWords = size_t(1) << 22;  // 32 MB of keys
 
 uint64_t mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
@@ -99,10 +103,18 @@ bool describe(Cache& c, const std::vector<std::shared_ptr<Storage>>& dag,
   return true;
 }
 
+// Four independent multiply chains (the key is thousands of words for a long trace, and one
+// dependent chain was a sixth of a memory hit's flush); a hit compares the whole key anyway.
 uint64_t hash_of(const std::vector<uint64_t>& k) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (uint64_t w : k) h = mix(h, w);
-  return h;
+  uint64_t h[4] = {0x243f6a8885a308d3ull, 0x13198a2e03707344ull, 0xa4093822299f31d0ull,
+                   0x082efa98ec4e6c89ull};
+  size_t i = 0;
+  for (; i + 4 <= k.size(); i += 4)
+    for (int j = 0; j < 4; ++j) h[j] = (h[j] ^ k[i + j]) * 0x9e3779b97f4a7c15ull;
+  for (; i < k.size(); ++i) h[0] = (h[0] ^ k[i]) * 0x9e3779b97f4a7c15ull;
+  uint64_t r = k.size();
+  for (uint64_t x : h) r = mix(r, x);
+  return r;
 }
 
 // The code of a storage of the plan (marks as set by describe; the planner keeps dag marks).
@@ -181,12 +193,18 @@ std::vector<Group> plan_cached(const std::vector<std::shared_ptr<Storage>>& dag,
   }
   if (!ok) return groups;
   en.scalar_src = std::move(srcs);
-  if (c.map.size() >= kMaxEntries) c.map.clear();
-  c.map.insert_or_assign(h, std::move(en));
+  if (c.map.size() >= kMaxEntries || c.words + c.key.size() > kMaxWords) c.map.clear(), c.words = 0;
+  c.words += c.key.size();
+  auto [slot, fresh] = c.map.try_emplace(h);
+  if (!fresh) c.words -= slot->second.key.size();  // a collision: the newer plan replaces it
+  slot->second = std::move(en);
   return groups;
 }
 
 size_t plan_cache_size() { return cache().map.size(); }
-void clear_plan_cache() { cache().map.clear(); }
+void clear_plan_cache() {
+  cache().map.clear();
+  cache().words = 0;
+}
 
 }  // namespace loom
