@@ -205,6 +205,7 @@ void run_pending(Device d, const std::vector<std::shared_ptr<Storage>>& roots, b
     if (st->node->op == Op::Empty) {
       st->mem = allocate(d, st->nbytes);
     }
+  int64_t plan_hits = counters().plan_hits.load(std::memory_order_relaxed);
   auto groups = plan_cached(dag, roots, fuse, d.kind);
   // The log's stream only when logging: constructing one costs about as much as a small flush.
   std::unique_ptr<std::ostringstream> os;
@@ -212,7 +213,8 @@ void run_pending(Device d, const std::vector<std::shared_ptr<Storage>>& roots, b
   std::ostream* log = os.get();
   if (log)
     *log << "[loom] flush " << d.str() << ": " << dag.size() << " nodes -> " << groups.size()
-         << " groups" << (fuse ? "" : " (fusion off)") << "\n";
+         << " groups" << (fuse ? "" : " (fusion off)")
+         << (counters().plan_hits.load() != plan_hits ? " (plan cached)" : "") << "\n";
   try {
     run_groups(d, groups, log);
   } catch (...) {
