@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <list>
 #include <unordered_map>
+#include <vector>
 
 #include "fusion/counters.h"
 #include "fusion/plan_cache.h"
@@ -31,14 +32,24 @@ struct Cache {
 
   // Drops least recently used kernels until at most `keep` are left.
   void evict_to(size_t keep) {
+    if (map.size() <= keep) return;
+    std::vector<Entry> gone;           // destroyed after the device is idle (see below)
     bool dropped[2] = {false, false};  // per DeviceKind: compiled code to drop
     while (map.size() > keep) {
       auto it = map.find(lru.back());
       dropped[int(it->second.kind) & 1] = true;
+      gone.push_back(std::move(it->second));
       map.erase(it);
       lru.pop_back();
       counters().kernel_evictions++;
     }
+    // A GPU kernel's module may still have launches in flight (flushes do not wait): wait for
+    // the device before unloading it. Evictions are rare (a cache full of distinct signatures),
+    // so the wait costs nothing in a loop that hits.
+    for (DeviceKind k : {DeviceKind::CPU, DeviceKind::CUDA})
+      if (k != DeviceKind::CPU && dropped[int(k) & 1] && backend_available(k))
+        backend(Device{k, 0}).synchronize();
+    gone.clear();
     // The backends keep compiled code beside the kernels (CUDA: modules by source) so that
     // equal sources share one module; kernels still cached hold theirs, so dropping the
     // backend's map frees exactly the evicted kernels' code.
