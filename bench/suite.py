@@ -313,9 +313,9 @@ def compile_rows(dev, reps):
     rows.append({"work": "fused kernel, memory hit", "impl": "loom fused",
                  "ms": statistics.median(hot), "gbs": None})
     for k in ("record", "flush", "wait"):
-        rows.append({"work": f"fused kernel, memory hit: {k}", "impl": "loom fused",
+        rows.append({"work": f"fused kernel, hit: {k}", "impl": "loom fused",
                      "ms": statistics.median(parts[k]), "gbs": None})
-    rows.append({"work": "fused kernel, second memory hit", "impl": "loom fused",
+    rows.append({"work": "fused kernel, 2nd memory hit", "impl": "loom fused",
                  "ms": statistics.median(again), "gbs": None})
     return rows
 
