@@ -1,6 +1,8 @@
 // The plan cache: a flush with the same DAG structure as an earlier one reuses its groups with
 // this flush's storages and scalar values. Every case checks values (float64 references or
 // fusion off), since a plan reused where it does not fit would compute the wrong thing.
+#include <cstdlib>
+
 #include "helpers.h"
 
 using namespace loom;
@@ -29,7 +31,8 @@ TEST_CASE("plan cache: a loop with new values and new inputs hits and stays righ
     if (i == 1) hits0 = plan_hits();
     check_close(y, want);
   }
-  CHECK(plan_hits() - hits0 >= 10);  // iterations 2..11 reuse iteration 1's plan
+  const char* off = std::getenv("LOOM_PLAN_CACHE");  // "0": the values alone are checked
+  if (!off || std::string(off) != "0") CHECK(plan_hits() - hits0 >= 10);  // 2..11 reuse 1's plan
 }
 
 TEST_CASE("plan cache: the same ops over the same or different memory are told apart") {
