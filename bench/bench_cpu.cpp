@@ -89,7 +89,8 @@ void run_three(const std::string& work, double bytes, int reps,
 
 void check(const char* what, const std::vector<float>& a, const std::vector<float>& b, double tol) {
   double err = 0, ref = 0;
-  for (size_t i = 0; i < a.size(); ++i) err += (a[i] - b[i]) * double(a[i] - b[i]), ref += double(b[i]) * b[i];
+  for (size_t i = 0; i < a.size(); ++i)
+    err += (a[i] - b[i]) * double(a[i] - b[i]), ref += double(b[i]) * b[i];
   double rel = std::sqrt(err / std::max(ref, 1e-30));
   if (!(rel <= tol)) {
     std::fprintf(stderr, "MISMATCH in %s: relative error %g > %g\n", what, rel, tol);
@@ -109,17 +110,86 @@ void check_loom(const std::string& work, const std::function<Tensor(int)>& f,
   set_fusion(true);
 }
 
+void write_json(const std::string& json) {
+  if (!json.empty()) {
+    std::ofstream f(json);
+    f << "[\n";
+    for (size_t i = 0; i < rows.size(); ++i)
+      f << "  {\"work\": \"" << rows[i].work << "\", \"impl\": \"" << rows[i].impl
+        << "\", \"ms\": " << rows[i].ms << ", \"gbs\": " << rows[i].gbs
+        << ", \"load1\": " << rows[i].load << "}" << (i + 1 < rows.size() ? ",\n" : "\n");
+    f << "]\n";
+  }
+}
+
+// 100 tiny ops on 1024 elements on `dev`: µs per op, recording and flush (and, on a GPU, the
+// launch and the wait) included; fused and fusion-off interleaved. Then the fused loop split:
+// recording alone (µs per op) and the flush + wait of its one kernel (µs), medians of the same
+// runs, so the per-op row is about (record * 100 + flush) / 100.
+void tiny_ops(Device dev, int reps) {
+  Tensor x = randn({1024}, Options(dev));
+  loom::sync();
+  auto ops = [&] {
+    Tensor y = x;
+    for (int k = 0; k < 100; ++k) y = (k % 2) ? y * 0.999 : y + 0.001;
+    return y;
+  };
+  auto run = [&](int) {
+    Tensor y = ops();
+    loom::sync();
+  };
+  auto m = medians(reps * 20, {{"loom fused", run, [] { set_fusion(true); }},
+                               {"loom fusion-off", run, [] { set_fusion(false); }}});
+  set_fusion(true);
+  std::string work = std::string("tiny ops (us/op)") + (dev == kCPU ? "" : " " + dev.str());
+  for (int k = 0; k < 2; ++k) {
+    const char* impl = k == 0 ? "loom fused" : "loom fusion-off";
+    rows.push_back({work, impl, m[k] * 10.0, 0, load1()});
+    std::printf("%-22s %-18s %10.3f us/op     (load %.2f)  [%s]\n", "tiny ops 100x1024", impl,
+                m[k] * 10.0, rows.back().load, dev.str().c_str());
+  }
+  std::vector<double> rec, fl;
+  for (int i = 0; i < reps * 20; ++i) {
+    auto t0 = Clock::now();
+    Tensor y = ops();
+    auto t1 = Clock::now();
+    loom::sync();
+    auto t2 = Clock::now();
+    rec.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / 100);
+    fl.push_back(std::chrono::duration<double, std::micro>(t2 - t1).count());
+  }
+  for (auto* v : {&rec, &fl}) std::sort(v->begin(), v->end());
+  double r = rec[rec.size() / 2], f = fl[fl.size() / 2];
+  rows.push_back({work + " record", "loom fused", r, 0, load1()});
+  rows.push_back({work + " flush+sync (us)", "loom fused", f, 0, load1()});
+  std::printf("%-22s %-18s %10.3f us/op     (load %.2f)  [%s]\n", "  record only", "loom fused", r,
+              rows.back().load, dev.str().c_str());
+  std::printf("%-22s %-18s %10.3f us        (load %.2f)  [%s]\n", "  flush+sync", "loom fused", f,
+              rows.back().load, dev.str().c_str());
+}
+
 int main(int argc, char** argv) {
   std::string json;
   bool quick = false;
   int reps = 0;
+  std::string device = "cpu";
+  bool tiny_only = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
+    if (!std::strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
+    if (!std::strcmp(argv[i], "--tiny")) tiny_only = true;
   }
   if (reps <= 0) reps = quick ? 3 : 15;
   manual_seed(1);
+  // --device cuda: only the tiny-ops rows, on that device (the other rows compare with
+  // hand-written CPU loops); --tiny: only the tiny-ops rows on the CPU.
+  if (device != "cpu" || tiny_only) {
+    tiny_ops(Device::parse(device), reps);
+    write_json(json);
+    return 0;
+  }
 
   // ---- chain8 on 16M float32 --------------------------------------------------------------
   {
@@ -202,7 +272,9 @@ int main(int argc, char** argv) {
       const float* x = in[i & 1].data();
       result = float(tbb::parallel_reduce(
           tbb::blocked_range<int64_t>(0, n, 1 << 16), 0.0,
-          [&](auto r, double acc) { return acc + double(CMapF(x + r.begin(), r.end() - r.begin()).sum()); },
+          [&](auto r, double acc) {
+            return acc + double(CMapF(x + r.begin(), r.end() - r.begin()).sum());
+          },
           std::plus<double>()));
     };
     hand(0);
@@ -212,34 +284,8 @@ int main(int argc, char** argv) {
     run_three("sum 16M", bytes, reps, hand, f);
   }
 
-  // ---- 100 tiny ops on 1024 elements: µs per op, recording and flush included ----------------
-  {
-    Tensor x = randn({1024});
-    loom::sync();
-    auto run = [&](int) {
-      Tensor y = x;
-      for (int k = 0; k < 100; ++k) y = (k % 2) ? y * 0.999 : y + 0.001;
-      loom::sync();
-    };
-    auto m = medians(reps * 20, {{"loom fused", run, [] { set_fusion(true); }},
-                                 {"loom fusion-off", run, [] { set_fusion(false); }}});
-    set_fusion(true);
-    for (int k = 0; k < 2; ++k) {
-      const char* impl = k == 0 ? "loom fused" : "loom fusion-off";
-      rows.push_back({"tiny ops (us/op)", impl, m[k] * 10.0, 0, load1()});
-      std::printf("%-22s %-18s %10.3f us/op     (load %.2f)\n", "tiny ops 100x1024", impl,
-                  m[k] * 10.0, rows.back().load);
-    }
-  }
+  tiny_ops(kCPU, reps);
 
-  if (!json.empty()) {
-    std::ofstream f(json);
-    f << "[\n";
-    for (size_t i = 0; i < rows.size(); ++i)
-      f << "  {\"work\": \"" << rows[i].work << "\", \"impl\": \"" << rows[i].impl
-        << "\", \"ms\": " << rows[i].ms << ", \"gbs\": " << rows[i].gbs
-        << ", \"load1\": " << rows[i].load << "}" << (i + 1 < rows.size() ? ",\n" : "\n");
-    f << "]\n";
-  }
+  write_json(json);
   return 0;
 }

@@ -118,7 +118,9 @@ def sweep(args):
 
 def table(results):
     """results: [(setting, rows)]; one line a case, GB/s and % copy per setting."""
-    head = f"{'case':<40}" + "".join(f"{(s or 'default')[:26]:>28}" for s, _ in results)
+    for i, (s, _) in enumerate(results):
+        print(f"#{i}: {s or 'defaults'}")
+    head = f"{'case':<40}" + "".join(f"{'#' + str(i):>28}" for i in range(len(results)))
     head += f"{'eager':>12}" + (f"{'compile':>12}" if "compile_ms" in results[0][1][0] else "")
     print(head)
     for i, r in enumerate(results[0][1]):

@@ -29,6 +29,8 @@ nb::dict counters_dict() {
   d["cache_hits"] = c.cache_hits.load();
   d["cache_misses"] = c.cache_misses.load();
   d["disk_hits"] = c.disk_hits.load();
+  d["kernel_evictions"] = c.kernel_evictions.load();
+  d["plan_hits"] = c.plan_hits.load();
   d["bytes_moved"] = c.bytes_moved.load();
   d["materialized"] = c.materialized.load();
   d["nodes_recorded"] = c.nodes_recorded.load();
@@ -41,6 +43,13 @@ nb::dict counters_dict() {
 
 void init_runtime(nb::module_& m) {
   m.def("sync", &sync, "Runs all pending work on every device and waits (a sync point).");
+  m.def(
+      "flush",
+      [] {
+        flush(kCPU);
+        if (backend_available(DeviceKind::CUDA)) flush(Device{DeviceKind::CUDA, 0});
+      },
+      "Runs the pending work of every stream (submits it on a GPU) without waiting for it.");
   m.def("set_fusion", &set_fusion, "enabled"_a,
         "Turns fusion on or off (off: one kernel per primitive, the eager oracle). Syncs first.");
   m.def("fusion_enabled", &fusion_enabled, "True when fusion is on (LOOM_FUSION=0 turns it off).");
@@ -55,6 +64,17 @@ void init_runtime(nb::module_& m) {
         "Print each flush's groups, signatures and cache hits (like LOOM_LOG=fusion).");
   m.def("kernel_cache_size", &kernel_cache_size, "Number of kernels in the in-memory cache.");
   m.def("clear_kernel_cache", &clear_kernel_cache, "Empties the in-memory kernel cache.");
+  m.def("kernel_cache_limit", &kernel_cache_limit,
+        "Most kernels the in-memory cache keeps (LOOM_KERNEL_CACHE_MAX, default 4096).");
+  m.def(
+      "set_kernel_cache_limit",
+      [](int64_t n) {
+        LOOM_CHECK(n >= 1, Value, "set_kernel_cache_limit: the limit must be at least 1, got ", n);
+        set_kernel_cache_limit(size_t(n));
+      },
+      "n"_a,
+      "Bounds the in-memory kernel cache to n kernels; the least recently used are evicted "
+      "(counters()['kernel_evictions']) and recompiled or loaded from disk when used again.");
   m.def(
       "cuda_is_available", [] { return backend_available(DeviceKind::CUDA); },
       "True when a CUDA driver and GPU were found.");

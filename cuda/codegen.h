@@ -98,7 +98,8 @@ Generated generate(const Group& g, const Variant& v);
 
 // Register bytes a persistent row kernel spends per column it holds (values a later pass reads,
 // or with `remat` the retained leaf vectors they are recomputed from), so the launcher can keep
-// k * vw * bytes within the register budget.
-int row_cache_bytes(const Group& g, int remat);
+// k * vw * bytes within the register budget. With `vw` > 0, a retained vector of vw columns
+// counts whole 32-bit registers (a single bf16 column takes one).
+int row_cache_bytes(const Group& g, int remat, int vw = 0);
 
 }  // namespace loom::cuda

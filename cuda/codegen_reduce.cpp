@@ -6,8 +6,11 @@
 // per-segment partials through a scratch buffer (see codegen.h).
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <functional>
+#include <map>
 #include <set>
+#include <tuple>
 
 #include "cuda/codegen_emit.h"
 
@@ -57,7 +60,7 @@ struct RowPlan {
 // their values: loads of a leaf walked at unit stride along the one reduced dim, and casts,
 // copies, +, - and * of those and Row values. A bf16 row then stays in registers as bf16 (half
 // the registers of its f32 values) and a layer_norm's x - mean costs no registers at all. Level 2
-// also recomputes exp (a softmax's e: about 8 instructions an element for 4 bytes of registers).
+// also recomputes exp (a softmax's e: about 10 instructions an element for 4 bytes of registers).
 std::vector<bool> remat_nodes(const Group& g, const Emitter& e, int level) {
   int n = int(g.nodes.size()), R = e.rank;
   std::vector<bool> m(n, false);
@@ -113,6 +116,20 @@ RowPlan row_plan(const Group& g, const Emitter& e, int remat) {
 }
 
 namespace {
+
+// LOOM_CUDA_ROW_PTX=0 turns off, for GPU A/B runs, the sm_80+ instructions the row kernels use
+// where the portable helpers cost several: a NaN-propagating max/min accumulate (max.NaN.f32,
+// one instruction for lm_max's compares) and packed f32 -> bf16/f16 stores (cvt.rn.bf16x2.f32:
+// two columns an instruction for lm_f2b's eight). A bf16 softmax spent about 55 PTX instructions
+// an element (nvcc -ptx, 2026-11-29): near the issue limit at the copy's bandwidth, not just
+// short of bytes in flight. Read once; older GPUs compile the portable helpers (#if).
+bool row_ptx() {
+  static const bool on = [] {
+    const char* e = std::getenv("LOOM_CUDA_ROW_PTX");
+    return !(e && std::string(e) == "0");
+  }();
+  return on;
+}
 
 class RowGen {
  public:
@@ -253,8 +270,7 @@ class RowGen {
       if (cached && (*cached)[id]) code += ind + "c" + S(id) + slot + " = " + f + ";\n";
       if (g_.nodes[id].pass == q)
         for (int r : reduces_)
-          if (g_.nodes[r].a == id)
-            code += ind + e_.acc_add(r, "a" + S(r), "ai" + S(r), f, "col") + "\n";
+          if (g_.nodes[r].a == id) code += accumulate(r, f, ind);
       if (!store || (!again_.empty() && again_[id])) return;
       for (int o = 0; o < int(g_.outputs.size()); ++o) {
         if (g_.outputs[o].node != id) continue;
@@ -262,7 +278,10 @@ class RowGen {
         std::string v = e_.store(e_.storage_dtype(a), f);
         if (unit(a)) {
           vouts.insert(o);
-          code += ind + "ow" + S(o) + ".v[" + el + "] = " + v + ";\n";
+          if (packed(a))
+            code += ind + "of" + S(o) + "[e] = " + f + ";\n";
+          else
+            code += ind + "ow" + S(o) + ".v[" + el + "] = " + v + ";\n";
         } else {
           code += ind + e_.ptr(a) + "[" + addr(a) + "] = " + v + ";\n";
         }
@@ -270,6 +289,39 @@ class RowGen {
     };
     std::string code = e_.body(b, ind);
     if (R_ - K_ >= 2) code = e_.decompose("col", K_, R_, j_used_, "j", ind) + code;
+    return code;
+  }
+
+  // Accumulates f into reduction r: max.NaN / min.NaN for float max and min where available.
+  std::string accumulate(int r, const std::string& f, const std::string& ind) {
+    std::string add = ind + e_.acc_add(r, "a" + S(r), "ai" + S(r), f, "col") + "\n";
+    Op op = g_.nodes[r].op;
+    if (!row_ptx() || (op != Op::Max && op != Op::Min) || e_.acc(r).type != "float") return add;
+    return "#if __CUDA_ARCH__ >= 800\n" + ind + "asm(\"" + (op == Op::Max ? "max" : "min") +
+           ".NaN.f32 %0, %0, %1;\" : \"+f\"(a" + S(r) + ") : \"f\"((float)" + f + "));\n#else\n" +
+           add + "#endif\n";
+  }
+  // A unit-stride bf16 or f16 output of float values in vectors of an even width: its columns
+  // are collected as floats (of<o>) and converted two at a time into 32-bit words.
+  bool packed(int a) const {
+    DType t = e_.storage_dtype(a);
+    int node = g_.outputs[a - e_.leaves].node;
+    return row_ptx() && v_.vw >= 2 && v_.vw % 2 == 0 && e_.ntype(node) == "float" &&
+           (t == DType::BFloat16 || t == DType::Float16);
+  }
+  std::string packed_store(int o, const std::string& ind) {
+    int a = e_.out_access(o), n = v_.vw / 2;
+    bool bf = e_.storage_dtype(a) == DType::BFloat16;
+    std::string w = "lm_vec<unsigned, " + S(n) + ">", lo = "of" + S(o) + "[2 * e]",
+                hi = "of" + S(o) + "[2 * e + 1]", p = "op" + S(o);
+    std::string code = ind + w + " " + p + ";\n" + ind + "#pragma unroll\n" + ind +
+                       "for (int e = 0; e < " + S(n) + "; ++e) {\n";
+    code += "#if __CUDA_ARCH__ >= 800\n" + ind + "  asm(\"cvt.rn." + (bf ? "bf16x2" : "f16x2") +
+            ".f32 %0, %1, %2;\" : \"=r\"(" + p + ".v[e]) : \"f\"(" + hi + "), \"f\"(" + lo +
+            "));\n#else\n";
+    code += ind + "  " + p + ".v[e] = (unsigned)" + e_.store(e_.storage_dtype(a), lo) +
+            " | ((unsigned)" + e_.store(e_.storage_dtype(a), hi) + " << 16);\n#endif\n";
+    code += ind + "}\n" + ind + "*(" + w + "*)(" + chunk_addr(a) + ") = " + p + ";\n";
     return code;
   }
 
@@ -307,7 +359,9 @@ class RowGen {
     code += ind + "#pragma unroll\n" + ind + "for (int k = 0; k < " + S(uf) + "; ++k) {\n" + chunk;
     code += in2 + "if (" + cond + ") {\n";
     if (!vouts.empty()) e_.need("vec");
-    for (int o : vouts) code += in3 + vec_t(e_.out_access(o)) + " ow" + S(o) + ";\n";
+    for (int o : vouts)
+      code += packed(e_.out_access(o)) ? in3 + "float of" + S(o) + "[" + S(v_.vw) + "];\n"
+                                       : in3 + vec_t(e_.out_access(o)) + " ow" + S(o) + ";\n";
     // The column index, where the body reads it (strided or index leaves, argmax).
     bool col = false;
     for (size_t p = body.find("col"); p != std::string::npos && !col; p = body.find("col", p + 1))
@@ -322,7 +376,10 @@ class RowGen {
     }
     for (int o : vouts) {
       int a = e_.out_access(o);
-      code += in3 + "*(" + vec_t(a) + "*)(" + chunk_addr(a) + ") = ow" + S(o) + ";\n";
+      if (packed(a))
+        code += packed_store(o, in3);
+      else
+        code += in3 + "*(" + vec_t(a) + "*)(" + chunk_addr(a) + ") = ow" + S(o) + ";\n";
     }
     code += in2 + "}\n" + ind + "}\n";
     return code;
@@ -634,13 +691,26 @@ void generate_rows(const Group& g, const Variant& v, Generated& out) { RowGen(g,
 
 namespace loom::cuda {
 
-int row_cache_bytes(const Group& g, int remat) {
+int row_cache_bytes(const Group& g, int remat, int vw) {
+  // The launcher asks on every launch (about 1.8 us to plan a layer_norm): remembered per thread
+  // by signature, which covers everything the answer depends on (ops, dtypes, stride classes).
+  thread_local std::map<std::tuple<uint64_t, int, int>, int> memo;
+  std::tuple<uint64_t, int, int> key{g.signature, remat, vw};
+  if (g.signature != 0) {
+    auto it = memo.find(key);
+    if (it != memo.end()) return it->second;
+    if (memo.size() > 4096) memo.clear();
+  }
   gen::Emitter e(g);
   gen::RowPlan p = gen::row_plan(g, e, remat);
   int bytes = 0;
   for (size_t i = 0; i < p.cached.size(); ++i)
     if (p.cached[i]) bytes += itemsize(compute_dtype(g.nodes[i].dtype)) > 4 ? 8 : 4;
-  for (int leaf : p.retained) bytes += int(itemsize(g.leaves[leaf].dtype));
+  for (int leaf : p.retained) {
+    int isz = int(itemsize(g.leaves[leaf].dtype));
+    bytes += vw > 0 ? (vw * isz + 3) / 4 * 4 / vw : isz;
+  }
+  if (g.signature != 0) memo.emplace(key, bytes);
   return bytes;
 }
 

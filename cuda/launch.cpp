@@ -164,7 +164,8 @@ bool narrow_rows(const Group& g) {
 // defaults below, the best guess without a GPU on the build machine):
 //   LOOM_CUDA_ROW_TPR=n    threads per row (power of two, 1..1024) for every rows variant
 //   LOOM_CUDA_ROW_RPB=n    rows per block (default 256 / tpr, at least 1; block <= 1024)
-//   LOOM_CUDA_ROW_CHUNKS=n target 16-byte chunks a lane of a vector row (default 4)
+//   LOOM_CUDA_ROW_CHUNKS=n target 16-byte chunks a lane of a vector row (default 4; before
+//                          2026-11-29: 2 for bf16, 4 for f32)
 //   LOOM_CUDA_ROW_REMAT=n  0: cache every value a later pass reads in f32/f64 (before
 //                          2026-11-29); 1: recompute casts and +,-,* from the retained storage
 //                          vectors; 2: exp too; unset: 2 for rows of 4-byte and wider types,
@@ -198,22 +199,25 @@ const RowKnobs& row_knobs() {
 // flight are what a row kernel lives on (a bf16 softmax with 2 chunks a lane ran at the f32
 // time for half the bytes, 2026-11-29): a vector lane takes about 4 chunks (64 bytes; at least
 // 16 columns), a scalar lane 8 columns; more lanes while a lane would hold over twice that or
-// its held values pass the register budget (bytes at most 192 and 3/2 of the registers a thread
-// has at the block size: 96 at 1024 threads, where more spilled for a 32768 f32 rms_norm);
-// k = 0 (loop every pass) when even 1024 lanes cannot hold the row. A narrow row that fits only
-// when its exps are recomputed too (32768 bf16 softmax columns) takes remat 2: an exp an element
-// again costs less than walking the row three times.
+// its held values pass the register budget: bytes at most 192, and with remat the registers a
+// thread has at the block size less 24 (160 bytes at 1024 threads: a 32768-column f32 row held
+// in 59-62 registers, no spills); without remat (load vectors and cached values both live) 3/2
+// of them (96 at 1024 threads, where more spilled for a 32768 f32 rms_norm). k = 0 (loop every
+// pass) when even 1024 lanes cannot hold the row. A narrow row that
+// fits only when its exps are recomputed too (32768 bf16 softmax columns) takes remat 2: an exp an
+// element again costs less than walking the row three times.
 void row_geometry(const Group& g, int64_t nch, int vw, Variant& v) {
   const RowKnobs& kn = row_knobs();
   const int64_t target = vw > 1 ? std::max<int64_t>(16, int64_t(kn.chunks) * vw) : 8;
   const int tpr0 =
       kn.tpr > 0 ? kn.tpr : int(std::clamp<int64_t>(pow2ceil(cdiv(nch * vw, target)), 1, 1024));
   auto fit = [&](int remat) {
-    const int64_t bytes = std::max(1, row_cache_bytes(g, remat));
+    const int64_t bytes = std::max(1, row_cache_bytes(g, remat, vw));
     v.remat = remat, v.tpr = tpr0, v.k = 0;
     for (int tpr = tpr0; tpr <= (kn.tpr > 0 ? kn.tpr : 1024); tpr *= 2) {
       int64_t k = pow2ceil(std::max<int64_t>(1, cdiv(nch, tpr)));
-      int64_t block = std::max(256, tpr), budget = std::min<int64_t>(192, 65536 / block * 3 / 2);
+      int64_t block = std::max(256, tpr), regs = 65536 / block;
+      int64_t budget = std::min<int64_t>(192, remat > 0 ? (regs - 24) * 4 : regs * 3 / 2);
       if (k * vw <= 2 * target && k * vw * bytes <= budget) {
         v.tpr = tpr, v.k = int(k);
         return true;
@@ -238,7 +242,7 @@ void row_geometry(const Group& g, int64_t nch, int vw, Variant& v) {
 // 32 words needs 48). 0 (no cap) where that leaves one block.
 int row_min_blocks(const Group& g, const Variant& v) {
   if (v.k == 0) return 0;  // the loop kernels spill under any cap (32768 columns: 48-78 used)
-  int64_t held = cdiv(int64_t(v.k) * v.vw * row_cache_bytes(g, v.remat), 4);
+  int64_t held = cdiv(int64_t(v.k) * v.vw * row_cache_bytes(g, v.remat, v.vw), 4);
   int64_t need = (held + 16 + 7) / 8 * 8, block = v.block();
   int64_t b = std::min(2048 / block, 65536 / (need * block));
   return b >= 2 ? int(b) : 0;

@@ -19,6 +19,7 @@ class GroupBuilder {
   int add_node(const Node& n, Space sp, const int* args, int nargs);
   void add_output(GOutput o, const Node& n);
   Group finish();
+  size_t scalars() const { return g_.scalars.size(); }  // scalar slots so far
 
  private:
   Strides to_space(const Strides& st, const Shape& shape, bool row) const;

@@ -1,17 +1,65 @@
 #include "fusion/kernel_cache.h"
 
 #include <chrono>
+#include <cstdlib>
+#include <list>
 #include <unordered_map>
+#include <vector>
 
 #include "fusion/counters.h"
+#include "fusion/plan_cache.h"
 #include "fusion/trace.h"
 #include "tensor/fault.h"
 
 namespace loom {
 namespace {
 
-std::unordered_map<uint64_t, std::unique_ptr<Kernel>>& cache() {
-  static std::unordered_map<uint64_t, std::unique_ptr<Kernel>> c;
+struct Entry {
+  std::unique_ptr<Kernel> kernel;
+  DeviceKind kind;
+  std::list<uint64_t>::iterator pos;  // in Cache::lru
+};
+
+// A hit moves its key to the front of `lru` (a splice: no allocation); eviction takes the back.
+struct Cache {
+  std::unordered_map<uint64_t, Entry> map;
+  std::list<uint64_t> lru;  // most recently used first
+  size_t limit = [] {
+    const char* v = std::getenv("LOOM_KERNEL_CACHE_MAX");
+    long long n = v && *v ? std::atoll(v) : 4096;
+    return size_t(n < 1 ? 1 : n);
+  }();
+
+  // Drops least recently used kernels until at most `keep` are left.
+  void evict_to(size_t keep) {
+    if (map.size() <= keep) return;
+    std::vector<Entry> gone;           // destroyed after the device is idle (see below)
+    bool dropped[2] = {false, false};  // per DeviceKind: compiled code to drop
+    while (map.size() > keep) {
+      auto it = map.find(lru.back());
+      dropped[int(it->second.kind) & 1] = true;
+      gone.push_back(std::move(it->second));
+      map.erase(it);
+      lru.pop_back();
+      counters().kernel_evictions++;
+    }
+    // A GPU kernel's module may still have launches in flight (flushes do not wait): wait for
+    // the device before unloading it. Evictions are rare (a cache full of distinct signatures),
+    // so the wait costs nothing in a loop that hits.
+    for (DeviceKind k : {DeviceKind::CPU, DeviceKind::CUDA})
+      if (k != DeviceKind::CPU && dropped[int(k) & 1] && backend_available(k))
+        backend(Device{k, 0}).synchronize();
+    gone.clear();
+    // The backends keep compiled code beside the kernels (CUDA: modules by source) so that
+    // equal sources share one module; kernels still cached hold theirs, so dropping the
+    // backend's map frees exactly the evicted kernels' code.
+    for (DeviceKind k : {DeviceKind::CPU, DeviceKind::CUDA})
+      if (dropped[int(k) & 1] && backend_available(k)) backend(Device{k, 0}).drop_compiled();
+  }
+};
+
+Cache& cache() {
+  static Cache c;
   return c;
 }
 
@@ -20,10 +68,11 @@ std::unordered_map<uint64_t, std::unique_ptr<Kernel>>& cache() {
 KernelLookup get_kernel(Device d, const Group& g) {
   uint64_t key = g.signature ^ (uint64_t(d.kind) * 0x9e3779b97f4a7c15ull);
   auto& c = cache();
-  auto it = c.find(key);
-  if (it != c.end()) {
+  auto it = c.map.find(key);
+  if (it != c.map.end()) {
     counters().cache_hits++;
-    return {it->second.get(), true, 0};
+    if (it->second.pos != c.lru.begin()) c.lru.splice(c.lru.begin(), c.lru, it->second.pos);
+    return {it->second.kernel.get(), true, 0};
   }
   auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<Kernel> k;
@@ -38,17 +87,34 @@ KernelLookup get_kernel(Device d, const Group& g) {
   double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   counters().cache_misses++;
+  c.evict_to(c.limit - 1);  // room for the new one, which is never the one evicted
   Kernel* raw = k.get();
-  c.emplace(key, std::move(k));
+  c.lru.push_front(key);
+  c.map.emplace(key, Entry{std::move(k), d.kind, c.lru.begin()});
   return {raw, false, ms};
 }
 
-size_t kernel_cache_size() { return cache().size(); }
+size_t kernel_cache_size() { return cache().map.size(); }
+
+size_t kernel_cache_limit() {
+  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+  return cache().limit;
+}
+
+void set_kernel_cache_limit(size_t n) {
+  LOOM_CHECK(n >= 1, Value, "set_kernel_cache_limit: the limit must be at least 1, got ", n);
+  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+  cache().limit = n;
+  cache().evict_to(n);
+}
+
 // Also drops the backends' compiled modules, so a signature seen before is lowered again from
-// the disk cache (or compiled): the only memory loom does not give back by itself.
+// the disk cache (or compiled), and the plan cache: the memory loom does not give back by itself.
 void clear_kernel_cache() {
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
-  cache().clear();
+  cache().map.clear();
+  cache().lru.clear();
+  clear_plan_cache();  // plans hold no kernels, but they are memory of the same kind
   for (DeviceKind k : {DeviceKind::CPU, DeviceKind::CUDA})
     if (backend_available(k)) backend(Device{k, 0}).drop_compiled();
 }

@@ -1,5 +1,6 @@
 #pragma once
-// In-memory cache: (device kind, signature) -> lowered kernel.
+// In-memory cache: (device kind, signature) -> lowered kernel, bounded by an entry count with
+// least-recently-used eviction (a long run with ever-new signatures keeps a flat cache).
 #include <cstdint>
 #include <memory>
 
@@ -10,7 +11,7 @@
 namespace loom {
 
 struct KernelLookup {
-  Kernel* kernel;
+  Kernel* kernel;  // valid until the next get_kernel (which may evict it)
   bool hit;
   double lower_ms;  // 0 on a hit
 };
@@ -18,6 +19,11 @@ struct KernelLookup {
 KernelLookup get_kernel(Device d, const Group& g);
 size_t kernel_cache_size();
 void clear_kernel_cache();  // and the backends' compiled modules
+// The most kernels kept (LOOM_KERNEL_CACHE_MAX, default 4096, at least 1). Lowering one more
+// evicts the least recently used one and has its backend drop the compiled code it kept;
+// a later use of the evicted signature lowers it again (a cache miss).
+size_t kernel_cache_limit();
+void set_kernel_cache_limit(size_t n);  // evicts down to n now
 
 // Thrown when a backend fails to lower a group; the flush falls back to unfused kernels.
 struct LowerError : Error {

@@ -54,8 +54,9 @@ Shape squeeze_shape(const PGroup& g) {
 class Planner {
  public:
   Planner(const std::vector<std::shared_ptr<Storage>>& dag,
-          const std::vector<std::shared_ptr<Storage>>& roots, bool fuse, const PlanLimits& lim)
-      : fuse_(fuse), lim_(lim) {
+          const std::vector<std::shared_ptr<Storage>>& roots, bool fuse, const PlanLimits& lim,
+          std::vector<std::vector<ScalarSrc>>* srcs)
+      : fuse_(fuse), lim_(lim), srcs_(srcs) {
     for (auto& st : dag) {
       st->mark_epoch = epoch_, st->mark = int64_t(nodes_.size());
       nodes_.push_back({st, st->node.get()});
@@ -75,13 +76,17 @@ class Planner {
     for (int i = 0; i < int(nodes_.size()); ++i) place(i);
     mark_materialized();
     std::vector<Group> out;
-    for (int g : group_order()) out.push_back(build(g));
+    for (int g : group_order()) {
+      if (srcs_) srcs_->emplace_back();
+      out.push_back(build(g));
+    }
     return out;
   }
 
  private:
   bool fuse_;
   PlanLimits lim_;
+  std::vector<std::vector<ScalarSrc>>* srcs_;  // when asked: each group's scalar sources
   std::vector<PNode> nodes_;
   std::vector<PGroup> groups_;
   uint64_t epoch_ = next_mark_epoch();
@@ -201,8 +206,9 @@ class Planner {
 
   void place(int i) {
     Node& n = *nodes_[i].n;
-    if (n.op == Op::Const && !nodes_[i].root && !nodes_[i].in_memory) return;  // inlined as a scalar
-    if (n.op == Op::Empty) return;                     // allocation only
+    if (n.op == Op::Const && !nodes_[i].root && !nodes_[i].in_memory)
+      return;                       // inlined as a scalar
+    if (n.op == Op::Empty) return;  // allocation only
     if (is_opaque(n.op)) {
       int g = new_group(n.shape, {}, i);
       groups_[g].opaque = true;
@@ -332,7 +338,8 @@ class Planner {
       for_each_dep(i, [&](int p) {
         if (nodes_[p].group != pn.group || nodes_[p].group < 0) nodes_[p].materialize = true;
       });
-      if (pn.n->base && idx(pn.n->base.get()) >= 0) nodes_[idx(pn.n->base.get())].materialize = true;
+      if (pn.n->base && idx(pn.n->base.get()) >= 0)
+        nodes_[idx(pn.n->base.get())].materialize = true;
     }
   }
 
@@ -384,7 +391,8 @@ class Planner {
       const PNode& pn = nodes_[G.members[0]];
       g.opaque = pn.st->node;
       g.outputs.push_back({0, pn.st, {}, 0});
-      for (auto& in : pn.n->in) g.leaves.push_back({in.dtype, in.view.strides, in.view.offset, in.st});
+      for (auto& in : pn.n->in)
+        g.leaves.push_back({in.dtype, in.view.strides, in.view.offset, in.st});
       return g;
     }
     GroupBuilder b(G.S, G.axes);
@@ -394,8 +402,17 @@ class Planner {
       member_id_.assign(nodes_.size(), -1);
       const_id_.assign(nodes_.size(), -1);
     }
+    // Scalar slots added since `before` come from node p (in order: its parts).
+    auto note_scalars = [&](size_t before, int p) {
+      if (srcs_)
+        for (size_t k = before; k < b.scalars(); ++k) srcs_->back().push_back({p, int(k - before)});
+    };
     auto scalar_of = [&](int p) {
-      if (const_id_[p] < 0) const_id_[p] = b.add_const(*nodes_[p].n), set_.push_back(p);
+      if (const_id_[p] < 0) {
+        size_t before = b.scalars();
+        const_id_[p] = b.add_const(*nodes_[p].n), set_.push_back(p);
+        note_scalars(before, p);
+      }
       return const_id_[p];
     };
     for (int m : G.members) {
@@ -414,7 +431,9 @@ class Planner {
           args.push_back(b.add_load(in, ls, n.base ? n.region.shape : n.shape));
         }
       }
+      size_t before = b.scalars();
       int id = b.add_node(n, pn.space, args.data(), int(args.size()));
+      note_scalars(before, m);
       member_id_[m] = id;
       set_.push_back(m);
       if (pn.materialize) {
@@ -425,8 +444,8 @@ class Planner {
         } else if (auto r = n.reuse.lock()) {
           // A chain of in-place updates (m.mul_(b).add_(x)): versions in between that live
           // only in this group's registers pass the first version's memory on to the last.
-          for (int k = idx(r.get()); r->pending() && k >= 0 && nodes_[k].group == gi &&
-                                     !nodes_[k].materialize;
+          for (int k = idx(r.get());
+               r->pending() && k >= 0 && nodes_[k].group == gi && !nodes_[k].materialize;
                k = idx(r.get())) {
             auto prev = r->node->reuse.lock();
             if (!prev) break;
@@ -447,8 +466,8 @@ class Planner {
 
 std::vector<Group> plan(const std::vector<std::shared_ptr<Storage>>& dag,
                         const std::vector<std::shared_ptr<Storage>>& roots, bool fuse,
-                        const PlanLimits& limits) {
-  return Planner(dag, roots, fuse, limits).run();
+                        const PlanLimits& limits, std::vector<std::vector<ScalarSrc>>* srcs) {
+  return Planner(dag, roots, fuse, limits, srcs).run();
 }
 
 }  // namespace loom

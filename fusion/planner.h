@@ -12,10 +12,18 @@ struct PlanLimits {
   int max_leaves = 24;  // memory inputs per kernel (kernel-parameter bytes)
 };
 
+// Where a group's scalar slot takes its value from: node `node` of the dag (its Const value,
+// or for Rand/Randn its seed (`part` 0) and counter offset (`part` 1)).
+struct ScalarSrc {
+  int node;
+  int part;
+};
+
 // `dag`: pending storages in topological order (producers first); `roots`: those a live
 // tensor holds. Returns groups in an order that respects every dependency.
 std::vector<Group> plan(const std::vector<std::shared_ptr<Storage>>& dag,
                         const std::vector<std::shared_ptr<Storage>>& roots, bool fuse,
-                        const PlanLimits& limits = {});
+                        const PlanLimits& limits = {},
+                        std::vector<std::vector<ScalarSrc>>* scalar_srcs = nullptr);
 
 }  // namespace loom

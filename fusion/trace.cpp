@@ -11,10 +11,10 @@
 #include <sstream>
 #include <tuple>
 #include <unordered_map>
-#include <unordered_set>
 
 #include "fusion/counters.h"
 #include "fusion/kernel_cache.h"
+#include "fusion/plan_cache.h"
 #include "fusion/planner.h"
 #include "tensor/backend.h"
 #include "tensor/block_alloc.h"
@@ -179,7 +179,7 @@ void run_groups(Device d, std::vector<Group>& groups, std::ostream* log) {
       backend(d).run_opaque(g);
       if (log) *log << "  group " << gi << ": " << g.str();
     } else {
-      g.signature = signature(g, d.kind);
+      if (!g.signature) g.signature = signature(g, d.kind);  // plan_cached sets it
       KernelLookup k = get_kernel(d, g);  // lower before touching memory: a failure loses nothing
       for (auto& o : g.outputs) materialize(d, o);
       k.kernel->run(g);
@@ -205,21 +205,25 @@ void run_pending(Device d, const std::vector<std::shared_ptr<Storage>>& roots, b
     if (st->node->op == Op::Empty) {
       st->mem = allocate(d, st->nbytes);
     }
-  auto groups = plan(dag, roots, fuse);
-  std::ostringstream os;
-  std::ostream* log = log_fusion() ? &os : nullptr;
+  int64_t plan_hits = counters().plan_hits.load(std::memory_order_relaxed);
+  auto groups = plan_cached(dag, roots, fuse, d.kind);
+  // The log's stream only when logging: constructing one costs about as much as a small flush.
+  std::unique_ptr<std::ostringstream> os;
+  if (log_fusion()) os = std::make_unique<std::ostringstream>();
+  std::ostream* log = os.get();
   if (log)
-    os << "[loom] flush " << d.str() << ": " << dag.size() << " nodes -> " << groups.size()
-       << " groups" << (fuse ? "" : " (fusion off)") << "\n";
+    *log << "[loom] flush " << d.str() << ": " << dag.size() << " nodes -> " << groups.size()
+         << " groups" << (fuse ? "" : " (fusion off)")
+         << (counters().plan_hits.load() != plan_hits ? " (plan cached)" : "") << "\n";
   try {
     run_groups(d, groups, log);
   } catch (...) {
-    if (log) std::cerr << os.str();
+    if (log) std::cerr << os->str();
     throw;
   }
   for (auto& st : dag)
     if (st->node && st->node->op == Op::Empty) st->node.reset();
-  if (log) std::cerr << os.str();
+  if (log) std::cerr << os->str();
 }
 
 }  // namespace
@@ -293,12 +297,16 @@ void flush_trace(Trace& tr) {
   if (tr.buffers.empty()) return;
   Device d = tr.stream.device;
   std::vector<std::shared_ptr<Storage>> roots;
-  std::unordered_set<const Storage*> seen;
+  uint64_t seen = next_mark_epoch();  // marks roots already taken (no hash set per flush)
   for (auto& w : tr.buffers)
-    if (auto b = w.lock())
+    if (auto b = w.lock()) {
+      Storage& st = *b->cur;
       // A buffer updated on another stream since it was tracked here belongs to that trace.
-      if (b->cur->pending() && b->cur->stream == tr.stream.id && seen.insert(b->cur.get()).second)
+      if (st.pending() && st.stream == tr.stream.id && st.mark_epoch != seen) {
+        st.mark_epoch = seen;
         roots.push_back(b->cur);
+      }
+    }
   auto saved = std::move(tr.buffers);
   tr.buffers.clear();
   tr.nodes = tr.pinned_bytes = 0;

@@ -43,6 +43,12 @@ Tensor const_tensor(Scalar s, DType dt, Device d, const Shape& shape) {
   return record_node(std::move(n));
 }
 
+Input const_input(Scalar s, DType dt, Device d, const Shape& shape) {
+  auto n = new_node(Op::Const, dt, {}, d);
+  n->value = s;
+  return Input{record(std::move(n)), View{shape, Strides(shape.size(), 0), 0}, dt};
+}
+
 Tensor expand_to(const Tensor& t, const Shape& s) {
   if (t.shape() == s) return t;
   // Broadcast view: new leading dims and size-1 dims read with stride 0 (shapes were
@@ -56,8 +62,8 @@ Tensor expand_to(const Tensor& t, const Shape& s) {
 
 void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
   LOOM_CHECK(a.device() == b.device(), Value, op, ": expected all tensors on the same device, got ",
-             a.device().str(), " and ", b.device().str(), " (shapes ", shape_str(a.shape()), " and ",
-             shape_str(b.shape()), ")");
+             a.device().str(), " and ", b.device().str(), " (shapes ", shape_str(a.shape()),
+             " and ", shape_str(b.shape()), ")");
 }
 
 DType result_type(const Tensor& a, const Tensor& b) {

@@ -13,6 +13,8 @@ Input as_input(const Tensor& t);
 std::shared_ptr<Node> new_node(Op op, DType dt, Shape shape, Device d);
 Tensor record_node(std::shared_ptr<Node> n);  // record + wrap
 Tensor const_tensor(Scalar s, DType dt, Device d, const Shape& shape = {});
+// A recorded Const read as an input broadcast to `shape` (no tensor of its own).
+Input const_input(Scalar s, DType dt, Device d, const Shape& shape);
 Tensor expand_to(const Tensor& t, const Shape& s);  // broadcast view (no checks beyond rank)
 void check_same_device(const char* op, const Tensor& a, const Tensor& b);
 // torch's result_type for two tensors / a tensor and a Python scalar.

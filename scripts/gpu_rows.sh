@@ -3,8 +3,8 @@
 # call, loom installed once. bench/rows_sweep.py times softmax / layer_norm / rms_norm in f32 and
 # bf16 over row lengths 128..32768 and views, once per setting (each in its own process: loom
 # reads the knobs once), and prints one table: GB/s, % of the copy, x torch eager per setting.
-#   ROWS_AB    settings, one a line ("" = the defaults); default: the new defaults, the geometry
-#              of before 2026-11-29, remat 1 and 2 forced, no register cap
+#   ROWS_AB    settings, one a line ("" = the defaults); default: the new defaults, the kernels
+#              of before 2026-11-29, no sm_80 PTX, remat 1 and 2 forced, no register cap
 #   ROWS_ARGS  extra rows_sweep.py arguments (e.g. "--only bfloat16 --reps 30")
 #   ROWS_SUITE=1  also run bench/suite.py --only softmax,layer_norm,rms_norm with the defaults
 #                 (torch.compile included; a few minutes)
@@ -17,7 +17,8 @@ mkdir -p "$OUT"
 source scripts/gpu_env.sh
 gpu_python_install "$OUT/python_install.log" || { tail -20 "$OUT/python_install.log"; exit 1; }
 DEFAULT_AB='
-LOOM_CUDA_ROW_REMAT=0 LOOM_CUDA_ROW_CHUNKS=2 LOOM_CUDA_ROW_MINB=0
+LOOM_CUDA_ROW_REMAT=0 LOOM_CUDA_ROW_CHUNKS=2 LOOM_CUDA_ROW_MINB=0 LOOM_CUDA_ROW_PTX=0
+LOOM_CUDA_ROW_PTX=0
 LOOM_CUDA_ROW_REMAT=1
 LOOM_CUDA_ROW_REMAT=2
 LOOM_CUDA_ROW_MINB=0'

@@ -68,6 +68,56 @@ def test_loop_hits_the_kernel_cache():
     assert loom.counters()["cache_misses"] == 0
 
 
+def test_kernel_cache_limit_evicts_least_recently_used():
+    """Issue 6: ever-new signatures keep the cache at its limit; an evicted program is
+    lowered again (a miss) and still right; a program used every iteration stays cached."""
+    was = loom.kernel_cache_limit()
+    x_np = np.linspace(-1, 1, 300, dtype=np.float32)
+    x = loom.tensor(x_np)
+
+    def chain(n):  # one fused kernel, a distinct signature per length
+        y = x
+        for _ in range(n):
+            y = y * 0.75 + 0.125
+        return y
+
+    def chain_ref(n):
+        y = x_np.astype(np.float64)
+        for _ in range(n):
+            y = y * 0.75 + 0.125
+        return y
+
+    try:
+        loom.sync()
+        loom.clear_kernel_cache()
+        loom.set_kernel_cache_limit(4)
+        assert loom.kernel_cache_limit() == 4
+        loom.reset_counters()
+        hot = (x.exp() - x).abs().numpy()
+        for n in range(1, 11):
+            np.testing.assert_allclose(chain(n).numpy(), chain_ref(n), rtol=1e-5, atol=1e-6)
+            np.testing.assert_array_equal((x.exp() - x).abs().numpy(), hot)
+            assert loom.kernel_cache_size() <= 4
+        c = loom.counters()
+        assert loom.kernel_cache_size() == 4
+        assert c["cache_misses"] == 11 and c["kernel_evictions"] == 7, c
+        np.testing.assert_allclose(chain(1).numpy(), chain_ref(1), rtol=1e-5, atol=1e-6)
+        assert loom.counters()["cache_misses"] == 12
+        with pytest.raises(ValueError, match="set_kernel_cache_limit"):
+            loom.set_kernel_cache_limit(0)
+    finally:
+        loom.set_kernel_cache_limit(was)
+        loom.clear_kernel_cache()
+
+
+def test_flush_submits_without_a_sync_point():
+    x = loom.ones(10) * 3
+    assert x.is_pending
+    loom.flush()
+    assert not x.is_pending
+    np.testing.assert_array_equal(x.numpy(), np.full(10, 3, np.float32))
+
+
 def test_sync_runs_everything():
     xs = [loom.ones(10) * i for i in range(5)]
     assert all(x.is_pending for x in xs)

@@ -1,0 +1,110 @@
+// The plan cache: a flush with the same DAG structure as an earlier one reuses its groups with
+// this flush's storages and scalar values. Every case checks values (float64 references or
+// fusion off), since a plan reused where it does not fit would compute the wrong thing.
+#include <cstdlib>
+
+#include "helpers.h"
+
+using namespace loom;
+using lt::check_close;
+using lt::host;
+
+namespace {
+
+int64_t plan_hits() { return counters().plan_hits.load(); }
+
+}  // namespace
+
+TEST_CASE("plan cache: a loop with new values and new inputs hits and stays right") {
+  REQUIRE(fusion_enabled());
+  loom::sync();
+  int64_t hits0 = -1;
+  for (int i = 0; i < 12; ++i) {
+    Tensor x = lt::random({7, 33}, DType::Float32, 300 + i, -1, 1);
+    Tensor b = lt::random({33}, DType::Float32, 400 + i, -1, 1);
+    loom::sync();
+    double s = 0.25 + 0.1 * i;
+    Tensor y = ((x * s + b).tanh() - s).sum({1});
+    std::vector<double> xv = host(x), bv = host(b), want(7, 0.0);
+    for (int r = 0; r < 7; ++r)
+      for (int k = 0; k < 33; ++k) want[r] += std::tanh(xv[r * 33 + k] * s + bv[k]) - s;
+    if (i == 1) hits0 = plan_hits();
+    check_close(y, want);
+  }
+  const char* off = std::getenv("LOOM_PLAN_CACHE");  // "0": the values alone are checked
+  if (!off || std::string(off) != "0") CHECK(plan_hits() - hits0 >= 10);  // 2..11 reuse 1's plan
+}
+
+TEST_CASE("plan cache: the same ops over the same or different memory are told apart") {
+  Tensor x = lt::random({100}, DType::Float32, 11, -1, 1);
+  Tensor z = lt::random({100}, DType::Float32, 12, -1, 1);
+  std::vector<double> xv = host(x), zv = host(z);
+  for (int i = 0; i < 4; ++i) {
+    const Tensor& y = i % 2 ? z : x;  // x * y: one input read twice, or two inputs
+    const std::vector<double>& yv = i % 2 ? zv : xv;
+    Tensor r = x * y + 0.5;
+    std::vector<double> want(100);
+    for (int k = 0; k < 100; ++k) want[k] = xv[k] * yv[k] + 0.5;
+    check_close(r, want);
+  }
+  // A transposed view of x against x itself: same storage, other strides.
+  Tensor X = x.reshape({10, 10});
+  for (int i = 0; i < 3; ++i) {
+    Tensor r = X + (i == 1 ? X.t() : X);
+    std::vector<double> want(100);
+    for (int a = 0; a < 10; ++a)
+      for (int b = 0; b < 10; ++b)
+        want[a * 10 + b] = xv[a * 10 + b] + (i == 1 ? xv[b * 10 + a] : xv[a * 10 + b]);
+    check_close(r, want);
+  }
+}
+
+TEST_CASE("plan cache: sizes, live intermediates and random ops") {
+  for (int n : {50, 51, 50}) {  // sizes are part of the key
+    Tensor x = lt::random({n}, DType::Float32, 20 + n, -1, 1);
+    std::vector<double> xv = host(x), want(n);
+    for (int k = 0; k < n; ++k) want[k] = std::exp(xv[k] * 2);
+    check_close((x * 2).exp(), want);
+  }
+  Tensor x = lt::random({64}, DType::Float32, 21, -1, 1);
+  std::vector<double> xv = host(x);
+  for (int i = 0; i < 4; ++i) {
+    // Odd iterations keep the intermediate alive: one more output, another plan.
+    Tensor t = x * 3.0;
+    Tensor r = t.sin() + 1.0;
+    if (i % 2) {
+      std::vector<double> wt(64);
+      for (int k = 0; k < 64; ++k) wt[k] = xv[k] * 3;
+      check_close(t, wt);
+    } else {
+      t = Tensor();
+    }
+    std::vector<double> want(64);
+    for (int k = 0; k < 64; ++k) want[k] = std::sin(xv[k] * 3) + 1;
+    check_close(r, want);
+  }
+  // Random ops: a reused plan takes this flush's seed; fused equals fusion off per seed.
+  std::vector<double> first;
+  for (int i = 0; i < 3; ++i) {
+    auto f = [&] {
+      manual_seed(uint64_t(90 + i));
+      return randn({300}) * 0.5 + x.sum();
+    };
+    auto v = lt::check_fused_matches_unfused(f);
+    if (i == 0) first = v;
+    if (i > 0) CHECK(v != first);
+  }
+}
+
+TEST_CASE("plan cache: in-place updates and region writes are planned every time") {
+  Tensor p = lt::random({40}, DType::Float32, 31, -1, 1);
+  std::vector<double> pv = host(p);
+  for (int i = 0; i < 3; ++i) {
+    p.mul_(0.5).add_(1.0);
+    for (auto& v : pv) v = v * 0.5 + 1;
+    Tensor q = p.narrow(0, 5, 10);
+    q.add_(2.0);
+    for (int k = 5; k < 15; ++k) pv[k] += 2;
+    check_close(p, pv);
+  }
+}
