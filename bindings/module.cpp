@@ -43,13 +43,8 @@ nb::dict counters_dict() {
 
 void init_runtime(nb::module_& m) {
   m.def("sync", &sync, "Runs all pending work on every device and waits (a sync point).");
-  m.def(
-      "flush",
-      [] {
-        flush(kCPU);
-        if (backend_available(DeviceKind::CUDA)) flush(Device{DeviceKind::CUDA, 0});
-      },
-      "Runs the pending work of every stream (submits it on a GPU) without waiting for it.");
+  m.def("flush", nb::overload_cast<>(&loom::flush),
+        "Runs the pending work of every stream (submits it on a GPU) without waiting for it.");
   m.def("set_fusion", &set_fusion, "enabled"_a,
         "Turns fusion on or off (off: one kernel per primitive, the eager oracle). Syncs first.");
   m.def("fusion_enabled", &fusion_enabled, "True when fusion is on (LOOM_FUSION=0 turns it off).");

@@ -480,6 +480,11 @@ void ensure_ready(const std::shared_ptr<Storage>& st) {
   if (st->mem) st->mem->add_user(tr.stream);
 }
 
+void flush() {
+  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+  for (auto& [k, t] : traces()) flush_trace(t);
+}
+
 void sync() {
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
   std::vector<Device> devices;

@@ -147,6 +147,7 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 // ---- runtime ----------------------------------------------------------------------------
 void sync();                        // flush every stream's trace and wait
+void flush();                       // flush every stream's trace (submit on a GPU), no waiting
 void set_fusion(bool on);           // off: one kernel per primitive (the oracle)
 bool fusion_enabled();
 std::string explain(const Tensor& t);  // the plan and kernel programs, without running

@@ -380,3 +380,16 @@ TEST_CASE("fusion: large outputs (streamed stores) equal float64 references") {
   }
   lt::check_fused_matches_unfused([&] { return layer_norm(m, {4096}) * 2; });
 }
+
+TEST_CASE("flush() runs every stream's pending ops without a read") {
+  std::vector<double> v = lt::uniform(1000, -2, 2, 41);
+  Tensor x = lt::make(v, {1000});
+  int64_t k0 = counters().kernels.load();
+  Tensor y = exp(x) * 0.5 + x;
+  CHECK(pending_nodes(kCPU) > 0);
+  loom::flush();
+  CHECK(pending_nodes(kCPU) == 0);
+  CHECK(counters().kernels.load() == k0 + 1);  // one fused kernel, run by the flush
+  check_close(y, lt::ref_unary(v, [](double a) { return std::exp(a) * 0.5 + a; }));
+  CHECK(counters().kernels.load() == k0 + 1);  // reading it ran nothing more
+}
