@@ -14,7 +14,8 @@ int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Pointwise launch policy, from the environment once (A/B runs on the GPU, issue 7):
 //   LOOM_CUDA_PW_UNROLL=1|2|4     vectors a thread per iteration (default: 4, or 2 when more
-//                                 than two arrays are read as vectors: registers)
+//                                 than two arrays are read as vectors: registers; 1 when
+//                                 the lanes are rolled)
 //   LOOM_CUDA_PW_GRID=full|stride full (default): one block per 256 * unroll vectors, the grid
 //                                 covers the tensor; stride: at most 8 blocks an SM (the
 //                                 2048-thread limit) walking the tensor in a grid-stride loop
@@ -67,6 +68,12 @@ int body_weight(const Group& g) {
       case Op::Sinh:
       case Op::Cosh:
       case Op::Erf:
+      case Op::Gelu:
+      case Op::GeluTanh:
+      case Op::Silu:
+      case Op::Softplus:
+      case Op::Atan2:
+      case Op::Remainder:
       case Op::Pow:
       case Op::Rand:
       case Op::Randn:
@@ -79,14 +86,19 @@ int body_weight(const Group& g) {
   return w;
 }
 
-constexpr int kRollBudget = 160;  // provisional
+// Past this V * body_weight the lanes roll: the suite's chain8 (about 100 at V = 4) stays
+// unrolled; a sin in a chain (24) or a few exp/tanh/sigmoid (6) roll it.
+constexpr int kRollBudget = 160;
 
 // Vector-loop shape of a pointwise variant with `V` lanes reading `nvec` arrays as vectors.
 void pointwise_shape(const Group& g, int nvec, Variant& v) {
   const PwPolicy& p = pw_policy();
-  v.unroll = p.unroll > 0 ? p.unroll : nvec > 2 ? 2 : 4;
   // The lane loop is unrolled V times: past a budget, roll it so the body compiles once.
   v.roll = p.roll >= 0 ? p.roll == 1 : v.vec * body_weight(g) > kRollBudget;
+  // A rolled (big) body is compute-heavy enough to cover memory latency with one vector a
+  // thread, and every unrolled vector costs compile time (the suite's 18-op sin chain: 1.3x
+  // NVRTC time at 4 vectors than at 1, 2026-11-29).
+  v.unroll = p.unroll > 0 ? p.unroll : v.roll ? 1 : nvec > 2 ? 2 : 4;
 }
 int64_t pow2ceil(int64_t x) {
   int64_t p = 1;
