@@ -101,6 +101,7 @@ void pointwise_shape(const Group& g, int nvec, Variant& v) {
   // NVRTC time at 4 vectors than at 1, 2026-11-29).
   v.unroll = p.unroll > 0 ? p.unroll : v.roll ? 1 : nvec > 2 ? 2 : 4;
 }
+
 int64_t pow2ceil(int64_t x) {
   int64_t p = 1;
   while (p < x) p <<= 1;
