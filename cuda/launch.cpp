@@ -13,9 +13,8 @@ namespace {
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Pointwise launch policy, from the environment once (A/B runs on the GPU, issue 7):
-//   LOOM_CUDA_PW_UNROLL=1|2|4     vectors a thread per iteration (default: 4, or 2 when more
-//                                 than two arrays are read as vectors: registers; 1 when
-//                                 the lanes are rolled)
+//   LOOM_CUDA_PW_UNROLL=1|2|4     vectors a thread per iteration (default: 4 / 2 / 1 for
+//                                 1 / 2 / more arrays read as vectors; 1 when the lanes roll)
 //   LOOM_CUDA_PW_GRID=full|stride full (default): one block per 256 * unroll vectors, the grid
 //                                 covers the tensor; stride: at most 8 blocks an SM (the
 //                                 2048-thread limit) walking the tensor in a grid-stride loop
@@ -99,7 +98,10 @@ void pointwise_shape(const Group& g, int nvec, Variant& v) {
   // A rolled (big) body is compute-heavy enough to cover memory latency with one vector a
   // thread, and every unrolled vector costs compile time (the suite's 18-op sin chain: 1.3x
   // NVRTC time at 4 vectors than at 1, 2026-11-29).
-  v.unroll = p.unroll > 0 ? p.unroll : v.roll ? 1 : nvec > 2 ? 2 : 4;
+  // Otherwise about 4 vector loads in flight a thread: a thread of a multi-input kernel (an
+  // Adam step reads 4 arrays) has them at 1 vector, and each unrolled vector costs compile
+  // time (the suite's chain8: 1.2x NVRTC time at 4 vectors than at 1; Adam 1.4x at 4).
+  v.unroll = p.unroll > 0 ? p.unroll : v.roll || nvec > 2 ? 1 : nvec == 2 ? 2 : 4;
 }
 
 int64_t pow2ceil(int64_t x) {

@@ -419,11 +419,13 @@ TEST_CASE("codegen: pointwise vector loops") {
     }
   }
   if (!std::getenv("LOOM_CUDA_PW_UNROLL")) {
-    // Default unroll: 4 vectors a thread, 2 when more than two arrays are read as vectors.
+    // Default unroll: about 4 vector loads in flight a thread (4, 2, 1 for 1, 2, 3+ inputs).
     CHECK(lc::choose_variant(only(exp(xd.clone()) * 0.5 + xd), 132).unroll == 4);
     Tensor p = data({4096}, DType::Float32, 3), gr = data({4096}, DType::Float32, 4);
     Tensor m = data({4096}, DType::Float32, 5);
-    CHECK(lc::choose_variant(only(p.clone() + gr * m), 132).unroll == 2);
+    CHECK(lc::choose_variant(only(p.clone() + gr), 132).unroll == 2);
+    CHECK(lc::choose_variant(only(p.clone() + gr * m), 132).unroll == 1);
+    CHECK(lc::choose_variant(bias_g, 132).unroll == 2);  // x and the bias row
   }
   if (!std::getenv("LOOM_CUDA_PW_ROLL")) {
     // Lanes roll only for big bodies: a chain of cheap ops stays unrolled, a sin rolls them.
