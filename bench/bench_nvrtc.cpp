@@ -13,7 +13,8 @@
 // i = 1..N, one kernel each) and reports the median over them, as the suite's row does.
 // --source adds a kernel from a file (e.g. one --dump wrote from another commit, for A/B).
 // Kernels are compiled round-robin, rep by rep, so load on a shared machine hits each alike;
-// the pointwise kernels also appear in the other lane-loop form ("lanes unrolled"/"rolled").
+// the pointwise kernels also appear in the other lane-loop form ("unrolled"/"rolled") and, when
+// contiguous, as the scalar loop (one element a thread an iteration).
 // Reports: NVRTC's dlopen, the first compile in the process (NVRTC's own start-up, on the chain
 // kernel), then per kernel kind the source size, the median / min compile time over N and the
 // cubin size; last, the wall time of compiling K distinct chain kernels on 1 thread and on T.
@@ -120,6 +121,11 @@ std::vector<Gen> lower(const Tensor& t, const std::string& name, bool other_lane
       v.roll = !v.roll;
       out.push_back(
           {name + (v.roll ? " rolled" : " unrolled"), lc::generate(g, v).source, v.key()});
+      if (lc::layout_of(g) == lc::Layout::PointwiseContiguous) {
+        lc::Variant sc;
+        sc.vec = 1;
+        out.push_back({name + " scalar", lc::generate(g, sc).source, sc.key()});
+      }
     }
     return out;
   }

@@ -18,7 +18,8 @@ int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 //   LOOM_CUDA_PW_GRID=full|stride full (default): one block per 256 * unroll vectors, the grid
 //                                 covers the tensor; stride: at most 8 blocks an SM (the
 //                                 2048-thread limit) walking the tensor in a grid-stride loop
-//   LOOM_CUDA_PW_ROLL=auto|0|1    roll the lane loop: auto when the body is big (compile time)
+//   LOOM_CUDA_PW_ROLL=auto|0|1    roll the lane loop of a vector kernel: auto when the body is
+//                                 big (compile time; a 1-D big body takes the scalar loop)
 struct PwPolicy {
   int unroll = 0;  // 0: by the number of vector inputs
   bool full = true;
@@ -93,6 +94,13 @@ constexpr int kRollBudget = 160;
 // Vector-loop shape of a pointwise variant with `V` lanes reading `nvec` arrays as vectors.
 void pointwise_shape(const Group& g, int nvec, Variant& v) {
   const PwPolicy& p = pw_policy();
+  // A big 1-D body takes the scalar loop (auto): it compiles once with no vector scaffolding
+  // (the suite's 18-op sin chain: 59 ms against 80 rolled, 2026-11-29), and a body that big
+  // is bound by arithmetic, not by 16-byte accesses.
+  if (p.roll < 0 && g.space.size() == 1 && v.vec * body_weight(g) > kRollBudget) {
+    v.vec = 1;
+    return;
+  }
   // The lane loop is unrolled V times: past a budget, roll it so the body compiles once.
   v.roll = p.roll >= 0 ? p.roll == 1 : v.vec * body_weight(g) > kRollBudget;
   // A rolled (big) body is compute-heavy enough to cover memory latency with one vector a
