@@ -15,9 +15,10 @@ int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // Pointwise launch policy, from the environment once (A/B runs on the GPU, issue 7):
 //   LOOM_CUDA_PW_UNROLL=1|2|4     vectors a thread per iteration (default: 4 / 2 / 1 for
 //                                 1 / 2 / more arrays read as vectors; 1 when the lanes roll)
-//   LOOM_CUDA_PW_GRID=full|stride full (default): one block per 256 * unroll vectors, the grid
-//                                 covers the tensor; stride: at most 8 blocks an SM (the
-//                                 2048-thread limit) walking the tensor in a grid-stride loop
+//   LOOM_CUDA_PW_GRID=full|stride vector loops. full (default): one block per 256 * unroll
+//                                 vectors, the grid covers the tensor; stride: at most 8
+//                                 blocks an SM (the 2048-thread limit) walking the tensor in a
+//                                 grid-stride loop (what scalar and strided loops always do)
 //   LOOM_CUDA_PW_ROLL=auto|0|1    roll the lane loop of a vector kernel: auto when the body is
 //                                 big (compile time; a 1-D big body takes the scalar loop)
 struct PwPolicy {
@@ -311,7 +312,8 @@ LaunchConfig launch_config(const Group& g, const Variant& v, int sm) {
     // Threads' work items: vectors (with the 1-D masked last one) or elements.
     int64_t work = v.vec > 1 ? cdiv(n, v.vec) : n;
     int64_t per_block = int64_t(lc.block) * (v.vec > 1 ? std::max(1, v.unroll) : 1);
-    int64_t cap = pw_policy().full ? (int64_t(1) << 31) - 1 : int64_t(sm) * 8;
+    // The scalar and strided loops keep the grid-stride launch of 8 blocks an SM they had.
+    int64_t cap = pw_policy().full && v.vec > 1 ? (int64_t(1) << 31) - 1 : int64_t(sm) * 8;
     lc.grid_x = unsigned(std::clamp<int64_t>(cdiv(work, per_block), 1, cap));
     return lc;
   }
