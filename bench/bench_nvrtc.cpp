@@ -4,14 +4,17 @@
 // H200-sized GPU (132 SMs), and compiled by cuda::compile (NVRTC straight to an sm_90 cubin).
 //
 //   loom_bench_nvrtc [--reps N] [--threads T] [--warm-up] [--per-op] [--dump DIR]
-//                    [--opt OPTION]... [--source FILE.cu]...
+//                    [--opt OPTION]... [--source FILE.cu]... [--suite-rows N]
 //
 // --warm-up starts cuda::warm_up_async (what the CUDA backend does when it starts) before the
 // groups are planned and generated, as a program would record its first ops meanwhile.
 // --per-op also times a 3-op kernel `op(x) * 0.5 + x` for each of the chain's unary ops.
+// --suite-rows N compiles bench/suite.py's cold-compile programs (`8**5 + i * 7919`,
+// i = 1..N, one kernel each) and reports the median over them, as the suite's row does.
 // --source adds a kernel from a file (e.g. one --dump wrote from another commit, for A/B).
 // Kernels are compiled round-robin, rep by rep, so load on a shared machine hits each alike;
-// the pointwise kernels also appear in the other lane-loop form ("lanes unrolled"/"rolled").
+// the pointwise kernels also appear in the other lane-loop form ("unrolled"/"rolled") and, when
+// contiguous, as the scalar loop (one element a thread an iteration).
 // Reports: NVRTC's dlopen, the first compile in the process (NVRTC's own start-up, on the chain
 // kernel), then per kernel kind the source size, the median / min compile time over N and the
 // cubin size; last, the wall time of compiling K distinct chain kernels on 1 thread and on T.
@@ -118,6 +121,11 @@ std::vector<Gen> lower(const Tensor& t, const std::string& name, bool other_lane
       v.roll = !v.roll;
       out.push_back(
           {name + (v.roll ? " rolled" : " unrolled"), lc::generate(g, v).source, v.key()});
+      if (lc::layout_of(g) == lc::Layout::PointwiseContiguous) {
+        lc::Variant sc;
+        sc.vec = 1;
+        out.push_back({name + " scalar", lc::generate(g, sc).source, sc.key()});
+      }
     }
     return out;
   }
@@ -140,6 +148,7 @@ int main(int argc, char** argv) {
   unsigned threads = std::max(2u, std::thread::hardware_concurrency());
   std::string dump;
   bool warm = false, per_op = false;
+  int suite_rows = 0;
   std::vector<std::string> opts, files;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -155,12 +164,14 @@ int main(int argc, char** argv) {
       dump = argv[++i];
     } else if (a == "--opt" && i + 1 < argc) {
       opts.push_back(argv[++i]);
+    } else if (a == "--suite-rows" && i + 1 < argc) {
+      suite_rows = std::max(0, std::atoi(argv[++i]));
     } else if (a == "--source" && i + 1 < argc) {
       files.push_back(argv[++i]);
     } else {
       std::fprintf(stderr,
                    "usage: %s [--reps N] [--threads T] [--warm-up] [--per-op] [--dump DIR] [--opt "
-                   "OPTION]... [--source FILE.cu]...\n",
+                   "OPTION]... [--source FILE.cu]... [--suite-rows N]\n",
                    argv[0]);
       return 2;
     }
@@ -251,6 +262,25 @@ int main(int argc, char** argv) {
       std::printf("%-8s median %6.1f ms  min %6.1f ms\n", kUnary[k], median(t),
                   *std::min_element(t.begin(), t.end()));
     }
+  }
+
+  if (suite_rows > 0) {
+    std::vector<double> t;
+    std::vector<std::string> keys;
+    for (int i = 1; i <= suite_rows; ++i) {
+      Gen k = lower(chain(x.clone(), 32768 + i * 7919), "")[0];
+      if (!dump.empty()) std::ofstream(dump + "/s" + std::to_string(i) + ".cu") << k.source;
+      t.push_back(lc::compile(k.source, "loom_bench", 9, 0, opts).ms);
+      keys.push_back(k.variant);
+    }
+    std::printf("\nsuite compile rows, %d programs: median %.1f ms, min %.1f, max %.1f; variants:",
+                suite_rows, median(t), *std::min_element(t.begin(), t.end()),
+                *std::max_element(t.begin(), t.end()));
+    std::sort(keys.begin(), keys.end());
+    for (size_t i = 0; i < keys.size(); ++i)
+      if (i == 0 || keys[i] != keys[i - 1])
+        std::printf(" %s x%d", keys[i].c_str(), int(std::count(keys.begin(), keys.end(), keys[i])));
+    std::printf("\n");
   }
 
   // A flush with several new groups: distinct chain kernels compiled serially, then on T threads.

@@ -134,26 +134,34 @@ void generate_pointwise(const Group& g, const Variant& v, Generated& out) {
                 e.ptr(leaf) + " + (" + at(leaf, false) + "));\n";
       load += "      }\n";
     } else {
+      // Whole vectors only; the partial last one is loaded lane by lane in the compute loop,
+      // so its masked loads are compiled once, not once per unrolled vector.
       load += "      const U base = i * " + VS + "u;\n      if (i < nfull) {\n";
       for (int leaf : vec_leaves)
         load += "        lv" + std::to_string(leaf) + "[u] = *(const " + vec_t(leaf) + "*)(" +
                 e.ptr(leaf) + " + " + at(leaf, false) + ");\n";
-      load += "      } else {\n";
-      for (int leaf : vec_leaves)
-        load += "        lv" + std::to_string(leaf) + "[u] = " + vec_t(leaf) + "{};\n";
-      load += "#pragma unroll\n        for (int j = 0; j < " + VS + "; ++j)\n";
-      load += "          if (base + j < n) {\n";
-      for (int leaf : vec_leaves)
-        load += "            lv" + std::to_string(leaf) + "[u].v[j] = " + e.ptr(leaf) + "[" +
-                at(leaf, true) + "];\n";
-      load += "          }\n      }\n";
+      load += "      }\n";
     }
     load += "    }\n";
+    if (!nd && vec_leaves.empty()) load = load.substr(0, load.find("#pragma unroll\n"));
 
     // Compute phase: one vector at a time, rolled; the arrays rotate down after each.
     std::string comp = "#pragma unroll 1\n    for (int u = 0; u < " + US + "; ++u) {\n";
     comp += "      const U i = i0 + (U)u * blockDim.x;\n      if (i >= nv) break;\n";
-    if (!nd) comp += "      const U base = i * " + VS + "u;\n";
+    if (!nd) {
+      comp += "      const U base = i * " + VS + "u;\n";
+      if (!vec_leaves.empty()) {
+        comp += "      if (i >= nfull) {\n";
+        for (int leaf : vec_leaves)
+          comp += "        lv" + std::to_string(leaf) + "[0] = " + vec_t(leaf) + "{};\n";
+        comp += "#pragma unroll\n        for (int j = 0; j < " + VS + "; ++j)\n";
+        comp += "          if (base + j < n) {\n";
+        for (int leaf : vec_leaves)
+          comp += "            lv" + std::to_string(leaf) + "[0].v[j] = " + e.ptr(leaf) + "[" +
+                  at(leaf, true) + "];\n";
+        comp += "          }\n      }\n";
+      }
+    }
     for (int d : dims)
       comp += "      const I x" + std::to_string(d) + " = xa" + std::to_string(d) + "[0];\n";
     for (int o = 0; o < int(g.outputs.size()); ++o)

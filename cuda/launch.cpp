@@ -13,12 +13,14 @@ namespace {
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Pointwise launch policy, from the environment once (A/B runs on the GPU, issue 7):
-//   LOOM_CUDA_PW_UNROLL=1|2|4     vectors a thread per iteration (default: 4, or 2 when more
-//                                 than two arrays are read as vectors: registers)
-//   LOOM_CUDA_PW_GRID=full|stride full (default): one block per 256 * unroll vectors, the grid
-//                                 covers the tensor; stride: at most 8 blocks an SM (the
-//                                 2048-thread limit) walking the tensor in a grid-stride loop
-//   LOOM_CUDA_PW_ROLL=auto|0|1    roll the lane loop: auto when the body is big (compile time)
+//   LOOM_CUDA_PW_UNROLL=1|2|4     vectors a thread per iteration (default: 4 / 2 / 1 for
+//                                 1 / 2 / more arrays read as vectors; 1 when the lanes roll)
+//   LOOM_CUDA_PW_GRID=full|stride vector loops. full (default): one block per 256 * unroll
+//                                 vectors, the grid covers the tensor; stride: at most 8
+//                                 blocks an SM (the 2048-thread limit) walking the tensor in a
+//                                 grid-stride loop (what scalar and strided loops always do)
+//   LOOM_CUDA_PW_ROLL=auto|0|1    roll the lane loop of a vector kernel: auto when the body is
+//                                 big (compile time; a 1-D big body takes the scalar loop)
 struct PwPolicy {
   int unroll = 0;  // 0: by the number of vector inputs
   bool full = true;
@@ -51,7 +53,7 @@ int body_weight(const Group& g) {
       case Op::Sin:
       case Op::Cos:
       case Op::Tan:
-        w += 24;
+        w += 40;
         break;
       case Op::Exp:
       case Op::Exp2:
@@ -67,6 +69,12 @@ int body_weight(const Group& g) {
       case Op::Sinh:
       case Op::Cosh:
       case Op::Erf:
+      case Op::Gelu:
+      case Op::GeluTanh:
+      case Op::Silu:
+      case Op::Softplus:
+      case Op::Atan2:
+      case Op::Remainder:
       case Op::Pow:
       case Op::Rand:
       case Op::Randn:
@@ -79,15 +87,32 @@ int body_weight(const Group& g) {
   return w;
 }
 
-constexpr int kRollBudget = 160;  // provisional
+// Past this V * body_weight the lanes roll: the suite's chain8 (about 100 at V = 4) stays
+// unrolled; one sin or cos (40: `sin(x) * 0.5 + x` compiled 4x slower than `neg(x) * 0.5 + x`
+// with 5 inlined copies) or several exp/tanh/sigmoid (6) roll it.
+constexpr int kRollBudget = 160;
 
 // Vector-loop shape of a pointwise variant with `V` lanes reading `nvec` arrays as vectors.
 void pointwise_shape(const Group& g, int nvec, Variant& v) {
   const PwPolicy& p = pw_policy();
-  v.unroll = p.unroll > 0 ? p.unroll : nvec > 2 ? 2 : 4;
+  // A big 1-D body takes the scalar loop (auto): it compiles once with no vector scaffolding
+  // (the suite's 18-op sin chain: 59 ms against 80 rolled, 2026-11-29), and a body that big
+  // is bound by arithmetic, not by 16-byte accesses.
+  if (p.roll < 0 && g.space.size() == 1 && v.vec * body_weight(g) > kRollBudget) {
+    v.vec = 1;
+    return;
+  }
   // The lane loop is unrolled V times: past a budget, roll it so the body compiles once.
   v.roll = p.roll >= 0 ? p.roll == 1 : v.vec * body_weight(g) > kRollBudget;
+  // A rolled (big) body is compute-heavy enough to cover memory latency with one vector a
+  // thread, and every unrolled vector costs compile time (the suite's 18-op sin chain: 1.3x
+  // NVRTC time at 4 vectors than at 1, 2026-11-29).
+  // Otherwise about 4 vector loads in flight a thread: a thread of a multi-input kernel (an
+  // Adam step reads 4 arrays) has them at 1 vector, and each unrolled vector costs compile
+  // time (the suite's chain8: 1.2x NVRTC time at 4 vectors than at 1; Adam 1.4x at 4).
+  v.unroll = p.unroll > 0 ? p.unroll : v.roll || nvec > 2 ? 1 : nvec == 2 ? 2 : 4;
 }
+
 int64_t pow2ceil(int64_t x) {
   int64_t p = 1;
   while (p < x) p <<= 1;
@@ -368,7 +393,8 @@ LaunchConfig launch_config(const Group& g, const Variant& v, int sm) {
     // Threads' work items: vectors (with the 1-D masked last one) or elements.
     int64_t work = v.vec > 1 ? cdiv(n, v.vec) : n;
     int64_t per_block = int64_t(lc.block) * (v.vec > 1 ? std::max(1, v.unroll) : 1);
-    int64_t cap = pw_policy().full ? (int64_t(1) << 31) - 1 : int64_t(sm) * 8;
+    // The scalar and strided loops keep the grid-stride launch of 8 blocks an SM they had.
+    int64_t cap = pw_policy().full && v.vec > 1 ? (int64_t(1) << 31) - 1 : int64_t(sm) * 8;
     lc.grid_x = unsigned(std::clamp<int64_t>(cdiv(work, per_block), 1, cap));
     return lc;
   }

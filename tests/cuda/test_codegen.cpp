@@ -399,7 +399,7 @@ TEST_CASE("codegen: pointwise vector loops") {
   std::set<std::string> keys, sources;
   for (const Group* g : {&sin_g, &sin_h, &bias_g}) {
     lc::Variant v = lc::choose_variant(*g, 132);
-    REQUIRE(v.vec > 1);
+    v.vec = std::max(v.vec, g == &sin_h ? 8 : 4);  // big 1-D bodies pick the scalar loop
     for (int u : {1, 2, 4})
       for (bool roll : {false, true}) {
         v.unroll = u, v.roll = roll;
@@ -411,41 +411,48 @@ TEST_CASE("codegen: pointwise vector loops") {
   }
   CHECK(keys.size() == 2 * 3 * 2);  // per vector width (4, 8), unroll and lane form
   CHECK(sources.size() == 3 * 3 * 2);
-  CHECK(lc::choose_variant(sin_h, 132).vec == 8);
+  CHECK(lc::choose_variant(only(hd.clone() * 0.5), 132).vec == 8);
 
   // The launcher's grid: with the default full grid, blocks of 256 threads, `unroll` vectors a
-  // thread, exactly cover the vectors (the last one partial); with stride, at most 8 an SM.
+  // thread, exactly cover the vectors (the last one partial); with stride or the scalar loop (too
+  // few elements for a vector), at most 8 an SM.
   bool stride =
       std::getenv("LOOM_CUDA_PW_GRID") && std::string(std::getenv("LOOM_CUDA_PW_GRID")) == "stride";
   for (int64_t n : {1, 3, 4, 1023, 4099, (1 << 20) + 5}) {
-    Group g = only(sin(data({n}, DType::Float32).clone()));
+    Group g = only(exp(data({n}, DType::Float32).clone()));
     lc::Variant v = lc::choose_variant(g, 132);
     lc::LaunchConfig lcf = lc::launch_config(g, v, 132);
     int64_t per_block = int64_t(lcf.block) * v.unroll * std::max(1, v.vec);
-    if (stride) {
+    if (stride || v.vec <= 1) {
       CHECK(lcf.grid_x <= 8 * 132);
     } else {
       CHECK(int64_t(lcf.grid_x) * per_block >= n);
       CHECK(int64_t(lcf.grid_x - 1) * per_block < n);
     }
   }
-  if (!std::getenv("LOOM_CUDA_PW_UNROLL")) {
-    // Default unroll: 4 vectors a thread, 2 when more than two arrays are read as vectors.
-    CHECK(lc::choose_variant(sin_g, 132).unroll == 4);
+  if (!std::getenv("LOOM_CUDA_PW_UNROLL") && !std::getenv("LOOM_CUDA_PW_ROLL")) {
+    // Default unroll: about 4 vector loads in flight a thread (4, 2, 1 for 1, 2, 3+ inputs).
+    CHECK(lc::choose_variant(only(exp(xd.clone()) * 0.5 + xd), 132).unroll == 4);
     Tensor p = data({4096}, DType::Float32, 3), gr = data({4096}, DType::Float32, 4);
     Tensor m = data({4096}, DType::Float32, 5);
-    CHECK(lc::choose_variant(only(p.clone() + gr * m), 132).unroll == 2);
+    CHECK(lc::choose_variant(only(p.clone() + gr), 132).unroll == 2);
+    CHECK(lc::choose_variant(only(p.clone() + gr * m), 132).unroll == 1);
+    CHECK(lc::choose_variant(bias_g, 132).unroll == 2);  // x and the bias row
   }
   if (!std::getenv("LOOM_CUDA_PW_ROLL")) {
-    // Lanes roll only for big bodies: a chain of cheap ops stays unrolled, sin chains roll.
+    // Lanes roll only for big bodies: a chain of cheap ops stays unrolled, a sin rolls them.
     CHECK_FALSE(lc::choose_variant(only(relu(xd.clone() * 1.5 + 0.5) * xd), 132).roll);
-    Tensor y = xd.clone();
-    for (int i = 0; i < 3; ++i) y = sin(y) * 0.5 + xd;
-    CHECK(lc::choose_variant(only(y), 132).roll);
+    CHECK_FALSE(lc::choose_variant(only(tanh(xd.clone()) * 0.5 + xd), 132).roll);
+    // A big 1-D body takes the scalar loop; an n-D one the rolled vector loop, 1 a thread.
+    CHECK(lc::choose_variant(sin_g, 132).vec == 1);
+    lc::Variant rv = lc::choose_variant(only(sin(md.clone() + bd)), 132);
+    CHECK(rv.vec == 4);
+    CHECK(rv.roll);
+    if (!std::getenv("LOOM_CUDA_PW_UNROLL")) CHECK(rv.unroll == 1);
   }
   if (!lc::nvrtc_available()) return;
   StrictGuard strict;
-  for (const Group* g : {&sin_g, &bias_g}) {
+  for (const Group* g : {&sin_g, &sin_h, &bias_g}) {
     lc::Variant v = lc::choose_variant(*g, 132);
     CHECK_FALSE(lc::compile(lc::generate(*g, v).source, "loom_vec", 9, 0).cubin.empty());
   }
