@@ -1,0 +1,102 @@
+// Driver calls and host time of a memory-hit flush (issue 7), on the stand-in driver
+// (libcuda_mock.c, scripts/mock_cuda_check.sh): bench_cpu's tiny-ops loop (100 ops on 1024 f32,
+// then loom::sync()) on cuda:0, fused and fusion-off. Prints the calls of each driver entry
+// point per flush and the host microseconds per flush, and fails when a steady-state flush of k
+// kernels makes more than k launches, k allocations and frees, one synchronization, or any
+// event record, stream wait, module load or context switch. Kernels do not run: no values.
+// `flush_calls N [fused|off]` runs N flushes a mode (default 200; more for `perf record`), both
+// modes unless one is named.
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "loom.h"
+using namespace loom;
+
+namespace {
+
+struct Calls {
+  const char** names = nullptr;
+  unsigned long* counts = nullptr;
+  std::map<std::string, unsigned long> snap() const {
+    std::map<std::string, unsigned long> m;
+    for (int i = 0; names[i]; ++i) m[names[i]] = counts[i];
+    return m;
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  setvbuf(stdout, nullptr, _IONBF, 0);
+  const int flushes = argc > 1 ? std::max(1, std::atoi(argv[1])) : 200;
+  const std::string only = argc > 2 ? argv[2] : "";
+  if (!backend_available(DeviceKind::CUDA)) return std::printf("no CUDA backend\n"), 2;
+  void* mock = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  Calls calls;
+  if (mock) {
+    calls.names = static_cast<const char**>(dlsym(mock, "mock_count_names"));
+    calls.counts = static_cast<unsigned long*>(dlsym(mock, "mock_calls"));
+  }
+  if (!calls.names || !calls.counts) return std::printf("not the stand-in driver\n"), 2;
+
+  Device dev{DeviceKind::CUDA, 0};
+  Tensor x = randn({1024}, Options(dev));
+  loom::sync();
+  double sync_us = 0;  // loom::sync()'s part: the flush, launches and the wait
+  auto step = [&] {
+    Tensor y = x;
+    for (int k = 0; k < 100; ++k) y = (k % 2) ? y * 0.999 : y + 0.001;
+    auto t0 = std::chrono::steady_clock::now();
+    loom::sync();
+    sync_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                   .count();
+  };
+  int fails = 0;
+  for (bool fused : {true, false}) {
+    if (only == (fused ? "off" : "fused")) continue;
+    set_fusion(fused);
+    for (int i = 0; i < 5; ++i) step();  // compile, plan cache and pools warm
+    int64_t kernels0 = counters().kernels.load(), plans0 = counters().plan_hits.load();
+    auto before = calls.snap();
+    sync_us = 0;
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < flushes; ++i) step();
+    double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                    .count() /
+                flushes;
+    auto after = calls.snap();
+    double k = double(counters().kernels.load() - kernels0) / flushes;
+    double plans = double(counters().plan_hits.load() - plans0) / flushes;
+    std::printf("== %s: %.1f kernels a flush, host time a flush %.1f us (record included), "
+                "%.1f us in loom::sync(); %.2f plan-cache hits a flush\n",
+                fused ? "fused" : "fusion-off", k, us, sync_us / flushes, plans);
+    std::map<std::string, double> per;
+    for (auto& [name, n] : after) {
+      per[name] = double(n - before[name]) / flushes;
+      if (per[name] > 0) std::printf("  %-22s %6.2f a flush\n", name.c_str(), per[name]);
+    }
+    auto expect = [&](bool ok, const char* what) {
+      if (!ok) std::printf("FAIL (%s): %s\n", fused ? "fused" : "fusion-off", what), fails++;
+    };
+    expect(per["cuLaunchKernel"] == k, "one launch a kernel");
+    expect(per["cuMemAllocAsync"] <= k && per["cuMemFreeAsync"] <= k,
+           "at most one allocation and one free a kernel");
+    expect(per["cuStreamSynchronize"] + per["cuCtxSynchronize"] == 1, "one synchronization");
+    for (const char* none :
+         {"cuEventRecord", "cuStreamWaitEvent", "cuEventCreate", "cuCtxSetCurrent",
+          "cuModuleLoadData", "cuModuleGetFunction", "cuFuncSetAttribute", "cuMemcpyHtoDAsync",
+          "cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync", "cuMemsetD8Async"})
+      expect(per[none] == 0, (std::string("no ") + none).c_str());
+  }
+  set_fusion(true);
+  std::printf("%s\n", fails ? "flush_calls: FAILED" : "flush_calls: ok");
+  return fails != 0;
+}
