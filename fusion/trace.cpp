@@ -210,7 +210,8 @@ void run_pending(Device d, const std::vector<std::shared_ptr<Storage>>& roots, b
       st->mem = allocate(d, st->nbytes);
     }
   int64_t plan_hits = counters().plan_hits.load(std::memory_order_relaxed);
-  auto groups = plan_cached(dag, roots, fuse, d.kind);
+  FlushPlan flush_plan = plan_cached(dag, roots, fuse, d.kind);
+  std::vector<Group>& groups = flush_plan.groups();
   // The log's stream only when logging: constructing one costs about as much as a small flush.
   std::unique_ptr<std::ostringstream> os;
   if (log_fusion()) os = std::make_unique<std::ostringstream>();

@@ -50,14 +50,22 @@ int main(int argc, char** argv) {
   Device dev{DeviceKind::CUDA, 0};
   Tensor x = randn({1024}, Options(dev));
   loom::sync();
-  double sync_us = 0;  // loom::sync()'s part: the flush, launches and the wait
+  // Each step's loom::sync() (the flush, launches and wait) and whole step, in microseconds:
+  // medians, which a machine shared with builds disturbs less than means.
+  std::vector<double> sync_us, step_us;
   auto step = [&] {
+    auto t0 = std::chrono::steady_clock::now();
     Tensor y = x;
     for (int k = 0; k < 100; ++k) y = (k % 2) ? y * 0.999 : y + 0.001;
-    auto t0 = std::chrono::steady_clock::now();
+    auto t1 = std::chrono::steady_clock::now();
     loom::sync();
-    sync_us += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
-                   .count();
+    auto t2 = std::chrono::steady_clock::now();
+    sync_us.push_back(std::chrono::duration<double, std::micro>(t2 - t1).count());
+    step_us.push_back(std::chrono::duration<double, std::micro>(t2 - t0).count());
+  };
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
   };
   int fails = 0;
   for (bool fused : {true, false}) {
@@ -66,18 +74,14 @@ int main(int argc, char** argv) {
     for (int i = 0; i < 5; ++i) step();  // compile, plan cache and pools warm
     int64_t kernels0 = counters().kernels.load(), plans0 = counters().plan_hits.load();
     auto before = calls.snap();
-    sync_us = 0;
-    auto t0 = std::chrono::steady_clock::now();
+    sync_us.clear(), step_us.clear();
     for (int i = 0; i < flushes; ++i) step();
-    double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
-                    .count() /
-                flushes;
     auto after = calls.snap();
     double k = double(counters().kernels.load() - kernels0) / flushes;
     double plans = double(counters().plan_hits.load() - plans0) / flushes;
-    std::printf("== %s: %.1f kernels a flush, host time a flush %.1f us (record included), "
-                "%.1f us in loom::sync(); %.2f plan-cache hits a flush\n",
-                fused ? "fused" : "fusion-off", k, us, sync_us / flushes, plans);
+    std::printf("== %s: %.1f kernels a flush, %.2f plan-cache hits a flush; host time a flush "
+                "(medians) %.1f us with recording, %.1f us in loom::sync()\n",
+                fused ? "fused" : "fusion-off", k, plans, median(step_us), median(sync_us));
     std::map<std::string, double> per;
     for (auto& [name, n] : after) {
       per[name] = double(n - before[name]) / flushes;

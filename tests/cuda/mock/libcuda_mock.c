@@ -165,16 +165,34 @@ CUresult cuDeviceGetDefaultMemPool(void** p, int d) {
 }
 CUresult cuMemPoolSetAttribute(void* p, int a, void* v) { return OK; }
 CUresult cuMemPoolTrimTo(void* p, size_t n) { return OK; }
+// Freed blocks are kept for reuse like the driver's pool (a real free and allocation a call
+// page-faulted enough to hide loom's own time in `perf record`). Sizes live in a header.
+#define POOL 256
+static void* pool[POOL];
+static int pool_n = 0;
 CUresult cuMemAllocAsync(uint64_t* p, size_t n, void* s) {
   COUNT(C_ALLOC);
   if (ctx_of_stream(s) != cur) return CTX;
-  *p = (uint64_t)(uintptr_t)aligned_alloc(256, (n + 255) / 256 * 256);
+  size_t bytes = (n + 255) / 256 * 256 + 256;
+  for (int i = pool_n - 1; i >= 0; --i)
+    if (*(size_t*)pool[i] == bytes) {
+      *p = (uint64_t)(uintptr_t)((char*)pool[i] + 256);
+      pool[i] = pool[--pool_n];
+      return OK;
+    }
+  char* b = aligned_alloc(256, bytes);
+  *(size_t*)b = bytes;
+  *p = (uint64_t)(uintptr_t)(b + 256);
   return OK;
 }
 CUresult cuMemFreeAsync(uint64_t p, void* s) {
   COUNT(C_FREE);
   if (ctx_of_stream(s) != cur) return CTX;
-  free((void*)(uintptr_t)p);
+  char* b = (char*)(uintptr_t)p - 256;
+  if (pool_n < POOL)
+    pool[pool_n++] = b;
+  else
+    free(b);
   return OK;
 }
 CUresult cuMemGetInfo_v2(size_t* f, size_t* t) {
