@@ -79,9 +79,10 @@ int main(int argc, char** argv) {
     auto after = calls.snap();
     double k = double(counters().kernels.load() - kernels0) / flushes;
     double plans = double(counters().plan_hits.load() - plans0) / flushes;
-    std::printf("== %s: %.1f kernels a flush, %.2f plan-cache hits a flush; host time a flush "
-                "(medians) %.1f us with recording, %.1f us in loom::sync()\n",
-                fused ? "fused" : "fusion-off", k, plans, median(step_us), median(sync_us));
+    std::printf(
+        "== %s: %.1f kernels a flush, %.2f plan-cache hits a flush; host time a flush "
+        "(medians) %.1f us with recording, %.1f us in loom::sync()\n",
+        fused ? "fused" : "fusion-off", k, plans, median(step_us), median(sync_us));
     std::map<std::string, double> per;
     for (auto& [name, n] : after) {
       per[name] = double(n - before[name]) / flushes;

@@ -25,15 +25,45 @@ static int ctxs[2] = {1, 2};
 int n_events_created = 0, n_stream_waits = 0, n_peer_copies = 0, n_pool_access = 0;
 static int ctx_of_stream(void* s) { return s ? ((Stream*)s)->ctx : cur; }
 enum {
-  C_LAUNCH, C_ALLOC, C_FREE, C_EVREC, C_WAIT, C_CTXSET, C_CTXGET, C_STSYNC, C_CTXSYNC, C_EVSYNC,
-  C_MODLOAD, C_GETFN, C_FUNCATTR, C_H2D, C_D2H, C_D2D, C_MEMSET, C_EVCREATE, C_N
+  C_LAUNCH,
+  C_ALLOC,
+  C_FREE,
+  C_EVREC,
+  C_WAIT,
+  C_CTXSET,
+  C_CTXGET,
+  C_STSYNC,
+  C_CTXSYNC,
+  C_EVSYNC,
+  C_MODLOAD,
+  C_GETFN,
+  C_FUNCATTR,
+  C_H2D,
+  C_D2H,
+  C_D2D,
+  C_MEMSET,
+  C_EVCREATE,
+  C_N
 };
-const char* mock_count_names[C_N + 1] = {
-    "cuLaunchKernel", "cuMemAllocAsync", "cuMemFreeAsync", "cuEventRecord", "cuStreamWaitEvent",
-    "cuCtxSetCurrent", "cuCtxGetCurrent", "cuStreamSynchronize", "cuCtxSynchronize",
-    "cuEventSynchronize", "cuModuleLoadData", "cuModuleGetFunction", "cuFuncSetAttribute",
-    "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync", "cuMemsetD8Async",
-    "cuEventCreate", 0};
+const char* mock_count_names[C_N + 1] = {"cuLaunchKernel",
+                                         "cuMemAllocAsync",
+                                         "cuMemFreeAsync",
+                                         "cuEventRecord",
+                                         "cuStreamWaitEvent",
+                                         "cuCtxSetCurrent",
+                                         "cuCtxGetCurrent",
+                                         "cuStreamSynchronize",
+                                         "cuCtxSynchronize",
+                                         "cuEventSynchronize",
+                                         "cuModuleLoadData",
+                                         "cuModuleGetFunction",
+                                         "cuFuncSetAttribute",
+                                         "cuMemcpyHtoDAsync",
+                                         "cuMemcpyDtoHAsync",
+                                         "cuMemcpyDtoDAsync",
+                                         "cuMemsetD8Async",
+                                         "cuEventCreate",
+                                         0};
 unsigned long mock_calls[C_N];
 #define COUNT(c) (mock_calls[c]++)
 CUresult cuInit(unsigned f) { return OK; }
@@ -87,7 +117,9 @@ CUresult cuCtxSetCurrent(void* c) {
   return OK;
 }
 CUresult cuCtxSynchronize(void) {
-  COUNT(C_CTXSYNC); return cur ? OK : CTX; }
+  COUNT(C_CTXSYNC);
+  return cur ? OK : CTX;
+}
 CUresult cuStreamCreate(void** s, unsigned f) {
   Stream* st = malloc(sizeof *st);
   st->ctx = cur;
@@ -128,7 +160,9 @@ CUresult cuMemPoolSetAccess(void* pool, const int* desc, size_t n) {
 }
 CUresult cuStreamDestroy_v2(void* s) { return ctx_of_stream(s) == cur ? (free(s), OK) : CTX; }
 CUresult cuStreamSynchronize(void* s) {
-  COUNT(C_STSYNC); return ctx_of_stream(s) == cur ? OK : CTX; }
+  COUNT(C_STSYNC);
+  return ctx_of_stream(s) == cur ? OK : CTX;
+}
 CUresult cuStreamQuery(void* s) { return ctx_of_stream(s) == cur ? OK : CTX; }
 CUresult cuStreamWaitEvent(void* s, void* e, unsigned f) {
   COUNT(C_WAIT);
@@ -149,7 +183,9 @@ CUresult cuEventRecord(void* e, void* s) {
   return ((Event*)e)->ctx == ctx_of_stream(s) && ctx_of_stream(s) == cur ? OK : CTX;
 }
 CUresult cuEventSynchronize(void* e) {
-  COUNT(C_EVSYNC); return OK; }
+  COUNT(C_EVSYNC);
+  return OK;
+}
 CUresult cuEventQuery(void* e) { return OK; }
 CUresult cuEventElapsedTime_v2(float* ms, void* a, void* b) {
   *ms = 0.5f;
@@ -246,7 +282,9 @@ CUresult cuModuleGetFunction(void** f, void* m, const char* n) {
   return OK;
 }
 CUresult cuFuncSetAttribute(void* f, int a, int v) {
-  COUNT(C_FUNCATTR); return OK; }
+  COUNT(C_FUNCATTR);
+  return OK;
+}
 CUresult cuLaunchKernel(void* f, unsigned a, unsigned b, unsigned c, unsigned d, unsigned e,
                         unsigned g, unsigned sm, void* s, void** p, void** x) {
   COUNT(C_LAUNCH);
