@@ -305,9 +305,9 @@ void CudaKernel::run(const Group& g) {
   cuda::Stream stream = be.active();
   uint64_t scratch[3] = {0, 0, 0};
   if (v.split) be.scratch(cuda::split_scratch(g, c->gen, lc), stream, scratch);
-  // One parameter buffer reused by every launch (flushes hold the runtime mutex): no heap
-  // allocation a launch once it has grown.
-  static std::vector<char> params;
+  // One parameter buffer a thread, reused by every launch (cuLaunchKernel copies the values):
+  // no heap allocation a launch once it has grown.
+  thread_local std::vector<char> params;
   cuda::pack_params(g, c->gen.params, lc, scratch, params);
   void* args[] = {params.data()};
   for (const cuda::Function& f : c->mod->fns)
