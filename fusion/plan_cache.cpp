@@ -37,6 +37,7 @@ struct Cache {
   // An entry's groups lent to a running flush (FlushPlan): while lent, entries are neither
   // lent again nor dropped (a flush within a flush copies and does not insert).
   bool lent = false;
+  bool clear_when_returned = false;  // clear_plan_cache() while an entry was lent
 };
 
 Cache& cache() {
@@ -137,7 +138,9 @@ void FlushPlan::release() {
     for (GOutput& o : g.outputs) o.st.reset();
   }
   borrowed_ = nullptr;
-  cache().lent = false;
+  Cache& c = cache();
+  c.lent = false;
+  if (c.clear_when_returned) c.clear_when_returned = false, clear_plan_cache();
 }
 
 FlushPlan plan_cached(const std::vector<std::shared_ptr<Storage>>& dag,
@@ -217,8 +220,13 @@ FlushPlan plan_cached(const std::vector<std::shared_ptr<Storage>>& dag,
 
 size_t plan_cache_size() { return cache().map.size(); }
 void clear_plan_cache() {
-  cache().map.clear();
-  cache().words = 0;
+  Cache& c = cache();
+  if (c.lent) {  // a flush is running the lent entry's groups: clear when it returns them
+    c.clear_when_returned = true;
+    return;
+  }
+  c.map.clear();
+  c.words = 0;
 }
 
 }  // namespace loom
