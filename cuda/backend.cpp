@@ -74,6 +74,14 @@ class CudaKernel : public Kernel {
   };
   Compiled& get(CudaBackend& be, const Group& g, const cuda::Variant& v);
   std::unordered_map<std::string, Compiled> variants_;  // by device and variant
+  // The same, found without building key strings: a memory hit's launch compares a few ints
+  // (a loop runs one or two variants a kernel). Pointers into variants_ stay valid.
+  struct Known {
+    int dev;
+    cuda::Variant v;
+    Compiled* c;
+  };
+  std::vector<Known> known_;
   std::string source_;
 };
 
@@ -249,16 +257,31 @@ class CudaBackend : public Backend {
   cuda::Staging staging_;
 };
 
+// Every field of a Variant (the size check makes a new field fail to compile until it is
+// compared here: a missed field would run another variant's code).
+bool same_variant(const cuda::Variant& a, const cuda::Variant& b) {
+  static_assert(sizeof(cuda::Variant) == 44, "compare the new Variant field in same_variant");
+  return a.reduce == b.reduce && a.vec == b.vec && a.tpr == b.tpr && a.rpb == b.rpb && a.k == b.k &&
+         a.vw == b.vw && a.split == b.split && a.unroll == b.unroll && a.roll == b.roll &&
+         a.remat == b.remat && a.minb == b.minb;
+}
+
 CudaKernel::Compiled& CudaKernel::get(CudaBackend& be, const Group& g, const cuda::Variant& v) {
+  const int dev = be.device();
+  for (const Known& k : known_)
+    if (k.dev == dev && same_variant(k.v, v)) return *k.c;
   std::string vkey = v.key();
   std::string key = std::to_string(be.device()) + "/" + vkey;
   auto it = variants_.find(key);
-  if (it != variants_.end()) return it->second;
-  Compiled c;
-  c.gen = cuda::generate(g, v);
-  c.mod = be.load(c.gen.source, c.gen.entries, vkey);
-  source_ = c.gen.source;
-  return variants_.emplace(key, std::move(c)).first->second;
+  if (it == variants_.end()) {
+    Compiled c;
+    c.gen = cuda::generate(g, v);
+    c.mod = be.load(c.gen.source, c.gen.entries, vkey);
+    source_ = c.gen.source;
+    it = variants_.emplace(key, std::move(c)).first;
+  }
+  known_.push_back({dev, v, &it->second});
+  return it->second;
 }
 
 void CudaKernel::prepare(CudaBackend& be, const Group& g) {
@@ -282,7 +305,10 @@ void CudaKernel::run(const Group& g) {
   cuda::Stream stream = be.active();
   uint64_t scratch[3] = {0, 0, 0};
   if (v.split) be.scratch(cuda::split_scratch(g, c->gen, lc), stream, scratch);
-  std::vector<char> params = cuda::pack_params(g, c->gen.params, lc, scratch);
+  // One parameter buffer a thread, reused by every launch (cuLaunchKernel copies the values):
+  // no heap allocation a launch once it has grown.
+  thread_local std::vector<char> params;
+  cuda::pack_params(g, c->gen.params, lc, scratch, params);
   void* args[] = {params.data()};
   for (const cuda::Function& f : c->mod->fns)
     cuda::launch(f, {lc.grid_x, lc.grid_y, 1}, {lc.block, 1, 1}, 0, stream, args);

@@ -426,7 +426,14 @@ SplitScratch split_scratch(const Group& g, const Generated& k, const LaunchConfi
 
 std::vector<char> pack_params(const Group& g, const ParamSpec& spec, const LaunchConfig& lc,
                               const uint64_t scratch[3]) {
-  std::vector<char> b(spec.bytes(), 0);
+  std::vector<char> b;
+  pack_params(g, spec, lc, scratch, b);
+  return b;
+}
+
+void pack_params(const Group& g, const ParamSpec& spec, const LaunchConfig& lc,
+                 const uint64_t scratch[3], std::vector<char>& b) {
+  b.assign(spec.bytes(), 0);
   int L = int(g.leaves.size());
   for (size_t i = 0; i < spec.ptrs.size(); ++i) {
     int a = spec.ptrs[i];
@@ -485,7 +492,6 @@ std::vector<char> pack_params(const Group& g, const ParamSpec& spec, const Launc
       std::memcpy(dst, &y, 4);
     }
   }
-  return b;
 }
 
 }  // namespace loom::cuda

@@ -27,5 +27,8 @@ SplitScratch split_scratch(const Group& g, const Generated& k, const LaunchConfi
 // The parameter block; `scratch` holds the device pointers for kPartials, kFinals, kCounters.
 std::vector<char> pack_params(const Group& g, const ParamSpec& spec, const LaunchConfig& lc,
                               const uint64_t scratch[3]);
+// The same into `out` (resized to the block; its capacity is reused launch after launch).
+void pack_params(const Group& g, const ParamSpec& spec, const LaunchConfig& lc,
+                 const uint64_t scratch[3], std::vector<char>& out);
 
 }  // namespace loom::cuda

@@ -34,6 +34,10 @@ struct Cache {
   std::vector<uint64_t> key;
   std::vector<const std::shared_ptr<Storage>*> ready;  // input classes of ready storages
   std::vector<char> root;
+  // An entry's groups lent to a running flush (FlushPlan): while lent, entries are neither
+  // lent again nor dropped (a flush within a flush copies and does not insert).
+  bool lent = false;
+  bool clear_when_returned = false;  // clear_plan_cache() while an entry was lent
 };
 
 Cache& cache() {
@@ -127,22 +131,34 @@ Scalar scalar_value(const Node& n, int part) {
 
 }  // namespace
 
-std::vector<Group> plan_cached(const std::vector<std::shared_ptr<Storage>>& dag,
-                               const std::vector<std::shared_ptr<Storage>>& roots, bool fuse,
-                               DeviceKind target) {
+void FlushPlan::release() {
+  if (!borrowed_) return;
+  for (Group& g : *borrowed_) {
+    for (GLeaf& l : g.leaves) l.st.reset();
+    for (GOutput& o : g.outputs) o.st.reset();
+  }
+  borrowed_ = nullptr;
   Cache& c = cache();
-  if (!c.on || !describe(c, dag, roots, fuse, target)) {
+  c.lent = false;
+  if (c.clear_when_returned) c.clear_when_returned = false, clear_plan_cache();
+}
+
+FlushPlan plan_cached(const std::vector<std::shared_ptr<Storage>>& dag,
+                      const std::vector<std::shared_ptr<Storage>>& roots, bool fuse,
+                      DeviceKind target) {
+  Cache& c = cache();
+  if (!c.on || c.lent || !describe(c, dag, roots, fuse, target)) {
     auto groups = plan(dag, roots, fuse);
     for (auto& g : groups)
       if (!g.opaque) g.signature = signature(g, target);
-    return groups;
+    return FlushPlan(std::move(groups));
   }
   uint64_t h = hash_of(c.key);
   auto it = c.map.find(h);
   if (it != c.map.end() && it->second.key == c.key) {
     counters().plan_hits++;
-    const Entry& en = it->second;
-    std::vector<Group> groups = en.groups;
+    Entry& en = it->second;
+    std::vector<Group>& groups = en.groups;
     auto storage = [&](int32_t code) -> std::shared_ptr<Storage> {
       if (code == kNoStorage) return nullptr;
       return code >= 0 ? dag[size_t(code)] : *c.ready[size_t(-1 - code)];
@@ -156,7 +172,8 @@ std::vector<Group> plan_cached(const std::vector<std::shared_ptr<Storage>>& dag,
         g.scalars[i] = scalar_value(*dag[size_t(s.node)]->node, s.part);
       }
     }
-    return groups;
+    c.lent = true;
+    return FlushPlan(&groups);
   }
   // A miss: plan, then keep the plan with its storages replaced by codes. The planner
   // re-marks dag storages with their dag index; ready inputs keep describe's class marks.
@@ -191,20 +208,25 @@ std::vector<Group> plan_cached(const std::vector<std::shared_ptr<Storage>>& dag,
     }
     en.groups.push_back(std::move(t));
   }
-  if (!ok) return groups;
+  if (!ok) return FlushPlan(std::move(groups));
   en.scalar_src = std::move(srcs);
   if (c.map.size() >= kMaxEntries || c.words + c.key.size() > kMaxWords) c.map.clear(), c.words = 0;
   c.words += c.key.size();
   auto [slot, fresh] = c.map.try_emplace(h);
   if (!fresh) c.words -= slot->second.key.size();  // a collision: the newer plan replaces it
   slot->second = std::move(en);
-  return groups;
+  return FlushPlan(std::move(groups));
 }
 
 size_t plan_cache_size() { return cache().map.size(); }
 void clear_plan_cache() {
-  cache().map.clear();
-  cache().words = 0;
+  Cache& c = cache();
+  if (c.lent) {  // a flush is running the lent entry's groups: clear when it returns them
+    c.clear_when_returned = true;
+    return;
+  }
+  c.map.clear();
+  c.words = 0;
 }
 
 }  // namespace loom

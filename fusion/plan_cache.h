@@ -8,17 +8,38 @@
 // or bare allocations are planned every time (their plans depend on more than structure).
 // LOOM_PLAN_CACHE=0 turns it off.
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "fusion/group.h"
 
 namespace loom {
 
+// One flush's groups. On a plan-cache hit they are the cache entry's own groups with this
+// flush's storages and scalars put in, not a copy (copying a hundred groups was a fifth of a
+// fusion-off memory hit's flush, issue 7); the storages are taken out again when the FlushPlan
+// goes, so the cache holds no memory between flushes. Use it within the flush that made it.
+class FlushPlan {
+ public:
+  explicit FlushPlan(std::vector<Group> own) : own_(std::move(own)) {}
+  explicit FlushPlan(std::vector<Group>* borrowed) : borrowed_(borrowed) {}
+  FlushPlan(FlushPlan&& o) noexcept
+      : own_(std::move(o.own_)), borrowed_(std::exchange(o.borrowed_, nullptr)) {}
+  FlushPlan& operator=(FlushPlan&&) = delete;
+  ~FlushPlan() { release(); }
+  std::vector<Group>& groups() { return borrowed_ ? *borrowed_ : own_; }
+
+ private:
+  void release();
+  std::vector<Group> own_;
+  std::vector<Group>* borrowed_ = nullptr;
+};
+
 // The groups for `dag` (as plan() returns them, with signatures for `target` set), from the
 // cache or planned now (and cached when the DAG allows).
-std::vector<Group> plan_cached(const std::vector<std::shared_ptr<Storage>>& dag,
-                               const std::vector<std::shared_ptr<Storage>>& roots, bool fuse,
-                               DeviceKind target);
+FlushPlan plan_cached(const std::vector<std::shared_ptr<Storage>>& dag,
+                      const std::vector<std::shared_ptr<Storage>>& roots, bool fuse,
+                      DeviceKind target);
 size_t plan_cache_size();
 void clear_plan_cache();
 

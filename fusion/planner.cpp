@@ -1,6 +1,7 @@
 #include "fusion/planner.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <optional>
 #include <set>
@@ -463,6 +464,15 @@ class Planner {
 };
 
 }  // namespace
+
+int default_max_group_nodes() {
+  static const int n = [] {
+    const char* v = std::getenv("LOOM_MAX_GROUP_NODES");
+    int x = v && *v ? std::atoi(v) : 0;
+    return x >= 1 ? x : 96;
+  }();
+  return n;
+}
 
 std::vector<Group> plan(const std::vector<std::shared_ptr<Storage>>& dag,
                         const std::vector<std::shared_ptr<Storage>>& roots, bool fuse,

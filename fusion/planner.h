@@ -7,9 +7,14 @@
 
 namespace loom {
 
+// Ops a kernel by default: LOOM_MAX_GROUP_NODES (read once; unset: 96). An A/B knob for the GPU
+// (issue 7): bench's 100 tiny ops on 1024 elements make two kernels a flush at 96 and one at 100
+// or more (a launch, an allocation and a free less), while bigger kernels compile longer.
+int default_max_group_nodes();
+
 struct PlanLimits {
-  int max_nodes = 96;   // ops per kernel
-  int max_leaves = 24;  // memory inputs per kernel (kernel-parameter bytes)
+  int max_nodes = default_max_group_nodes();  // ops per kernel
+  int max_leaves = 24;                        // memory inputs per kernel (kernel-parameter bytes)
 };
 
 // Where a group's scalar slot takes its value from: node `node` of the dag (its Const value,

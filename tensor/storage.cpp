@@ -6,6 +6,7 @@
 #include "fusion/counters.h"
 #include "fusion/trace.h"
 #include "tensor/backend.h"
+#include "tensor/block_alloc.h"
 #include "tensor/error.h"
 #include "tensor/fault.h"
 
@@ -32,7 +33,8 @@ std::shared_ptr<Memory> allocate(Device device, size_t bytes) {
   auto peak = counters().bytes_peak.load();
   while (live > peak && !counters().bytes_peak.compare_exchange_weak(peak, live)) {
   }
-  auto m = std::make_shared<Memory>(p, bytes, device);
+  // From the per-thread free lists like storages (a fusion-off flush makes one a kernel).
+  auto m = std::allocate_shared<Memory>(BlockAlloc<Memory>(), p, bytes, device);
   if (device.kind != DeviceKind::CPU) m->stream = active_stream(device);
   return m;
 }

@@ -108,3 +108,29 @@ TEST_CASE("plan cache: in-place updates and region writes are planned every time
     check_close(p, pv);
   }
 }
+
+// A hit lends the cached groups to the flush with its storages put in: when the flush ends
+// they are taken out again, so the cache keeps no intermediate or result alive (their memory
+// goes back as soon as the tensors go), and the next hit sees its own storages.
+TEST_CASE("plan cache: a hit keeps no memory of the flush alive") {
+  REQUIRE(fusion_enabled());
+  const char* off = std::getenv("LOOM_PLAN_CACHE");
+  loom::sync();
+  Tensor x = lt::random({3000}, DType::Float32, 21, -1, 1);
+  std::vector<double> xv = host(x);
+  int64_t live0 = counters().bytes_live.load();
+  int64_t hits0 = plan_hits();
+  for (int i = 0; i < 4; ++i) {
+    {
+      // Two kernels (the chain passes the ops-a-kernel limit): an intermediate and a result.
+      Tensor y = x;
+      for (int k = 0; k < 120; ++k) y = (k % 2) ? y * 1.001 : y + 0.002 * (i + 1);
+      std::vector<double> want(xv);
+      for (int k = 0; k < 120; ++k)
+        for (double& v : want) v = (k % 2) ? v * 1.001 : v + 0.002 * (i + 1);
+      check_close(y, want, lt::Tol{1e-4, 1e-5});  // 120 f32 roundings
+    }
+    CHECK(counters().bytes_live.load() == live0);
+  }
+  if (!off || std::string(off) != "0") CHECK(plan_hits() - hits0 >= 3);
+}
