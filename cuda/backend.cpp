@@ -93,9 +93,12 @@ class CudaBackend : public Backend {
     cc_major_ = p.cc_major, cc_minor_ = p.cc_minor;
     arch_ = "sm_" + std::to_string(cc_major_) + std::to_string(cc_minor_);
     // NVRTC's start-up (loading its builtins, the first program) costs about as much as a
-    // kernel; pay it on another core while the program records its first ops.
+    // kernel; LOOM_NVRTC_WARMUP=1 pays it on another core while the program records its first
+    // ops. Off by default: a process that exits while that compile runs can crash in NVRTC
+    // (its lazily made statics are destroyed at exit before the thread can be joined).
     static std::once_flag warm;
-    std::call_once(warm, [&] { cuda::warm_up_async(cc_major_, cc_minor_); });
+    if (const char* w = std::getenv("LOOM_NVRTC_WARMUP"); w && std::string(w) == "1")
+      std::call_once(warm, [&] { cuda::warm_up_async(cc_major_, cc_minor_); });
     matmul_ = std::make_unique<cuda::Matmul>(
         dev, default_,
         [this](const std::string& src, const std::vector<std::string>& entries,

@@ -37,8 +37,9 @@ CompileResult compile(const std::string& source, const std::string& kernel_name_
 void warm_up(int cc_major = 0, int cc_minor = 0);
 // Runs warm_up(cc_major, cc_minor) once on a background thread and returns at once; the thread is
 // joined at exit. A user compile may run concurrently (NVRTC programs are independent and loom's
-// NVRTC state is set up before the thread starts). The CUDA backend calls it when it starts, so
-// a machine without a GPU never pays it.
+// NVRTC state is set up before the thread starts). The CUDA backend calls it when it starts with
+// LOOM_NVRTC_WARMUP=1 (a process exiting mid-compile can crash inside NVRTC, whose lazily made
+// statics are destroyed at exit before this join runs), so a machine without a GPU never pays it.
 void warm_up_async(int cc_major, int cc_minor);
 // True once a warm-up compile has finished (successfully or not).
 bool warmed_up();
