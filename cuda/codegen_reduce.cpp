@@ -173,6 +173,9 @@ class RowGen {
   bool cols_used_ = false;
   std::set<int> retained_, loaded_;  // persistent rows: leaves kept as vectors lr<leaf>[k]
   std::vector<bool> again_;          // nodes the current pass recomputes: no stores
+  bool par_ = false;  // block-wide combines use parity-buffered slots s<r>[it & 1] (sync1)
+  int pf_ = 0;        // persistent rows: prefetch level of the next row's retained vectors
+  std::map<int, int> last_read_;  // retained leaf -> the last pass that reads its vectors
 
   static std::string S(int i) { return std::to_string(i); }
   int ord(int r) const {
@@ -200,17 +203,20 @@ class RowGen {
     cols_used_ = false;
   }
   // Row decomposition over the kept dims and the row base of every access the kernel used.
-  std::string row_setup(const std::string& ind) {
+  // `pre` names another row's indices and bases (prefetch: "n" for nrow's nk<d>, nb<a>).
+  std::string row_setup(const std::string& ind, const std::string& src = "row",
+                        const std::string& pre = "") {
     std::vector<bool> used(R_, false);
     for (int a = 0; a < e_.accesses(); ++a)
       if (rb_used_[a])
         for (int d = 0; d < K_; ++d)
           if (e_.cls(a, d) != Cls::Zero) used[d] = true;
-    std::string code = e_.decompose("row", 0, K_, used, "k", ind);
+    std::string code = e_.decompose(src, 0, K_, used, pre + "k", ind);
     for (int a = 0; a < e_.accesses(); ++a) {
       if (!rb_used_[a]) continue;
-      std::string t = e_.terms(a, 0, K_, [](int d) { return "k" + S(d); });
-      code += ind + "const I b" + S(a) + " = " + off(a) + (t.empty() ? "" : " + " + t) + ";\n";
+      std::string t = e_.terms(a, 0, K_, [&](int d) { return pre + "k" + S(d); });
+      code += ind + "const I " + pre + "b" + S(a) + " = " + off(a) + (t.empty() ? "" : " + " + t) +
+              ";\n";
     }
     return code;
   }
@@ -240,8 +246,20 @@ class RowGen {
     return "lm_vec<" + std::string(Emitter::storage_type(e_.storage_dtype(a))) + ", " + S(v_.vw) +
            ">";
   }
-  std::string chunk_addr(int a) {
-    return e_.ptr(a) + " + (" + rb(a) + " + (I)(ch * " + S(v_.vw) + "u))";
+  std::string chunk_addr(int a, const std::string& pre = "") {
+    return e_.ptr(a) + " + (" + pre + rb(a) + " + (I)(ch * " + S(v_.vw) + "u))";
+  }
+  // Loads of every retained leaf's k chunks of a row into <dst><leaf>[k]: the row whose bases
+  // are <pre>b<a>, where `valid` (row in range).
+  std::string retained_loads(const std::string& dst, const std::string& pre,
+                             const std::string& valid, const std::string& ind) {
+    std::string code = ind + "#pragma unroll\n" + ind + "for (int k = 0; k < " + S(v_.k) +
+                       "; ++k) {\n" + ind + "  const U ch = (U)" + lane_ + " + (U)(k * " +
+                       S(v_.tpr) + ");\n" + ind + "  if (" + valid + " && ch < nch) {\n";
+    for (int leaf : retained_)
+      code += ind + "    " + dst + S(leaf) + "[k] = *(const " + vec_t(leaf) + "*)(" +
+              chunk_addr(leaf, pre) + ");\n";
+    return code + ind + "  }\n" + ind + "}\n";
   }
 
   // The column body of pass q for one column `col` of chunk k: evaluates `nodes`; accumulates
@@ -381,8 +399,40 @@ class RowGen {
       else
         code += in3 + "*(" + vec_t(a) + "*)(" + chunk_addr(a) + ") = ow" + S(o) + ";\n";
     }
+    // Prefetch 1: the last pass to read a retained chunk reloads its registers with the next
+    // row's chunk, in flight while this row's later chunks, stores and reductions proceed.
+    if (pf_ == 1)
+      for (int leaf : vleaves)
+        if (retained_.count(leaf) && last_read_[leaf] == q)
+          code += in3 + "if (nrv) lr" + S(leaf) + "[k] = *(const " + vec_t(leaf) + "*)(" +
+                  chunk_addr(leaf, "n") + ");\n";
     code += in2 + "}\n" + ind + "}\n";
     return code;
+  }
+
+  // Chunks a lane of a loop walk takes a step: 4 (2 in 1024-thread blocks: 64 registers); a
+  // thread a row (column reductions) takes `unroll`, default 1.
+  int loop_chunks() const {
+    return v_.tpr == 1 ? std::max(1, v_.unroll) : v_.block() >= 1024 ? 2 : 4;
+  }
+  // The loop walk of a lane from chunk `start` to `end`, uf chunks a step. A thread a row with
+  // uf > 1 first takes whole steps with no guards, so the compiler issues their (strided,
+  // scalar) loads together before the in-order accumulation, then guarded last steps.
+  std::string steps(int q, const std::vector<int>& nodes, bool store, int uf,
+                    const std::string& start, const std::string& end, const std::string& ind) {
+    const std::string stride = S(uf * v_.tpr) + "u";
+    std::string code;
+    if (v_.tpr == 1 && uf > 1) {
+      code += ind + "U cb = " + start + ";\n";
+      code += ind + "for (; cb + " + S((uf - 1) * v_.tpr) + "u < " + end + "; cb += " + stride +
+              ") {\n";
+      code += walk(q, nodes, store, nullptr, uf, "true", ind + "  ");
+      code += ind + "}\n" + ind + "for (; cb < " + end + "; cb += " + stride + ") {\n";
+    } else {
+      code += ind + "for (U cb = " + start + "; cb < " + end + "; cb += " + stride + ") {\n";
+    }
+    code += walk(q, nodes, store, nullptr, uf, "ch < " + end, ind + "  ");
+    return code + ind + "}\n";
   }
 
   std::string row_nodes(const std::vector<int>& ids, const std::string& ind) {
@@ -429,17 +479,21 @@ class RowGen {
     if (v_.tpr <= 32) return code;
     // Warp w of row group grp writes slot grp * W + w (= threadIdx.x >> 5).
     int W = v_.tpr / 32;
+    // With par_ the slots are doubled and row-loop iteration `it` uses half it & 1: a lane
+    // writes a half again two iterations later, after passing the next iteration's barrier,
+    // which every lane reaches only after its reads here, so no barrier after the reads.
     std::string n = S(W * v_.rpb), at = v_.rpb > 1 ? "grp * " + S(W) + "u + " : "";
+    const std::string dim = par_ ? "[2]" : "", half = par_ ? "[it & 1u]" : "";
     std::string write, read;
     for (int r : rs) {
       Acc a = e_.acc(r);
-      shared_.insert("__shared__ " + a.type + " s" + S(r) + "[" + n + "];");
-      write += ind + "  s" + S(r) + "[threadIdx.x >> 5] = a" + S(r) + ";\n";
-      read += ind + "a" + S(r) + " = s" + S(r) + "[" + at + "0];\n";
+      shared_.insert("__shared__ " + a.type + " s" + S(r) + dim + "[" + n + "];");
+      write += ind + "  s" + S(r) + half + "[threadIdx.x >> 5] = a" + S(r) + ";\n";
+      read += ind + "a" + S(r) + " = s" + S(r) + half + "[" + at + "0];\n";
       if (a.index) {
-        shared_.insert("__shared__ long long si" + S(r) + "[" + n + "];");
-        write += ind + "  si" + S(r) + "[threadIdx.x >> 5] = ai" + S(r) + ";\n";
-        read += ind + "ai" + S(r) + " = si" + S(r) + "[" + at + "0];\n";
+        shared_.insert("__shared__ long long si" + S(r) + dim + "[" + n + "];");
+        write += ind + "  si" + S(r) + half + "[threadIdx.x >> 5] = ai" + S(r) + ";\n";
+        read += ind + "ai" + S(r) + " = si" + S(r) + half + "[" + at + "0];\n";
       }
     }
     code += ind + "if ((threadIdx.x & 31) == 0) {\n" + write + ind + "}\n";
@@ -447,10 +501,10 @@ class RowGen {
     code += ind + "for (int w = 1; w < " + S(W) + "; ++w) {\n";
     for (int r : rs)
       code += ind + "  " +
-              e_.acc_combine(r, "a" + S(r), "ai" + S(r), "s" + S(r) + "[" + at + "w]",
-                             "si" + S(r) + "[" + at + "w]") +
+              e_.acc_combine(r, "a" + S(r), "ai" + S(r), "s" + S(r) + half + "[" + at + "w]",
+                             "si" + S(r) + half + "[" + at + "w]") +
               "\n";
-    code += ind + "}\n" + ind + "__syncthreads();\n";
+    code += ind + "}\n" + (par_ ? "" : ind + "__syncthreads();\n");
     return code;
   }
 
@@ -485,6 +539,7 @@ class RowGen {
   // -----------------------------------------------------------------
   std::string single() {
     reset_kernel();
+    par_ = v_.sync1 && v_.tpr > 32;
     std::vector<int> targets;
     for (auto& o : g_.outputs) targets.push_back(o.node);
     std::vector<bool> need = closure(g_, targets);
@@ -493,13 +548,29 @@ class RowGen {
     const std::vector<int>& home = plan.home;
     std::vector<bool> cached(g_.nodes.size(), false);
     if (persistent) cached = plan.cached, retained_ = plan.retained;
+    // Prefetch: the retained vectors of the block's next row (row + the grid's rows) load
+    // while this row reduces and stores: 1 into the same registers, each chunk right after
+    // the last pass's read of it; 2 into a second set (nx) at the top of the row, copied
+    // over at its end. The first row loads before the loop; the walks load no retained leaf.
+    pf_ = persistent && !retained_.empty() ? v_.prefetch : 0;
+    last_read_.clear();
+    if (pf_) {
+      loaded_ = retained_;
+      for (int q = 0; q <= last_; ++q)
+        for (int id : full_in(need))
+          if ((home[id] == q || plan.again[q][id]) && is_load(g_.nodes[id]) &&
+              retained_.count(g_.nodes[id].leaf))
+            last_read_[g_.nodes[id].leaf] = q;
+    }
     const std::string in = "    ";
-    std::string body;
+    std::string body, outer;
     for (int id = 0; id < int(g_.nodes.size()); ++id)
       if (cached[id]) body += in + e_.ntype(id) + " c" + S(id) + "[" + S(v_.k * v_.vw) + "];\n";
     for (int leaf : retained_) {
       e_.need("vec");
-      body += in + vec_t(leaf) + " lr" + S(leaf) + "[" + S(v_.k) + "];\n";
+      std::string d = vec_t(leaf) + " lr" + S(leaf) + "[" + S(v_.k) + "];\n";
+      if (pf_ == 2) d += "  " + vec_t(leaf) + " nx" + S(leaf) + "[" + S(v_.k) + "];\n";
+      (pf_ ? outer : body) += (pf_ ? "  " : in) + d;
     }
     for (int q = 0; q <= last_; ++q) {
       std::vector<int> rown, rs = reduces_of_pass(q, need);
@@ -535,23 +606,39 @@ class RowGen {
           body += walk(q, nodes, true, &cached, v_.k, "rv && ch < nch", in + "  ");
           body += in + "}\n";
         } else {
-          int uf = v_.tpr == 1 ? 1 : v_.block() >= 1024 ? 2 : 4;  // 64 registers at 1024
+          int uf = loop_chunks();
           body += in + "if (rv) {\n";
-          body += in + "  for (U cb = " + lane_ + "; cb < nch; cb += " + S(uf * v_.tpr) + "u) {\n";
-          body += walk(q, nodes, q == last_, nullptr, uf, "ch < nch", in + "    ");
-          body += in + "  }\n" + in + "}\n";
+          body += steps(q, nodes, q == last_, uf, lane_, "nch", in + "  ");
+          body += in + "}\n";
         }
       }
       body += lanes(rs, in);
     }
     again_.clear(), loaded_.clear();
     body += row_outputs("rv && " + lane0_, in);
-    std::string k = header("loom_kernel");
-    k += "  for (U rb = (U)blockIdx.x * " + S(v_.rpb) + "u; rb < rows; rb += (U)gridDim.x * " +
-         S(v_.rpb) + "u) {\n";
-    k += std::string("    const U row = rb") + (v_.rpb > 1 ? " + grp" : "") + ";\n";
+    const std::string grp = v_.rpb > 1 ? " + grp" : "";
+    std::string next, first, swap;
+    if (pf_) {
+      next = in + "const U nrow = row + (U)gridDim.x * " + S(v_.rpb) + "u;\n" + in +
+             "const bool nrv = nrow < rows;\n";
+      std::string loads = pf_ == 2 ? retained_loads("nx", "n", "nrv", in) : "";
+      first = retained_loads("lr", "", "rv", "    ");
+      next += row_setup(in, "nrow", "n") + loads;
+      first = "  {\n    const U row = (U)blockIdx.x * " + S(v_.rpb) + "u" + grp + ";\n" +
+              "    const bool rv = row < rows;\n" + row_setup(in) + first + "  }\n";
+      if (pf_ == 2) {
+        swap = in + "#pragma unroll\n" + in + "for (int k = 0; k < " + S(v_.k) + "; ++k) {\n";
+        for (int leaf : retained_) swap += in + "  lr" + S(leaf) + "[k] = nx" + S(leaf) + "[k];\n";
+        swap += in + "}\n";
+      }
+    }
+    std::string k = header("loom_kernel") + outer + first;
+    k += "  for (U rb = (U)blockIdx.x * " + S(v_.rpb) + "u" + (par_ ? ", it = 0" : "") +
+         "; rb < rows; rb += (U)gridDim.x * " + S(v_.rpb) + "u" + (par_ ? ", it ^= 1u" : "") +
+         ") {\n";
+    k += "    const U row = rb" + grp + ";\n";
     k += "    const bool rv = row < rows;\n";
-    k += row_setup(in) + body + "  }\n}\n";
+    k += row_setup(in) + next + body + swap + "  }\n}\n";
     return k;
   }
 
@@ -559,6 +646,7 @@ class RowGen {
   // --------------------------------------------------------------
   std::string split(int q, bool final_rows) {
     reset_kernel();
+    par_ = false, pf_ = 0;  // no row loop; barriers follow each combine anyway
     const int NR = int(reduces_.size());
     const bool acc = q < last_, rows_here = q == last_ || final_rows;
     std::vector<int> targets;
@@ -603,12 +691,9 @@ class RowGen {
     std::vector<int> nodes = full_in(need);
     if (!nodes.empty()) {
       cols_used_ = true;
-      int uf = v_.tpr == 1 ? 1 : v_.block() >= 1024 ? 2 : 4;
       body += in + "if (rv) {\n";
-      body +=
-          in + "  for (U cb = ch0 + " + lane_ + "; cb < ch1; cb += " + S(uf * v_.tpr) + "u) {\n";
-      body += walk(q, nodes, q == last_, nullptr, uf, "ch < ch1", in + "    ");
-      body += in + "  }\n" + in + "}\n";
+      body += steps(q, nodes, q == last_, loop_chunks(), "ch0 + " + lane_, "ch1", in + "  ");
+      body += in + "}\n";
     }
     if (acc) {
       body += lanes(rs, in);
@@ -691,11 +776,11 @@ void generate_rows(const Group& g, const Variant& v, Generated& out) { RowGen(g,
 
 namespace loom::cuda {
 
-int row_cache_bytes(const Group& g, int remat, int vw) {
+int row_cache_bytes(const Group& g, int remat, int vw, bool retained_only) {
   // The launcher asks on every launch (about 1.8 us to plan a layer_norm): remembered per thread
   // by signature, which covers everything the answer depends on (ops, dtypes, stride classes).
-  thread_local std::map<std::tuple<uint64_t, int, int>, int> memo;
-  std::tuple<uint64_t, int, int> key{g.signature, remat, vw};
+  thread_local std::map<std::tuple<uint64_t, int, int, bool>, int> memo;
+  std::tuple<uint64_t, int, int, bool> key{g.signature, remat, vw, retained_only};
   if (g.signature != 0) {
     auto it = memo.find(key);
     if (it != memo.end()) return it->second;
@@ -705,7 +790,8 @@ int row_cache_bytes(const Group& g, int remat, int vw) {
   gen::RowPlan p = gen::row_plan(g, e, remat);
   int bytes = 0;
   for (size_t i = 0; i < p.cached.size(); ++i)
-    if (p.cached[i]) bytes += itemsize(compute_dtype(g.nodes[i].dtype)) > 4 ? 8 : 4;
+    if (p.cached[i] && !retained_only)
+      bytes += itemsize(compute_dtype(g.nodes[i].dtype)) > 4 ? 8 : 4;
   for (int leaf : p.retained) {
     int isz = int(itemsize(g.leaves[leaf].dtype));
     bytes += vw > 0 ? (vw * isz + 3) / 4 * 4 / vw : isz;
