@@ -131,6 +131,20 @@ bool row_ptx() {
   return on;
 }
 
+// LOOM_CUDA_ROW_NARROW=1 (A/B; default 0 keeps today's kernels): bf16 row elements cost fewer
+// instructions. Unit-stride bf16 leaves are held as 32-bit words, a column converted with one
+// shift or mask (the u16 vectors took mov.b32 unpack, cvt.u32.u16 and shl: nvcc -ptx, a 4096
+// bf16 layer_norm, 3 times an element as each pass recomputes x); a bf16 cast only stored skips
+// lm_rb (its store rounds once). A bf16 element has ~34 issue slots at the copy's bandwidth;
+// the layer_norm spent ~25 PTX instructions an element. Read once.
+bool row_narrow() {
+  static const bool on = [] {
+    const char* e = std::getenv("LOOM_CUDA_ROW_NARROW");
+    return e && std::string(e) == "1";
+  }();
+  return on;
+}
+
 class RowGen {
  public:
   RowGen(const Group& g, const Variant& v) : g_(g), v_(v), e_(g) {
@@ -203,22 +217,35 @@ class RowGen {
     cols_used_ = false;
   }
   // Row decomposition over the kept dims and the row base of every access the kernel used.
-  // `pre` names another row's indices and bases (prefetch: "n" for nrow's nk<d>, nb<a>).
+  // `pre` names another row's indices and bases (prefetch: "n" for nrow's nk<d>, nb<a>). With
+  // `uses`, only the bases that code names (prefetch: the prologue loads the input alone).
   std::string row_setup(const std::string& ind, const std::string& src = "row",
-                        const std::string& pre = "") {
-    std::vector<bool> used(R_, false);
+                        const std::string& pre = "", const std::string* uses = nullptr) {
+    std::vector<bool> base(e_.accesses(), false), used(R_, false);
     for (int a = 0; a < e_.accesses(); ++a)
-      if (rb_used_[a])
+      base[a] = rb_used_[a] && (!uses || mentions(*uses, pre + "b" + S(a)));
+    for (int a = 0; a < e_.accesses(); ++a)
+      if (base[a])
         for (int d = 0; d < K_; ++d)
           if (e_.cls(a, d) != Cls::Zero) used[d] = true;
     std::string code = e_.decompose(src, 0, K_, used, pre + "k", ind);
     for (int a = 0; a < e_.accesses(); ++a) {
-      if (!rb_used_[a]) continue;
+      if (!base[a]) continue;
       std::string t = e_.terms(a, 0, K_, [&](int d) { return pre + "k" + S(d); });
       code += ind + "const I " + pre + "b" + S(a) + " = " + off(a) + (t.empty() ? "" : " + " + t) +
               ";\n";
     }
     return code;
+  }
+
+  // Whether `code` names `id` as a whole identifier.
+  static bool mentions(const std::string& code, const std::string& id) {
+    auto word = [](char c) { return std::isalnum((unsigned char)c) || c == '_'; };
+    for (size_t p = code.find(id); p != std::string::npos; p = code.find(id, p + 1))
+      if ((p == 0 || !word(code[p - 1])) &&
+          (p + id.size() == code.size() || !word(code[p + id.size()])))
+        return true;
+    return false;
   }
 
   // ---- node sets -------------------------------------------------------------------------------
@@ -246,6 +273,14 @@ class RowGen {
     return "lm_vec<" + std::string(Emitter::storage_type(e_.storage_dtype(a))) + ", " + S(v_.vw) +
            ">";
   }
+  // A unit-stride bf16 leaf of an even chunk width held as 32-bit words (LOOM_CUDA_ROW_NARROW).
+  bool words(int leaf) const {
+    return row_narrow() && v_.vw >= 2 && v_.vw % 2 == 0 && unit(leaf) &&
+           e_.storage_dtype(leaf) == DType::BFloat16;
+  }
+  std::string leaf_vec_t(int leaf) const {
+    return words(leaf) ? "lm_vec<unsigned, " + S(v_.vw / 2) + ">" : vec_t(leaf);
+  }
   std::string chunk_addr(int a, const std::string& pre = "") {
     return e_.ptr(a) + " + (" + pre + rb(a) + " + (I)(ch * " + S(v_.vw) + "u))";
   }
@@ -257,7 +292,7 @@ class RowGen {
                        "; ++k) {\n" + ind + "  const U ch = (U)" + lane_ + " + (U)(k * " +
                        S(v_.tpr) + ");\n" + ind + "  if (" + valid + " && ch < nch) {\n";
     for (int leaf : retained_)
-      code += ind + "    " + dst + S(leaf) + "[k] = *(const " + vec_t(leaf) + "*)(" +
+      code += ind + "    " + dst + S(leaf) + "[k] = *(const " + leaf_vec_t(leaf) + "*)(" +
               chunk_addr(leaf, pre) + ");\n";
     return code + ind + "  }\n" + ind + "}\n";
   }
@@ -277,7 +312,11 @@ class RowGen {
     b.raw = [&](int leaf) {
       if (!unit(leaf)) return e_.ptr(leaf) + "[" + addr(leaf) + "]";
       vleaves.insert(leaf);
-      return (retained_.count(leaf) ? "lr" : "lw") + S(leaf) + "[k].v[" + el + "]";
+      std::string v = (retained_.count(leaf) ? "lr" : "lw") + S(leaf) + "[k].v[";
+      // Words: the bf16 column is a half of a 32-bit word; lm_b2f's shift of it folds into
+      // one instruction (w << 16, or w & 0xffff0000) instead of an unpack, a widen and a shift.
+      if (words(leaf)) return "(unsigned short)(" + v + "e >> 1] >> ((e & 1) * 16))";
+      return v + el + "]";
     };
     b.lin = [&](int leaf) { return addr(leaf); };
     b.ref = [&](int id) {
@@ -290,6 +329,14 @@ class RowGen {
         for (int r : reduces_)
           if (g_.nodes[r].a == id) code += accumulate(r, f, ind);
       if (!store || (!again_.empty() && again_[id])) return;
+      // A cast to bf16 read only by its stores: the store's conversion rounds it once (the same
+      // bits: rounding an already rounded value is exact), not lm_rb then lm_f2b / cvt again.
+      if (row_narrow() && g_.nodes[id].op == Op::Cast && g_.nodes[id].dtype == DType::BFloat16 &&
+          !read_by_node(id)) {
+        const std::string rb = "const float " + f + " = lm_rb(";
+        size_t p = code.rfind(rb);
+        if (p != std::string::npos) code.replace(p, rb.size(), "const float " + f + " = (");
+      }
       for (int o = 0; o < int(g_.outputs.size()); ++o) {
         if (g_.outputs[o].node != id) continue;
         int a = e_.out_access(o);
@@ -308,6 +355,12 @@ class RowGen {
     std::string code = e_.body(b, ind);
     if (R_ - K_ >= 2) code = e_.decompose("col", K_, R_, j_used_, "j", ind) + code;
     return code;
+  }
+
+  bool read_by_node(int id) const {
+    for (const GNode& y : g_.nodes)
+      if (y.a == id || y.b == id || y.c == id) return true;
+    return false;
   }
 
   // Accumulates f into reduction r: max.NaN / min.NaN for float max and min where available.
@@ -363,8 +416,9 @@ class RowGen {
       bool keep = retained_.count(leaf) > 0;
       if (keep && !loaded_.insert(leaf).second) continue;
       std::string name = (keep ? "lr" : "lw") + S(leaf);
-      if (!keep) code += ind + vec_t(leaf) + " " + name + "[" + S(uf) + "];\n";
-      loads.push_back(name + "[k] = *(const " + vec_t(leaf) + "*)(" + chunk_addr(leaf) + ");\n");
+      if (!keep) code += ind + leaf_vec_t(leaf) + " " + name + "[" + S(uf) + "];\n";
+      loads.push_back(name + "[k] = *(const " + leaf_vec_t(leaf) + "*)(" + chunk_addr(leaf) +
+                      ");\n");
     }
     if (!vleaves.empty()) e_.need("vec");
     if (!loads.empty()) {
@@ -404,7 +458,7 @@ class RowGen {
     if (pf_ == 1)
       for (int leaf : vleaves)
         if (retained_.count(leaf) && last_read_[leaf] == q)
-          code += in3 + "if (nrv) lr" + S(leaf) + "[k] = *(const " + vec_t(leaf) + "*)(" +
+          code += in3 + "if (nrv) lr" + S(leaf) + "[k] = *(const " + leaf_vec_t(leaf) + "*)(" +
                   chunk_addr(leaf, "n") + ");\n";
     code += in2 + "}\n" + ind + "}\n";
     return code;
@@ -568,8 +622,8 @@ class RowGen {
       if (cached[id]) body += in + e_.ntype(id) + " c" + S(id) + "[" + S(v_.k * v_.vw) + "];\n";
     for (int leaf : retained_) {
       e_.need("vec");
-      std::string d = vec_t(leaf) + " lr" + S(leaf) + "[" + S(v_.k) + "];\n";
-      if (pf_ == 2) d += "  " + vec_t(leaf) + " nx" + S(leaf) + "[" + S(v_.k) + "];\n";
+      std::string d = leaf_vec_t(leaf) + " lr" + S(leaf) + "[" + S(v_.k) + "];\n";
+      if (pf_ == 2) d += "  " + leaf_vec_t(leaf) + " nx" + S(leaf) + "[" + S(v_.k) + "];\n";
       (pf_ ? outer : body) += (pf_ ? "  " : in) + d;
     }
     for (int q = 0; q <= last_; ++q) {
@@ -623,9 +677,11 @@ class RowGen {
              "const bool nrv = nrow < rows;\n";
       std::string loads = pf_ == 2 ? retained_loads("nx", "n", "nrv", in) : "";
       first = retained_loads("lr", "", "rv", "    ");
-      next += row_setup(in, "nrow", "n") + loads;
+      const std::string later = loads + body;
+      next += row_setup(in, "nrow", "n", &later) + loads;
       first = "  {\n    const U row = (U)blockIdx.x * " + S(v_.rpb) + "u" + grp + ";\n" +
-              "    const bool rv = row < rows;\n" + row_setup(in) + first + "  }\n";
+              "    const bool rv = row < rows;\n" + row_setup(in, "row", "", &first) + first +
+              "  }\n";
       if (pf_ == 2) {
         swap = in + "#pragma unroll\n" + in + "for (int k = 0; k < " + S(v_.k) + "; ++k) {\n";
         for (int leaf : retained_) swap += in + "  lr" + S(leaf) + "[k] = nx" + S(leaf) + "[k];\n";
@@ -638,7 +694,8 @@ class RowGen {
          ") {\n";
     k += "    const U row = rb" + grp + ";\n";
     k += "    const bool rv = row < rows;\n";
-    k += row_setup(in) + next + body + swap + "  }\n}\n";
+    const std::string rest = next + body + swap;
+    k += row_setup(in, "row", "", pf_ ? &rest : nullptr) + rest + "  }\n}\n";
     return k;
   }
 
