@@ -28,7 +28,10 @@
 //              loaded vectors, which stay in registers in their storage type (bf16: half the
 //              registers of the f32 values; layer_norm's x - mean: none; remat 2 recomputes a
 //              softmax's exp too); with k == 0 every pass
-//              re-walks the row, 4 chunks a lane at a time (2 in 1024-thread blocks).
+//              re-walks the row, 4 chunks a lane at a time (2 in 1024-thread blocks; a thread
+//              a row takes `unroll`). A block walks rows in a grid-stride loop; with `prefetch`
+//              a persistent block loads its next row's retained vectors while this row reduces
+//              and stores; with `sync1` a block-wide combine takes one barrier, not two.
 //   split      few rows, long columns (full reductions, [8, 32768] softmax): each row is cut
 //              into gridDim.y segments; one launch per pass writes per-segment partials and
 //              the last block of each row block combines them in segment order (deterministic).
