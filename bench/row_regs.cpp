@@ -5,6 +5,9 @@
 // spill bytes a thread, the blocks an SM that fit (registers, threads, 32 blocks), and the rows
 // and input bytes an SM then holds in flight: what a row kernel at the memory wall lives on.
 //
+// Last, the suite's column mean (mean over dim 0 of [65536, 4096] f32): a thread a column.
+// LOOM_ROW_REGS_SRC=1 prints each generated source too (to read what a knob changed).
+//
 //   loom_row_regs [cols...]   (default 128 1000 4096 8192 32768)
 #include <cstdio>
 #include <cstdlib>
@@ -33,6 +36,8 @@ int main(int argc, char** argv) {
   std::printf("%-24s %-26s %5s %6s %7s %8s %10s\n", "case", "variant", "regs", "spill", "blk/SM",
               "rows/SM", "KB/SM");
   const std::regex regs_re("Used ([0-9]+) registers"), spill_re("([0-9]+) bytes spill stores");
+  const char* show = std::getenv("LOOM_ROW_REGS_SRC");
+  const bool src = show && std::string(show) == "1";
   for (const char* op : {"softmax", "layer_norm", "rms_norm"})
     for (DType dt : {DType::Float32, DType::BFloat16})
       for (int64_t cols : cols_list) {
@@ -67,6 +72,25 @@ int main(int argc, char** argv) {
         std::snprintf(name, sizeof name, "%s %s %lld", op, dtype_name(dt), (long long)cols);
         std::printf("%-24s %-26s %5d %6d %7d %8lld %10.1f\n", name, v.key().c_str(), regs, spill,
                     blocks, (long long)rows, double(rows * row_bytes) / 1024.0);
+        if (src) std::printf("%s\n", k.source.c_str());
       }
+  {
+    // Column mean: registers and spills of each of its kernels (split: one per pass).
+    manual_seed(1);
+    Tensor x = rand({65536, 4096});
+    loom::sync();
+    Tensor y = mean(x.clone(), Dims{0}, false);
+    std::vector<Group> gs = plan_storage(y.storage());
+    if (gs.size() == 1) {
+      lc::Variant v = lc::choose_variant(gs[0], 132);
+      lc::Generated k = lc::generate(gs[0], v);
+      lc::CompileResult r = lc::compile(k.source, "col_regs", 9, 0, {"--ptxas-options=-v"});
+      std::string regs;
+      for (std::sregex_iterator it(r.log.begin(), r.log.end(), regs_re), end; it != end; ++it)
+        regs += (regs.empty() ? "" : ",") + (*it)[1].str();
+      std::printf("%-24s %-26s %5s\n", "column mean f32 65536", v.key().c_str(), regs.c_str());
+      if (src) std::printf("%s\n", k.source.c_str());
+    }
+  }
   return 0;
 }

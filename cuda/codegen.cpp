@@ -19,6 +19,9 @@ std::string Variant::key() const {
     os << (split ? "split" : "row") << "_t" << tpr << "_r" << rpb << "_k" << k << "_w" << vw;
     if (remat) os << "_m" << (remat > 1 ? "2" : "");
     if (minb > 0) os << "_b" << minb;
+    if (unroll > 1) os << "_u" << unroll;
+    if (sync1) os << "_s1";
+    if (prefetch) os << "_p" << prefetch;
   }
   return os.str();
 }

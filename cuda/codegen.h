@@ -28,7 +28,10 @@
 //              loaded vectors, which stay in registers in their storage type (bf16: half the
 //              registers of the f32 values; layer_norm's x - mean: none; remat 2 recomputes a
 //              softmax's exp too); with k == 0 every pass
-//              re-walks the row, 4 chunks a lane at a time (2 in 1024-thread blocks).
+//              re-walks the row, 4 chunks a lane at a time (2 in 1024-thread blocks; a thread
+//              a row takes `unroll`). A block walks rows in a grid-stride loop; with `prefetch`
+//              a persistent block loads its next row's retained vectors while this row reduces
+//              and stores; with `sync1` a block-wide combine takes one barrier, not two.
 //   split      few rows, long columns (full reductions, [8, 32768] softmax): each row is cut
 //              into gridDim.y segments; one launch per pass writes per-segment partials and
 //              the last block of each row block combines them in segment order (deterministic).
@@ -48,13 +51,20 @@ struct Variant {
   int k = 0;    // rows: persistent chunks per thread (a power of two); 0 loops every pass
   int vw = 1;   // rows: columns a chunk (a lane's unit-stride accesses are vw-wide vectors)
   bool split = false;
-  int unroll = 1;     // pointwise vectors (vec > 1): vectors a thread per iteration, loads first
+  int unroll = 1;     // pointwise vectors (vec > 1): vectors a thread per iteration, loads first;
+                      // loop and split rows of one thread a row (tpr 1, column reductions):
+                      // chunks a thread loads per step (in order, so sums stay bit-identical)
   bool roll = false;  // pointwise vectors: lane loop rolled, the element body emitted once
-  int remat = 0;  // rows, k > 0: recompute cheap values (2: and exp) from retained leaf vectors
-  int minb = 0;   // rows: min blocks an SM for __launch_bounds__ (caps registers); 0 none
+  int remat = 0;      // rows, k > 0: recompute cheap values (2: and exp) from retained leaf vectors
+  int minb = 0;       // rows: min blocks an SM for __launch_bounds__ (caps registers); 0 none
+  bool sync1 = false;  // rows (not split), tpr > 32: one __syncthreads a block-wide combine, its
+                       // shared slots double-buffered by row-loop parity (else two: write, read)
+  int prefetch = 0;    // persistent rows with retained vectors: load the block's next row while
+                       // this one reduces (1: into the same registers after their last read;
+                       // 2: into a second set at the row's start)
   int block() const { return reduce ? tpr * rpb : 256; }
   std::string key() const;  // short tag, e.g. "pw_v4_u2", "pw_v4_u4_roll", "row_t128_r2_k4_w4_m",
-                            // "split_t256_r1_k0_w4"
+                            // "split_t256_r1_k0_w4", "split_t1_r256_k0_w1_u8", "row_t256_..._s1"
 };
 
 // A runtime value the kernel reads from its parameter block (p.v[i]).
@@ -100,6 +110,7 @@ Generated generate(const Group& g, const Variant& v);
 // or with `remat` the retained leaf vectors they are recomputed from), so the launcher can keep
 // k * vw * bytes within the register budget. With `vw` > 0, a retained vector of vw columns
 // counts whole 32-bit registers (a single bf16 column takes one).
-int row_cache_bytes(const Group& g, int remat, int vw = 0);
+// With `retained_only`, just the retained leaf vectors (what a prefetch 2 kernel holds twice).
+int row_cache_bytes(const Group& g, int remat, int vw = 0, bool retained_only = false);
 
 }  // namespace loom::cuda

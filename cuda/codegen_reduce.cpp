@@ -131,6 +131,20 @@ bool row_ptx() {
   return on;
 }
 
+// LOOM_CUDA_ROW_NARROW=1 (A/B; default 0 keeps today's kernels): bf16 row elements cost fewer
+// instructions. Unit-stride bf16 leaves are held as 32-bit words, a column converted with one
+// shift or mask (the u16 vectors took mov.b32 unpack, cvt.u32.u16 and shl: nvcc -ptx, a 4096
+// bf16 layer_norm, 3 times an element as each pass recomputes x); a bf16 cast only stored skips
+// lm_rb (its store rounds once). A bf16 element has ~34 issue slots at the copy's bandwidth;
+// the layer_norm spent ~25 PTX instructions an element. Read once.
+bool row_narrow() {
+  static const bool on = [] {
+    const char* e = std::getenv("LOOM_CUDA_ROW_NARROW");
+    return e && std::string(e) == "1";
+  }();
+  return on;
+}
+
 class RowGen {
  public:
   RowGen(const Group& g, const Variant& v) : g_(g), v_(v), e_(g) {
@@ -173,6 +187,9 @@ class RowGen {
   bool cols_used_ = false;
   std::set<int> retained_, loaded_;  // persistent rows: leaves kept as vectors lr<leaf>[k]
   std::vector<bool> again_;          // nodes the current pass recomputes: no stores
+  bool par_ = false;  // block-wide combines use parity-buffered slots s<r>[it & 1] (sync1)
+  int pf_ = 0;        // persistent rows: prefetch level of the next row's retained vectors
+  std::map<int, int> last_read_;  // retained leaf -> the last pass that reads its vectors
 
   static std::string S(int i) { return std::to_string(i); }
   int ord(int r) const {
@@ -200,19 +217,35 @@ class RowGen {
     cols_used_ = false;
   }
   // Row decomposition over the kept dims and the row base of every access the kernel used.
-  std::string row_setup(const std::string& ind) {
-    std::vector<bool> used(R_, false);
+  // `pre` names another row's indices and bases (prefetch: "n" for nrow's nk<d>, nb<a>). With
+  // `uses`, only the bases that code names (prefetch: the prologue loads the input alone).
+  std::string row_setup(const std::string& ind, const std::string& src = "row",
+                        const std::string& pre = "", const std::string* uses = nullptr) {
+    std::vector<bool> base(e_.accesses(), false), used(R_, false);
     for (int a = 0; a < e_.accesses(); ++a)
-      if (rb_used_[a])
+      base[a] = rb_used_[a] && (!uses || mentions(*uses, pre + "b" + S(a)));
+    for (int a = 0; a < e_.accesses(); ++a)
+      if (base[a])
         for (int d = 0; d < K_; ++d)
           if (e_.cls(a, d) != Cls::Zero) used[d] = true;
-    std::string code = e_.decompose("row", 0, K_, used, "k", ind);
+    std::string code = e_.decompose(src, 0, K_, used, pre + "k", ind);
     for (int a = 0; a < e_.accesses(); ++a) {
-      if (!rb_used_[a]) continue;
-      std::string t = e_.terms(a, 0, K_, [](int d) { return "k" + S(d); });
-      code += ind + "const I b" + S(a) + " = " + off(a) + (t.empty() ? "" : " + " + t) + ";\n";
+      if (!base[a]) continue;
+      std::string t = e_.terms(a, 0, K_, [&](int d) { return pre + "k" + S(d); });
+      code += ind + "const I " + pre + "b" + S(a) + " = " + off(a) + (t.empty() ? "" : " + " + t) +
+              ";\n";
     }
     return code;
+  }
+
+  // Whether `code` names `id` as a whole identifier.
+  static bool mentions(const std::string& code, const std::string& id) {
+    auto word = [](char c) { return std::isalnum((unsigned char)c) || c == '_'; };
+    for (size_t p = code.find(id); p != std::string::npos; p = code.find(id, p + 1))
+      if ((p == 0 || !word(code[p - 1])) &&
+          (p + id.size() == code.size() || !word(code[p + id.size()])))
+        return true;
+    return false;
   }
 
   // ---- node sets -------------------------------------------------------------------------------
@@ -240,8 +273,28 @@ class RowGen {
     return "lm_vec<" + std::string(Emitter::storage_type(e_.storage_dtype(a))) + ", " + S(v_.vw) +
            ">";
   }
-  std::string chunk_addr(int a) {
-    return e_.ptr(a) + " + (" + rb(a) + " + (I)(ch * " + S(v_.vw) + "u))";
+  // A unit-stride bf16 leaf of an even chunk width held as 32-bit words (LOOM_CUDA_ROW_NARROW).
+  bool words(int leaf) const {
+    return row_narrow() && v_.vw >= 2 && v_.vw % 2 == 0 && unit(leaf) &&
+           e_.storage_dtype(leaf) == DType::BFloat16;
+  }
+  std::string leaf_vec_t(int leaf) const {
+    return words(leaf) ? "lm_vec<unsigned, " + S(v_.vw / 2) + ">" : vec_t(leaf);
+  }
+  std::string chunk_addr(int a, const std::string& pre = "") {
+    return e_.ptr(a) + " + (" + pre + rb(a) + " + (I)(ch * " + S(v_.vw) + "u))";
+  }
+  // Loads of every retained leaf's k chunks of a row into <dst><leaf>[k]: the row whose bases
+  // are <pre>b<a>, where `valid` (row in range).
+  std::string retained_loads(const std::string& dst, const std::string& pre,
+                             const std::string& valid, const std::string& ind) {
+    std::string code = ind + "#pragma unroll\n" + ind + "for (int k = 0; k < " + S(v_.k) +
+                       "; ++k) {\n" + ind + "  const U ch = (U)" + lane_ + " + (U)(k * " +
+                       S(v_.tpr) + ");\n" + ind + "  if (" + valid + " && ch < nch) {\n";
+    for (int leaf : retained_)
+      code += ind + "    " + dst + S(leaf) + "[k] = *(const " + leaf_vec_t(leaf) + "*)(" +
+              chunk_addr(leaf, pre) + ");\n";
+    return code + ind + "  }\n" + ind + "}\n";
   }
 
   // The column body of pass q for one column `col` of chunk k: evaluates `nodes`; accumulates
@@ -259,7 +312,11 @@ class RowGen {
     b.raw = [&](int leaf) {
       if (!unit(leaf)) return e_.ptr(leaf) + "[" + addr(leaf) + "]";
       vleaves.insert(leaf);
-      return (retained_.count(leaf) ? "lr" : "lw") + S(leaf) + "[k].v[" + el + "]";
+      std::string v = (retained_.count(leaf) ? "lr" : "lw") + S(leaf) + "[k].v[";
+      // Words: the bf16 column is a half of a 32-bit word; lm_b2f's shift of it folds into
+      // one instruction (w << 16, or w & 0xffff0000) instead of an unpack, a widen and a shift.
+      if (words(leaf)) return "(unsigned short)(" + v + "e >> 1] >> ((e & 1) * 16))";
+      return v + el + "]";
     };
     b.lin = [&](int leaf) { return addr(leaf); };
     b.ref = [&](int id) {
@@ -272,6 +329,14 @@ class RowGen {
         for (int r : reduces_)
           if (g_.nodes[r].a == id) code += accumulate(r, f, ind);
       if (!store || (!again_.empty() && again_[id])) return;
+      // A cast to bf16 read only by its stores: the store's conversion rounds it once (the same
+      // bits: rounding an already rounded value is exact), not lm_rb then lm_f2b / cvt again.
+      if (row_narrow() && g_.nodes[id].op == Op::Cast && g_.nodes[id].dtype == DType::BFloat16 &&
+          !read_by_node(id)) {
+        const std::string rb = "const float " + f + " = lm_rb(";
+        size_t p = code.rfind(rb);
+        if (p != std::string::npos) code.replace(p, rb.size(), "const float " + f + " = (");
+      }
       for (int o = 0; o < int(g_.outputs.size()); ++o) {
         if (g_.outputs[o].node != id) continue;
         int a = e_.out_access(o);
@@ -290,6 +355,12 @@ class RowGen {
     std::string code = e_.body(b, ind);
     if (R_ - K_ >= 2) code = e_.decompose("col", K_, R_, j_used_, "j", ind) + code;
     return code;
+  }
+
+  bool read_by_node(int id) const {
+    for (const GNode& y : g_.nodes)
+      if (y.a == id || y.b == id || y.c == id) return true;
+    return false;
   }
 
   // Accumulates f into reduction r: max.NaN / min.NaN for float max and min where available.
@@ -345,8 +416,9 @@ class RowGen {
       bool keep = retained_.count(leaf) > 0;
       if (keep && !loaded_.insert(leaf).second) continue;
       std::string name = (keep ? "lr" : "lw") + S(leaf);
-      if (!keep) code += ind + vec_t(leaf) + " " + name + "[" + S(uf) + "];\n";
-      loads.push_back(name + "[k] = *(const " + vec_t(leaf) + "*)(" + chunk_addr(leaf) + ");\n");
+      if (!keep) code += ind + leaf_vec_t(leaf) + " " + name + "[" + S(uf) + "];\n";
+      loads.push_back(name + "[k] = *(const " + leaf_vec_t(leaf) + "*)(" + chunk_addr(leaf) +
+                      ");\n");
     }
     if (!vleaves.empty()) e_.need("vec");
     if (!loads.empty()) {
@@ -381,8 +453,40 @@ class RowGen {
       else
         code += in3 + "*(" + vec_t(a) + "*)(" + chunk_addr(a) + ") = ow" + S(o) + ";\n";
     }
+    // Prefetch 1: the last pass to read a retained chunk reloads its registers with the next
+    // row's chunk, in flight while this row's later chunks, stores and reductions proceed.
+    if (pf_ == 1)
+      for (int leaf : vleaves)
+        if (retained_.count(leaf) && last_read_[leaf] == q)
+          code += in3 + "if (nrv) lr" + S(leaf) + "[k] = *(const " + leaf_vec_t(leaf) + "*)(" +
+                  chunk_addr(leaf, "n") + ");\n";
     code += in2 + "}\n" + ind + "}\n";
     return code;
+  }
+
+  // Chunks a lane of a loop walk takes a step: 4 (2 in 1024-thread blocks: 64 registers); a
+  // thread a row (column reductions) takes `unroll`, default 1.
+  int loop_chunks() const {
+    return v_.tpr == 1 ? std::max(1, v_.unroll) : v_.block() >= 1024 ? 2 : 4;
+  }
+  // The loop walk of a lane from chunk `start` to `end`, uf chunks a step. A thread a row with
+  // uf > 1 first takes whole steps with no guards, so the compiler issues their (strided,
+  // scalar) loads together before the in-order accumulation, then guarded last steps.
+  std::string steps(int q, const std::vector<int>& nodes, bool store, int uf,
+                    const std::string& start, const std::string& end, const std::string& ind) {
+    const std::string stride = S(uf * v_.tpr) + "u";
+    std::string code;
+    if (v_.tpr == 1 && uf > 1) {
+      code += ind + "U cb = " + start + ";\n";
+      code += ind + "for (; cb + " + S((uf - 1) * v_.tpr) + "u < " + end + "; cb += " + stride +
+              ") {\n";
+      code += walk(q, nodes, store, nullptr, uf, "true", ind + "  ");
+      code += ind + "}\n" + ind + "for (; cb < " + end + "; cb += " + stride + ") {\n";
+    } else {
+      code += ind + "for (U cb = " + start + "; cb < " + end + "; cb += " + stride + ") {\n";
+    }
+    code += walk(q, nodes, store, nullptr, uf, "ch < " + end, ind + "  ");
+    return code + ind + "}\n";
   }
 
   std::string row_nodes(const std::vector<int>& ids, const std::string& ind) {
@@ -429,17 +533,21 @@ class RowGen {
     if (v_.tpr <= 32) return code;
     // Warp w of row group grp writes slot grp * W + w (= threadIdx.x >> 5).
     int W = v_.tpr / 32;
+    // With par_ the slots are doubled and row-loop iteration `it` uses half it & 1: a lane
+    // writes a half again two iterations later, after passing the next iteration's barrier,
+    // which every lane reaches only after its reads here, so no barrier after the reads.
     std::string n = S(W * v_.rpb), at = v_.rpb > 1 ? "grp * " + S(W) + "u + " : "";
+    const std::string dim = par_ ? "[2]" : "", half = par_ ? "[it & 1u]" : "";
     std::string write, read;
     for (int r : rs) {
       Acc a = e_.acc(r);
-      shared_.insert("__shared__ " + a.type + " s" + S(r) + "[" + n + "];");
-      write += ind + "  s" + S(r) + "[threadIdx.x >> 5] = a" + S(r) + ";\n";
-      read += ind + "a" + S(r) + " = s" + S(r) + "[" + at + "0];\n";
+      shared_.insert("__shared__ " + a.type + " s" + S(r) + dim + "[" + n + "];");
+      write += ind + "  s" + S(r) + half + "[threadIdx.x >> 5] = a" + S(r) + ";\n";
+      read += ind + "a" + S(r) + " = s" + S(r) + half + "[" + at + "0];\n";
       if (a.index) {
-        shared_.insert("__shared__ long long si" + S(r) + "[" + n + "];");
-        write += ind + "  si" + S(r) + "[threadIdx.x >> 5] = ai" + S(r) + ";\n";
-        read += ind + "ai" + S(r) + " = si" + S(r) + "[" + at + "0];\n";
+        shared_.insert("__shared__ long long si" + S(r) + dim + "[" + n + "];");
+        write += ind + "  si" + S(r) + half + "[threadIdx.x >> 5] = ai" + S(r) + ";\n";
+        read += ind + "ai" + S(r) + " = si" + S(r) + half + "[" + at + "0];\n";
       }
     }
     code += ind + "if ((threadIdx.x & 31) == 0) {\n" + write + ind + "}\n";
@@ -447,10 +555,10 @@ class RowGen {
     code += ind + "for (int w = 1; w < " + S(W) + "; ++w) {\n";
     for (int r : rs)
       code += ind + "  " +
-              e_.acc_combine(r, "a" + S(r), "ai" + S(r), "s" + S(r) + "[" + at + "w]",
-                             "si" + S(r) + "[" + at + "w]") +
+              e_.acc_combine(r, "a" + S(r), "ai" + S(r), "s" + S(r) + half + "[" + at + "w]",
+                             "si" + S(r) + half + "[" + at + "w]") +
               "\n";
-    code += ind + "}\n" + ind + "__syncthreads();\n";
+    code += ind + "}\n" + (par_ ? "" : ind + "__syncthreads();\n");
     return code;
   }
 
@@ -485,6 +593,7 @@ class RowGen {
   // -----------------------------------------------------------------
   std::string single() {
     reset_kernel();
+    par_ = v_.sync1 && v_.tpr > 32;
     std::vector<int> targets;
     for (auto& o : g_.outputs) targets.push_back(o.node);
     std::vector<bool> need = closure(g_, targets);
@@ -493,13 +602,29 @@ class RowGen {
     const std::vector<int>& home = plan.home;
     std::vector<bool> cached(g_.nodes.size(), false);
     if (persistent) cached = plan.cached, retained_ = plan.retained;
+    // Prefetch: the retained vectors of the block's next row (row + the grid's rows) load
+    // while this row reduces and stores: 1 into the same registers, each chunk right after
+    // the last pass's read of it; 2 into a second set (nx) at the top of the row, copied
+    // over at its end. The first row loads before the loop; the walks load no retained leaf.
+    pf_ = persistent && !retained_.empty() ? v_.prefetch : 0;
+    last_read_.clear();
+    if (pf_) {
+      loaded_ = retained_;
+      for (int q = 0; q <= last_; ++q)
+        for (int id : full_in(need))
+          if ((home[id] == q || plan.again[q][id]) && is_load(g_.nodes[id]) &&
+              retained_.count(g_.nodes[id].leaf))
+            last_read_[g_.nodes[id].leaf] = q;
+    }
     const std::string in = "    ";
-    std::string body;
+    std::string body, outer;
     for (int id = 0; id < int(g_.nodes.size()); ++id)
       if (cached[id]) body += in + e_.ntype(id) + " c" + S(id) + "[" + S(v_.k * v_.vw) + "];\n";
     for (int leaf : retained_) {
       e_.need("vec");
-      body += in + vec_t(leaf) + " lr" + S(leaf) + "[" + S(v_.k) + "];\n";
+      std::string d = leaf_vec_t(leaf) + " lr" + S(leaf) + "[" + S(v_.k) + "];\n";
+      if (pf_ == 2) d += "  " + leaf_vec_t(leaf) + " nx" + S(leaf) + "[" + S(v_.k) + "];\n";
+      (pf_ ? outer : body) += (pf_ ? "  " : in) + d;
     }
     for (int q = 0; q <= last_; ++q) {
       std::vector<int> rown, rs = reduces_of_pass(q, need);
@@ -535,23 +660,42 @@ class RowGen {
           body += walk(q, nodes, true, &cached, v_.k, "rv && ch < nch", in + "  ");
           body += in + "}\n";
         } else {
-          int uf = v_.tpr == 1 ? 1 : v_.block() >= 1024 ? 2 : 4;  // 64 registers at 1024
+          int uf = loop_chunks();
           body += in + "if (rv) {\n";
-          body += in + "  for (U cb = " + lane_ + "; cb < nch; cb += " + S(uf * v_.tpr) + "u) {\n";
-          body += walk(q, nodes, q == last_, nullptr, uf, "ch < nch", in + "    ");
-          body += in + "  }\n" + in + "}\n";
+          body += steps(q, nodes, q == last_, uf, lane_, "nch", in + "  ");
+          body += in + "}\n";
         }
       }
       body += lanes(rs, in);
     }
     again_.clear(), loaded_.clear();
     body += row_outputs("rv && " + lane0_, in);
-    std::string k = header("loom_kernel");
-    k += "  for (U rb = (U)blockIdx.x * " + S(v_.rpb) + "u; rb < rows; rb += (U)gridDim.x * " +
-         S(v_.rpb) + "u) {\n";
-    k += std::string("    const U row = rb") + (v_.rpb > 1 ? " + grp" : "") + ";\n";
+    const std::string grp = v_.rpb > 1 ? " + grp" : "";
+    std::string next, first, swap;
+    if (pf_) {
+      next = in + "const U nrow = row + (U)gridDim.x * " + S(v_.rpb) + "u;\n" + in +
+             "const bool nrv = nrow < rows;\n";
+      std::string loads = pf_ == 2 ? retained_loads("nx", "n", "nrv", in) : "";
+      first = retained_loads("lr", "", "rv", "    ");
+      const std::string later = loads + body;
+      next += row_setup(in, "nrow", "n", &later) + loads;
+      first = "  {\n    const U row = (U)blockIdx.x * " + S(v_.rpb) + "u" + grp + ";\n" +
+              "    const bool rv = row < rows;\n" + row_setup(in, "row", "", &first) + first +
+              "  }\n";
+      if (pf_ == 2) {
+        swap = in + "#pragma unroll\n" + in + "for (int k = 0; k < " + S(v_.k) + "; ++k) {\n";
+        for (int leaf : retained_) swap += in + "  lr" + S(leaf) + "[k] = nx" + S(leaf) + "[k];\n";
+        swap += in + "}\n";
+      }
+    }
+    std::string k = header("loom_kernel") + outer + first;
+    k += "  for (U rb = (U)blockIdx.x * " + S(v_.rpb) + "u" + (par_ ? ", it = 0" : "") +
+         "; rb < rows; rb += (U)gridDim.x * " + S(v_.rpb) + "u" + (par_ ? ", it ^= 1u" : "") +
+         ") {\n";
+    k += "    const U row = rb" + grp + ";\n";
     k += "    const bool rv = row < rows;\n";
-    k += row_setup(in) + body + "  }\n}\n";
+    const std::string rest = next + body + swap;
+    k += row_setup(in, "row", "", pf_ ? &rest : nullptr) + rest + "  }\n}\n";
     return k;
   }
 
@@ -559,6 +703,7 @@ class RowGen {
   // --------------------------------------------------------------
   std::string split(int q, bool final_rows) {
     reset_kernel();
+    par_ = false, pf_ = 0;  // no row loop; barriers follow each combine anyway
     const int NR = int(reduces_.size());
     const bool acc = q < last_, rows_here = q == last_ || final_rows;
     std::vector<int> targets;
@@ -603,12 +748,9 @@ class RowGen {
     std::vector<int> nodes = full_in(need);
     if (!nodes.empty()) {
       cols_used_ = true;
-      int uf = v_.tpr == 1 ? 1 : v_.block() >= 1024 ? 2 : 4;
       body += in + "if (rv) {\n";
-      body +=
-          in + "  for (U cb = ch0 + " + lane_ + "; cb < ch1; cb += " + S(uf * v_.tpr) + "u) {\n";
-      body += walk(q, nodes, q == last_, nullptr, uf, "ch < ch1", in + "    ");
-      body += in + "  }\n" + in + "}\n";
+      body += steps(q, nodes, q == last_, loop_chunks(), "ch0 + " + lane_, "ch1", in + "  ");
+      body += in + "}\n";
     }
     if (acc) {
       body += lanes(rs, in);
@@ -691,11 +833,11 @@ void generate_rows(const Group& g, const Variant& v, Generated& out) { RowGen(g,
 
 namespace loom::cuda {
 
-int row_cache_bytes(const Group& g, int remat, int vw) {
+int row_cache_bytes(const Group& g, int remat, int vw, bool retained_only) {
   // The launcher asks on every launch (about 1.8 us to plan a layer_norm): remembered per thread
   // by signature, which covers everything the answer depends on (ops, dtypes, stride classes).
-  thread_local std::map<std::tuple<uint64_t, int, int>, int> memo;
-  std::tuple<uint64_t, int, int> key{g.signature, remat, vw};
+  thread_local std::map<std::tuple<uint64_t, int, int, bool>, int> memo;
+  std::tuple<uint64_t, int, int, bool> key{g.signature, remat, vw, retained_only};
   if (g.signature != 0) {
     auto it = memo.find(key);
     if (it != memo.end()) return it->second;
@@ -705,7 +847,8 @@ int row_cache_bytes(const Group& g, int remat, int vw) {
   gen::RowPlan p = gen::row_plan(g, e, remat);
   int bytes = 0;
   for (size_t i = 0; i < p.cached.size(); ++i)
-    if (p.cached[i]) bytes += itemsize(compute_dtype(g.nodes[i].dtype)) > 4 ? 8 : 4;
+    if (p.cached[i] && !retained_only)
+      bytes += itemsize(compute_dtype(g.nodes[i].dtype)) > 4 ? 8 : 4;
   for (int leaf : p.retained) {
     int isz = int(itemsize(g.leaves[leaf].dtype));
     bytes += vw > 0 ? (vw * isz + 3) / 4 * 4 / vw : isz;

@@ -197,9 +197,33 @@ bool narrow_rows(const Group& g) {
 //                          else 1 (a bf16 element has half the instructions per byte to spare)
 //   LOOM_CUDA_ROW_MINB=n   __launch_bounds__ min blocks an SM for persistent rows (caps
 //                          registers); 0 none (before 2026-11-29); unset: row_min_blocks
+//   LOOM_CUDA_ROW_GRID=stride|rows  grid of (not split) row and column kernels. stride
+//                          (default): at most 2 waves (2 x the blocks an SM's 2048 threads
+//                          hold) walking the rows in a grid-stride loop, so a block takes
+//                          rows/grid rows in a fixed order (65536 rows: 31 or 32 each);
+//                          rows: a block a row group, as Triton launches a persistent
+//                          reduction: the hardware hands each free slot the next row, no tail
+//                          of blocks with one row more
+//   LOOM_CUDA_ROW_SYNC=1|2 __syncthreads a block-wide combine (tpr > 32, not split): 2
+//                          (default) write, barrier, read, barrier; 1 parity-buffered slots
+//                          and no barrier after the reads (Variant::sync1)
+//   LOOM_CUDA_ROW_PREFETCH=0|1|2  persistent rows holding their input vectors (remat): the
+//                          block's next row loads while this one reduces and stores (a block
+//                          otherwise has no load in flight from its row's first reduction to
+//                          its next row). 0 (default): none; 1: into the same registers, each
+//                          chunk right after the last pass reads it (no registers more; the
+//                          loads overlap the last pass, the row outputs and the loop); 2: into
+//                          a second set at the top of the row (overlaps every reduction; twice
+//                          the held registers, so fewer blocks an SM under the min-blocks cap)
+//   LOOM_CUDA_COL_UNROLL=n column reductions (a thread a kept column, loop and split): rows a
+//                          thread loads a step, unguarded whole steps first so the n strided
+//                          loads issue together (default 1: today's loop; order of the sum
+//                          unchanged, so results are bit-identical)
 struct RowKnobs {
   int tpr = 0, rpb = 0, chunks = 4, minb = -1;
   int remat = -1;
+  bool grid_rows = false, sync1 = false;
+  int col_unroll = 1, prefetch = 0;
 };
 const RowKnobs& row_knobs() {
   static const RowKnobs k = [] {
@@ -215,6 +239,11 @@ const RowKnobs& row_knobs() {
     r.chunks = int(pow2ceil(get("LOOM_CUDA_ROW_CHUNKS", 1, 16, 4)));
     r.minb = get("LOOM_CUDA_ROW_MINB", 0, 32, -1);
     r.remat = get("LOOM_CUDA_ROW_REMAT", 0, 2, -1);
+    const char* grid = std::getenv("LOOM_CUDA_ROW_GRID");
+    r.grid_rows = grid && std::string(grid) == "rows";
+    r.sync1 = get("LOOM_CUDA_ROW_SYNC", 1, 2, 2) == 1;
+    r.prefetch = get("LOOM_CUDA_ROW_PREFETCH", 0, 2, 0);
+    r.col_unroll = int(pow2ceil(get("LOOM_CUDA_COL_UNROLL", 1, 16, 1)));
     return r;
   }();
   return k;
@@ -268,7 +297,15 @@ void row_geometry(const Group& g, int64_t nch, int vw, Variant& v) {
 int row_min_blocks(const Group& g, const Variant& v) {
   if (v.k == 0) return 0;  // the loop kernels spill under any cap (32768 columns: 48-78 used)
   int64_t held = cdiv(int64_t(v.k) * v.vw * row_cache_bytes(g, v.remat, v.vw), 4);
-  int64_t need = (held + 16 + 7) / 8 * 8, block = v.block();
+  // Prefetch holds the next row's vectors too: 2 always; 1 on narrow rows, where ptxas hoists
+  // the reloads above the current chunk's conversions (sm_90, uncapped: a 4096 bf16 rms_norm
+  // 32 -> 58 registers; f32 rows stay within 32 + 8). Narrow prefetching rows keep 24
+  // registers beside the held words for their conversions (16 spilled 60-112 bytes).
+  const bool narrow = narrow_rows(g);
+  if (v.prefetch == 2 || (v.prefetch == 1 && narrow))
+    held += cdiv(int64_t(v.k) * v.vw * row_cache_bytes(g, v.remat, v.vw, true), 4);
+  const int64_t spare = v.prefetch > 0 && narrow ? 24 : 16;
+  int64_t need = (held + spare + 7) / 8 * 8, block = v.block();
   int64_t b = std::min(2048 / block, 65536 / (need * block));
   return b >= 2 ? int(b) : 0;
 }
@@ -361,25 +398,31 @@ Variant choose_variant(const Group& g, int sm) {
   }
   v.reduce = true;
   int64_t cols = g.cols();
+  const RowKnobs& kn = row_knobs();
   if (layout == Layout::Columns) {
-    v.tpr = 1, v.rpb = 256;
+    v.tpr = 1, v.rpb = 256, v.unroll = kn.col_unroll;
   } else {
     v.vw = row_vector_width(g);
     row_geometry(g, cols / v.vw, v.vw, v);
-    const RowKnobs& kn = row_knobs();
     v.rpb = std::max(1, kn.rpb > 0 ? std::min(kn.rpb, 1024 / v.tpr) : 256 / v.tpr);
+    // Prefetch only where its registers leave 1024 threads an SM (not a 4096 bf16 softmax:
+    // its e values and both rows' inputs leave 2 blocks of 256; nor 1024-thread blocks).
+    v.prefetch = v.k > 0 && v.remat > 0 ? kn.prefetch : 0;
+    if (v.prefetch && row_min_blocks(g, v) * v.block() < 1024) v.prefetch = 0;
     v.minb = kn.minb < 0 ? row_min_blocks(g, v) : v.k > 0 ? std::min(kn.minb, 2048 / v.block()) : 0;
+    v.sync1 = kn.sync1 && v.tpr > 32;
   }
   if (split_segments(g, v, sm) > 1) {
     Variant s = v;
     s.split = true, s.k = 0;
-    s.remat = 0, s.minb = 0;
+    s.remat = 0, s.minb = 0, s.sync1 = false, s.prefetch = 0;
     if (layout != Layout::Columns) s.tpr = 256, s.rpb = 1;
     if (split_segments(g, s, sm) > 1) return s;
   }
   if (layout == Layout::Columns) {  // a thread a row: persistent for rows of up to 16 columns
     int64_t k = pow2ceil(std::max<int64_t>(1, cols));
     v.k = cols <= 16 && k * std::max(4, row_cache_bytes(g, 0)) <= 192 ? int(k) : 0;
+    if (v.k > 0) v.unroll = 1;  // persistent: no loop walk
   }
   return v;
 }
@@ -409,7 +452,8 @@ LaunchConfig launch_config(const Group& g, const Variant& v, int sm) {
     lc.seglen = cdiv(lc.seglen, v.vw) * v.vw;  // whole chunks a segment
     lc.grid_y = unsigned(std::max<int64_t>(1, cdiv(cols, lc.seglen)));
   } else {
-    int64_t cap = int64_t(sm) * std::max(1, 2048 / v.block()) * 2;
+    int64_t cap = row_knobs().grid_rows ? (int64_t(1) << 31) - 1
+                                        : int64_t(sm) * std::max(1, 2048 / v.block()) * 2;
     lc.grid_x = unsigned(std::clamp<int64_t>(blocks, 1, cap));
   }
   return lc;

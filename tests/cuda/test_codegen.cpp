@@ -114,6 +114,25 @@ std::vector<lc::Variant> variants_for(const Group& g, bool all) {
           vs.push_back(m);
         }
       }
+    // Launch knobs (cuda/launch.cpp): one barrier a block-wide combine (loop and persistent
+    // rows of 128 lanes), the next row prefetched (1: same registers, 2: a second set), and
+    // column reductions loading 8 rows a step.
+    if (l != lc::Layout::Columns && g.space.size() - g.n_kept == 1) {
+      lc::Variant s1 = loop;
+      s1.sync1 = true;
+      vs.push_back(s1);
+      for (int pf : {1, 2}) {
+        lc::Variant m = persist;
+        m.tpr = 128, m.rpb = 2, m.vw = 4, m.k = 2, m.minb = 4, m.remat = pf;
+        m.sync1 = true, m.prefetch = pf;
+        vs.push_back(m);
+      }
+    }
+    if (l == lc::Layout::Columns)
+      for (lc::Variant u : {loop, split}) {
+        u.unroll = 8;
+        vs.push_back(u);
+      }
   }
   return vs;
 }
@@ -564,6 +583,78 @@ TEST_CASE("codegen: persistent rows hold narrow rows in their storage type") {
   if (!lc::nvrtc_available()) return;
   StrictGuard strict;
   CHECK_FALSE(lc::compile(lc::generate(sm_bf16, capped).source, "loom_rows", 9, 0).cubin.empty());
+}
+
+TEST_CASE("codegen: row knobs: one barrier a combine, next-row prefetch, column unroll") {
+  auto only = [](const Tensor& t) {
+    std::vector<Group> gs = plan_storage(t.storage());
+    REQUIRE(gs.size() == 1);
+    return gs[0];
+  };
+  auto count = [](const std::string& s, const std::string& what) {
+    int n = 0;
+    for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+    return n;
+  };
+  Tensor fd = data({1024, 4096}, DType::Float32), hd = data({1024, 4096}, DType::BFloat16);
+  Group sm = only(softmax(fd.clone(), 1)), ln = only(layer_norm(fd.clone(), {4096}));
+  Group rms = only(rms_norm(hd.clone(), {4096}));
+  lc::Variant v = lc::choose_variant(sm, 132);
+  REQUIRE(v.tpr > 32);
+  REQUIRE(v.k > 0);
+  std::vector<std::string> srcs;
+  // Two combines (max, sum): 2 barriers each by default, 1 each with parity-buffered slots.
+  lc::Variant s1 = v;
+  s1.sync1 = true;
+  std::string a = lc::generate(sm, v).source, b = lc::generate(sm, s1).source;
+  CHECK(count(a, "__syncthreads();") == 4);
+  CHECK(count(b, "__syncthreads();") == 2);
+  CHECK(count(b, "[2][") == 2);
+  CHECK(s1.key() == v.key() + "_s1");
+  srcs.push_back(b);
+  // Prefetch: the input is loaded before the row loop and then once a row for the next row,
+  // never by the passes; 1 reloads lr in the last pass that reads it, 2 loads nx up front.
+  for (const Group* g : {&sm, &ln, &rms}) {
+    lc::Variant d = lc::choose_variant(*g, 132);
+    REQUIRE(d.remat > 0);
+    for (int pf : {1, 2}) {
+      lc::Variant p = d;
+      p.prefetch = pf;
+      std::string src = lc::generate(*g, p).source;
+      INFO(p.key() << "\n" << src);
+      CHECK(count(src, "lr0[k] = *(const lm_vec") == (pf == 1 ? 2 : 1));
+      CHECK(count(src, "nx0[k] = *(const lm_vec") == (pf == 2 ? 1 : 0));
+      CHECK(count(src, "lr0[k] = nx0[k];") == (pf == 2 ? 1 : 0));
+      CHECK(count(src, "if (nrv) lr0[k]") == (pf == 1 ? 1 : 0));
+      CHECK(count(src, "const U nrow = row + (U)gridDim.x") == 1);
+      // The output is stored once a row, by the last pass.
+      CHECK(count(src, ") = ow") + count(src, ") = op") == 1);
+      srcs.push_back(src);
+    }
+  }
+  // The launcher turns prefetch on only with a knob (default off) and keeps its key otherwise.
+  CHECK(v.prefetch == 0);
+  CHECK_FALSE(v.sync1);
+  CHECK(v.key().find("_p") == std::string::npos);
+  // Column mean over [65536, 64]: a thread a column; 8 rows a step: whole unguarded steps
+  // first, then guarded ones; the same in-order sum (one accumulate a row).
+  Tensor cd = data({65536, 64}, DType::Float32);
+  Group cm = only(mean(cd.clone(), Dims{0}, false));
+  lc::Variant c = lc::choose_variant(cm, 132);
+  REQUIRE(c.tpr == 1);
+  CHECK(c.unroll == 1);
+  lc::Variant c8 = c;
+  c8.unroll = 8;
+  std::string c1s = lc::generate(cm, c).source, c8s = lc::generate(cm, c8).source;
+  CHECK(c8.key() == c.key() + "_u8");
+  CHECK(count(c1s, "u < ch") == 0);
+  CHECK(count(c8s, "for (; cb + 7u < ch1; cb += 8u)") == 1);
+  CHECK(count(c8s, "for (; cb < ch1; cb += 8u)") == 1);
+  srcs.push_back(c8s);
+  if (!lc::nvrtc_available()) return;
+  StrictGuard strict;
+  for (const std::string& src : srcs)
+    CHECK_FALSE(lc::compile(src, "loom_row_knobs", 9, 0).cubin.empty());
 }
 
 TEST_CASE("codegen: a kernel carries only the helpers it uses") {
