@@ -210,7 +210,8 @@ bool narrow_rows(const Group& g) {
 //   LOOM_CUDA_ROW_PREFETCH=0|1|2  persistent rows holding their input vectors (remat): the
 //                          block's next row loads while this one reduces and stores (a block
 //                          otherwise has no load in flight from its row's first reduction to
-//                          its next row). 0 (default): none; 1: into the same registers, each
+//                          its next row). Default 1 on rows of 4-byte types, 0 on narrow ones
+//                          (H200 A/B); 0: none; 1: into the same registers, each
 //                          chunk right after the last pass reads it (no registers more; the
 //                          loads overlap the last pass, the row outputs and the loop); 2: into
 //                          a second set at the top of the row (overlaps every reduction; twice
@@ -223,7 +224,7 @@ struct RowKnobs {
   int tpr = 0, rpb = 0, chunks = 4, minb = -1;
   int remat = -1;
   bool grid_rows = false, sync1 = false;
-  int col_unroll = 1, prefetch = 0;
+  int col_unroll = 1, prefetch = -1;  // -1: 1 on rows of 4-byte types, 0 on narrow rows
 };
 const RowKnobs& row_knobs() {
   static const RowKnobs k = [] {
@@ -242,7 +243,7 @@ const RowKnobs& row_knobs() {
     const char* grid = std::getenv("LOOM_CUDA_ROW_GRID");
     r.grid_rows = grid && std::string(grid) == "rows";
     r.sync1 = get("LOOM_CUDA_ROW_SYNC", 1, 2, 2) == 1;
-    r.prefetch = get("LOOM_CUDA_ROW_PREFETCH", 0, 2, 0);
+    r.prefetch = get("LOOM_CUDA_ROW_PREFETCH", 0, 2, -1);
     r.col_unroll = int(pow2ceil(get("LOOM_CUDA_COL_UNROLL", 1, 16, 1)));
     return r;
   }();
@@ -407,7 +408,10 @@ Variant choose_variant(const Group& g, int sm) {
     v.rpb = std::max(1, kn.rpb > 0 ? std::min(kn.rpb, 1024 / v.tpr) : 256 / v.tpr);
     // Prefetch only where its registers leave 1024 threads an SM (not a 4096 bf16 softmax:
     // its e values and both rows' inputs leave 2 blocks of 256; nor 1024-thread blocks).
-    v.prefetch = v.k > 0 && v.remat > 0 ? kn.prefetch : 0;
+    // Default (H200, 2026-11-29, [65536, 4096], % of copy): prefetch 1 took f32 softmax /
+    // layer_norm / rms_norm 88/89/90 -> 91/92/93 but bf16 90/89/93 -> 85/80/82 (its registers).
+    const int pf = kn.prefetch >= 0 ? kn.prefetch : narrow_rows(g) ? 0 : 1;
+    v.prefetch = v.k > 0 && v.remat > 0 ? pf : 0;
     if (v.prefetch && row_min_blocks(g, v) * v.block() < 1024) v.prefetch = 0;
     v.minb = kn.minb < 0 ? row_min_blocks(g, v) : v.k > 0 ? std::min(kn.minb, 2048 / v.block()) : 0;
     v.sync1 = kn.sync1 && v.tpr > 32;
