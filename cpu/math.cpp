@@ -1,9 +1,9 @@
 #include "cpu/math.h"
 
 #include <Eigen/Core>
+#include <unsupported/Eigen/SpecialFunctions>
 #include <cmath>
 #include <limits>
-#include <unsupported/Eigen/SpecialFunctions>
 
 #include "ops/philox.h"
 #include "tensor/half.h"
@@ -140,93 +140,38 @@ void unary_float(Op op, const T* a, T* out, int64_t n) {
       o = x.exp();
       fix_exp_underflow(a, out, n);
       break;
-    case Op::Exp2:
-      map1(a, out, n, [](T v) { return std::exp2(v); });
-      break;
-    case Op::Expm1:
-      o = x.expm1();
-      break;
-    case Op::Log:
-      o = x.log();
-      break;
-    case Op::Log2:
-      map1(a, out, n, [](T v) { return std::log2(v); });
-      break;
-    case Op::Log1p:
-      o = x.log1p();
-      break;
-    case Op::Sqrt:
-      o = x.sqrt();
-      fix_at_inf(a, out, n, std::numeric_limits<T>::infinity());
-      break;
-    case Op::Rsqrt:
-      o = x.sqrt().inverse();
-      fix_at_inf(a, out, n, T(0));
-      break;
-    case Op::Reciprocal:
-      o = x.inverse();
-      break;
-    case Op::Sin:
-      o = x.sin();
-      break;
-    case Op::Cos:
-      o = x.cos();
-      break;
-    case Op::Tan:
-      map1(a, out, n, [](T v) { return std::tan(v); });
-      break;
-    case Op::Tanh:
-      o = x.tanh();
-      break;
-    case Op::Asin:
-      map1(a, out, n, [](T v) { return std::asin(v); });
-      break;
-    case Op::Acos:
-      map1(a, out, n, [](T v) { return std::acos(v); });
-      break;
-    case Op::Atan:
-      map1(a, out, n, [](T v) { return std::atan(v); });
-      break;
-    case Op::Sinh:
-      map1(a, out, n, [](T v) { return std::sinh(v); });
-      break;
-    case Op::Cosh:
-      map1(a, out, n, [](T v) { return std::cosh(v); });
-      break;
-    case Op::Erf:
-      o = x.erf();
-      break;
-    case Op::Sigmoid:
-      o = x.logistic();
-      break;
-    case Op::Gelu:
-      o = half * x * (T(1) + (x * T(M_SQRT1_2)).erf());
-      break;
+    case Op::Exp2: map1(a, out, n, [](T v) { return std::exp2(v); }); break;
+    case Op::Expm1: o = x.expm1(); break;
+    case Op::Log: o = x.log(); break;
+    case Op::Log2: map1(a, out, n, [](T v) { return std::log2(v); }); break;
+    case Op::Log1p: o = x.log1p(); break;
+    case Op::Sqrt: o = x.sqrt(); fix_at_inf(a, out, n, std::numeric_limits<T>::infinity()); break;
+    case Op::Rsqrt: o = x.sqrt().inverse(); fix_at_inf(a, out, n, T(0)); break;
+    case Op::Reciprocal: o = x.inverse(); break;
+    case Op::Sin: o = x.sin(); break;
+    case Op::Cos: o = x.cos(); break;
+    case Op::Tan: map1(a, out, n, [](T v) { return std::tan(v); }); break;
+    case Op::Tanh: o = x.tanh(); break;
+    case Op::Asin: map1(a, out, n, [](T v) { return std::asin(v); }); break;
+    case Op::Acos: map1(a, out, n, [](T v) { return std::acos(v); }); break;
+    case Op::Atan: map1(a, out, n, [](T v) { return std::atan(v); }); break;
+    case Op::Sinh: map1(a, out, n, [](T v) { return std::sinh(v); }); break;
+    case Op::Cosh: map1(a, out, n, [](T v) { return std::cosh(v); }); break;
+    case Op::Erf: o = x.erf(); break;
+    case Op::Sigmoid: o = x.logistic(); break;
+    case Op::Gelu: o = half * x * (T(1) + (x * T(M_SQRT1_2)).erf()); break;
     case Op::GeluTanh: {
       const T k = T(0.7978845608028654);  // sqrt(2/pi)
       o = half * x * (T(1) + (k * (x + T(0.044715) * x * x * x)).tanh());
       break;
     }
-    case Op::Silu:
-      o = x * x.logistic();
-      break;
-    case Op::Softplus:
-      map1(a, out, n, [](T v) { return v > T(20) ? v : std::log1p(std::exp(v)); });
-      break;
-    case Op::Floor:
-      o = x.floor();
-      break;
-    case Op::Ceil:
-      o = x.ceil();
-      break;
-    case Op::Round:
-      map1(a, out, n, [](T v) { return std::nearbyint(v); });
-      break;
-    case Op::Trunc:
-      map1(a, out, n, [](T v) { return std::trunc(v); });
-      break;
-    default:
-      break;
+    case Op::Silu: o = x * x.logistic(); break;
+    case Op::Softplus: map1(a, out, n, [](T v) { return v > T(20) ? v : std::log1p(std::exp(v)); }); break;
+    case Op::Floor: o = x.floor(); break;
+    case Op::Ceil: o = x.ceil(); break;
+    case Op::Round: map1(a, out, n, [](T v) { return std::nearbyint(v); }); break;
+    case Op::Trunc: map1(a, out, n, [](T v) { return std::trunc(v); }); break;
+    default: break;
   }
 }
 
@@ -235,15 +180,9 @@ void unary_float(Op op, const T* a, T* out, int64_t n) {
 template <typename T>
 void unary(Op op, const T* a, T* out, int64_t n) {
   switch (op) {
-    case Op::Neg:
-      map1(a, out, n, [](T v) { return T(-v); });
-      return;
-    case Op::Abs:
-      map1(a, out, n, [](T v) { return v < 0 ? T(-v) : v; });
-      return;
-    case Op::Square:
-      map1(a, out, n, [](T v) { return T(v * v); });
-      return;
+    case Op::Neg: map1(a, out, n, [](T v) { return T(-v); }); return;
+    case Op::Abs: map1(a, out, n, [](T v) { return v < 0 ? T(-v) : v; }); return;
+    case Op::Square: map1(a, out, n, [](T v) { return T(v * v); }); return;
     case Op::Sign:
       map1(a, out, n, [](T v) {
         if constexpr (std::is_floating_point_v<T>)
@@ -262,8 +201,7 @@ void unary(Op op, const T* a, T* out, int64_t n) {
           map1(a, out, n, [](T v) { return T(~v); });
       }
       return;
-    default:
-      break;
+    default: break;
   }
   if constexpr (std::is_floating_point_v<T>) {
     unary_float(op, a, out, n);
@@ -279,9 +217,7 @@ void unary_bool(Op op, const T* a, uint8_t* out, int64_t n) {
     T v = a[i];
     bool r = false;
     switch (op) {
-      case Op::IsNan:
-        r = v != v;
-        break;
+      case Op::IsNan: r = v != v; break;
       case Op::IsInf:
         if constexpr (std::is_floating_point_v<T>) r = std::isinf(v);
         break;
@@ -291,11 +227,8 @@ void unary_bool(Op op, const T* a, uint8_t* out, int64_t n) {
         else
           r = true;
         break;
-      case Op::LogicalNot:
-        r = v == T(0);
-        break;
-      default:
-        break;
+      case Op::LogicalNot: r = v == T(0); break;
+      default: break;
     }
     out[i] = r;
   }
@@ -308,27 +241,21 @@ void binary(Op op, const T* a, int sa, const T* b, int sb, T* out, int64_t n) {
       if constexpr (std::is_same_v<T, uint8_t>)  // bool: true + true is true (stays 0/1)
         return map2(a, sa, b, sb, out, n, [](T x, T y) { return T(x | y); });
       return map2(a, sa, b, sb, out, n, [](T x, T y) { return T(x + y); });
-    case Op::Sub:
-      return map2(a, sa, b, sb, out, n, [](T x, T y) { return T(x - y); });
-    case Op::Mul:
-      return map2(a, sa, b, sb, out, n, [](T x, T y) { return T(x * y); });
+    case Op::Sub: return map2(a, sa, b, sb, out, n, [](T x, T y) { return T(x - y); });
+    case Op::Mul: return map2(a, sa, b, sb, out, n, [](T x, T y) { return T(x * y); });
     case Op::Div:
       if constexpr (std::is_floating_point_v<T>)
         return map2(a, sa, b, sb, out, n, [](T x, T y) { return x / y; });
       return;
-    case Op::FloorDiv:
-      return map2(a, sa, b, sb, out, n, [](T x, T y) { return floor_div(x, y); });
-    case Op::Remainder:
-      return map2(a, sa, b, sb, out, n, [](T x, T y) { return py_mod(x, y); });
+    case Op::FloorDiv: return map2(a, sa, b, sb, out, n, [](T x, T y) { return floor_div(x, y); });
+    case Op::Remainder: return map2(a, sa, b, sb, out, n, [](T x, T y) { return py_mod(x, y); });
     case Op::Pow:
       if constexpr (std::is_floating_point_v<T>)
         return map2(a, sa, b, sb, out, n, [](T x, T y) { return std::pow(x, y); });
       else
         return map2(a, sa, b, sb, out, n, [](T x, T y) { return int_pow(x, y); });
-    case Op::Maximum:
-      return map2(a, sa, b, sb, out, n, [](T x, T y) { return nan_max(x, y); });
-    case Op::Minimum:
-      return map2(a, sa, b, sb, out, n, [](T x, T y) { return nan_min(x, y); });
+    case Op::Maximum: return map2(a, sa, b, sb, out, n, [](T x, T y) { return nan_max(x, y); });
+    case Op::Minimum: return map2(a, sa, b, sb, out, n, [](T x, T y) { return nan_min(x, y); });
     case Op::Atan2:
       if constexpr (std::is_floating_point_v<T>)
         return map2(a, sa, b, sb, out, n, [](T x, T y) { return std::atan2(x, y); });
@@ -345,35 +272,26 @@ void binary(Op op, const T* a, int sa, const T* b, int sb, T* out, int64_t n) {
       if constexpr (std::is_integral_v<T>)
         return map2(a, sa, b, sb, out, n, [](T x, T y) { return T(x ^ y); });
       return;
-    default:
-      return;
+    default: return;
   }
 }
 
 template <typename T>
 void binary_bool(Op op, const T* a, int sa, const T* b, int sb, uint8_t* out, int64_t n) {
   switch (op) {
-    case Op::Eq:
-      return map2(a, sa, b, sb, out, n, [](T x, T y) { return uint8_t(x == y); });
-    case Op::Ne:
-      return map2(a, sa, b, sb, out, n, [](T x, T y) { return uint8_t(x != y); });
-    case Op::Lt:
-      return map2(a, sa, b, sb, out, n, [](T x, T y) { return uint8_t(x < y); });
-    case Op::Le:
-      return map2(a, sa, b, sb, out, n, [](T x, T y) { return uint8_t(x <= y); });
-    case Op::Gt:
-      return map2(a, sa, b, sb, out, n, [](T x, T y) { return uint8_t(x > y); });
-    case Op::Ge:
-      return map2(a, sa, b, sb, out, n, [](T x, T y) { return uint8_t(x >= y); });
+    case Op::Eq: return map2(a, sa, b, sb, out, n, [](T x, T y) { return uint8_t(x == y); });
+    case Op::Ne: return map2(a, sa, b, sb, out, n, [](T x, T y) { return uint8_t(x != y); });
+    case Op::Lt: return map2(a, sa, b, sb, out, n, [](T x, T y) { return uint8_t(x < y); });
+    case Op::Le: return map2(a, sa, b, sb, out, n, [](T x, T y) { return uint8_t(x <= y); });
+    case Op::Gt: return map2(a, sa, b, sb, out, n, [](T x, T y) { return uint8_t(x > y); });
+    case Op::Ge: return map2(a, sa, b, sb, out, n, [](T x, T y) { return uint8_t(x >= y); });
     case Op::LogicalAnd:
       return map2(a, sa, b, sb, out, n, [](T x, T y) { return uint8_t(x != T(0) && y != T(0)); });
     case Op::LogicalOr:
       return map2(a, sa, b, sb, out, n, [](T x, T y) { return uint8_t(x != T(0) || y != T(0)); });
     case Op::LogicalXor:
-      return map2(a, sa, b, sb, out, n,
-                  [](T x, T y) { return uint8_t((x != T(0)) != (y != T(0))); });
-    default:
-      return;
+      return map2(a, sa, b, sb, out, n, [](T x, T y) { return uint8_t((x != T(0)) != (y != T(0))); });
+    default: return;
   }
 }
 
@@ -518,11 +436,11 @@ void philox_normal(const int64_t* idx, uint64_t seed, uint64_t offset, float* ou
   for (int64_t i = 0; i < n; ++i) out[i] = philox_normal_at(seed, offset + uint64_t(idx[i]));
 }
 
-#define LOOM_INST(T)                                                                 \
-  template void unary<T>(Op, const T*, T*, int64_t);                                 \
-  template void unary_bool<T>(Op, const T*, uint8_t*, int64_t);                      \
-  template void binary<T>(Op, const T*, int, const T*, int, T*, int64_t);            \
-  template void binary_bool<T>(Op, const T*, int, const T*, int, uint8_t*, int64_t); \
+#define LOOM_INST(T)                                                                        \
+  template void unary<T>(Op, const T*, T*, int64_t);                                         \
+  template void unary_bool<T>(Op, const T*, uint8_t*, int64_t);                              \
+  template void binary<T>(Op, const T*, int, const T*, int, T*, int64_t);                    \
+  template void binary_bool<T>(Op, const T*, int, const T*, int, uint8_t*, int64_t);         \
   template void select<T>(const uint8_t*, int, const T*, int, const T*, int, T*, int64_t);
 LOOM_INST(float)
 LOOM_INST(double)
