@@ -62,7 +62,8 @@ struct Prefetch {
     if (mode == 0) return;
     for (; k > 0 && cur < n; --k) {
       if (mode == 2)
-        write[cur] ? __builtin_prefetch(p[cur] + off, 1, 2) : __builtin_prefetch(p[cur] + off, 0, 2);
+        write[cur] ? __builtin_prefetch(p[cur] + off, 1, 2)
+                   : __builtin_prefetch(p[cur] + off, 0, 2);
       else
         write[cur] ? __builtin_prefetch(p[cur] + off, 1) : __builtin_prefetch(p[cur] + off, 0);
       off += 64;
@@ -505,8 +506,8 @@ class Runner {
         if constexpr (std::is_floating_point_v<T>)
           binary_pair<T>(p_.pair_op[id], static_cast<const T*>(a[0].p), a[0].s,
                          static_cast<const T*>(a[2].p), a[2].s, op, p_.pair_first[id],
-                         static_cast<const T*>(a[1].p), a[1].s, p_.pair_relu[id], static_cast<T*>(out),
-                         len);
+                         static_cast<const T*>(a[1].p), a[1].s, p_.pair_relu[id],
+                         static_cast<T*>(out), len);
       });
       return;
     }
