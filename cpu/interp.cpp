@@ -5,6 +5,7 @@
 
 #include <Eigen/Core>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -33,6 +34,13 @@ struct Operand {
   int s;  // 1: a register, 0: one value broadcast
 };
 
+// LOOM_CPU_PREFETCH (read once): 0 no software prefetch, 1 into L1 (prefetcht0), 2 into
+// L2 (prefetcht1).
+int prefetch_mode() {
+  const char* v = std::getenv("LOOM_CPU_PREFETCH");
+  return v ? std::atoi(v) : 1;
+}
+
 // Memory the next tile will touch, asked for a few cache lines at a time between this
 // tile's instructions: the interpreter reads a tile in its first instructions and then only
 // computes, so without it the memory wait and the compute of a tile never overlap, and
@@ -50,8 +58,14 @@ struct Prefetch {
     lines += (b + 63) / 64;
   }
   void step(int64_t k) {
+    static const int mode = prefetch_mode();
+    if (mode == 0) return;
     for (; k > 0 && cur < n; --k) {
-      write[cur] ? __builtin_prefetch(p[cur] + off, 1) : __builtin_prefetch(p[cur] + off, 0);
+      if (mode == 2)
+        write[cur] ? __builtin_prefetch(p[cur] + off, 1, 2)
+                   : __builtin_prefetch(p[cur] + off, 0, 2);
+      else
+        write[cur] ? __builtin_prefetch(p[cur] + off, 1) : __builtin_prefetch(p[cur] + off, 0);
       off += 64;
       if (off >= bytes[cur]) ++cur, off = 0;
     }
@@ -482,6 +496,18 @@ class Runner {
           unary_bool<T>(op, src, static_cast<uint8_t*>(out), len);
         else
           unary<T>(op, src, static_cast<T*>(out), len);
+      });
+      return;
+    }
+    if (is_binary(op) && p_.pair_op[&n - p_.nodes.data()] != Op::Const) {
+      int id = int(&n - p_.nodes.data());
+      dispatch_ct(out_ct, [&](auto t) {
+        using T = decltype(t);
+        if constexpr (std::is_floating_point_v<T>)
+          binary_pair<T>(p_.pair_op[id], static_cast<const T*>(a[0].p), a[0].s,
+                         static_cast<const T*>(a[2].p), a[2].s, op, p_.pair_first[id],
+                         static_cast<const T*>(a[1].p), a[1].s, p_.pair_relu[id],
+                         static_cast<T*>(out), len);
       });
       return;
     }

@@ -295,6 +295,68 @@ void binary_bool(Op op, const T* a, int sa, const T* b, int sb, uint8_t* out, in
   }
 }
 
+namespace {
+
+// One loop for the two ops of binary_pair; the common stride patterns get a loop each so
+// the compiler vectorizes them (a row scalar is read once, not per element).
+template <typename T, typename FI, typename FO>
+void pair_loop(const T* a, int sa, const T* c, int sc, const T* b, int sb, T* o, int64_t n, FI fi,
+               FO fo) {
+  if (sa && !sc && !sb) {
+    const T cv = c[0], bv = b[0];
+    for (int64_t i = 0; i < n; ++i) o[i] = fo(fi(a[i], cv), bv);
+  } else if (sa && sc && !sb) {
+    const T bv = b[0];
+    for (int64_t i = 0; i < n; ++i) o[i] = fo(fi(a[i], c[i]), bv);
+  } else if (sa && sc && sb) {
+    for (int64_t i = 0; i < n; ++i) o[i] = fo(fi(a[i], c[i]), b[i]);
+  } else if (sa && !sc && sb) {
+    const T cv = c[0];
+    for (int64_t i = 0; i < n; ++i) o[i] = fo(fi(a[i], cv), b[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) o[i] = fo(fi(a[i * sa], c[i * sc]), b[i * sb]);
+  }
+}
+
+// Calls f with the lambda of `op` (Add, Sub, Mul; `swap`: arguments reversed).
+template <typename T, typename F>
+void with_arith(Op op, bool swap, F f) {
+  switch (op) {
+    case Op::Add:
+      return f([](T x, T y) { return x + y; });
+    case Op::Mul:
+      return f([](T x, T y) { return x * y; });
+    case Op::Copy:
+      return f([](T x, T) { return x; });
+    default:
+      if (swap) return f([](T x, T y) { return y - x; });
+      return f([](T x, T y) { return x - y; });
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void binary_pair(Op inner, const T* a, int sa, const T* c, int sc, Op outer, bool first, const T* b,
+                 int sb, bool relu, T* out, int64_t n) {
+  if (inner == Op::Copy) sc = sa, c = a;  // not read; keeps to the vectorized loops
+  with_arith<T>(inner, false, [&](auto fi) {
+    with_arith<T>(outer, !first, [&](auto fo) {
+      if (!relu) return pair_loop(a, sa, c, sc, b, sb, out, n, fi, fo);
+      // relu as unary() computes it: NaN stays NaN
+      auto fr = [fo](T x, T y) {
+        T v = fo(x, y);
+        return v > 0 ? v : (v != v ? v : T(0));
+      };
+      pair_loop(a, sa, c, sc, b, sb, out, n, fi, fr);
+    });
+  });
+}
+template void binary_pair<float>(Op, const float*, int, const float*, int, Op, bool, const float*,
+                                 int, bool, float*, int64_t);
+template void binary_pair<double>(Op, const double*, int, const double*, int, Op, bool,
+                                  const double*, int, bool, double*, int64_t);
+
 template <typename T>
 void exp_sub(const T* a, int sa, const T* b, int sb, T* out, int64_t n) {
   Arr<T> o(out, n);

@@ -16,6 +16,12 @@ template <typename T>
 void binary(Op op, const T* a, int sa, const T* b, int sb, T* out, int64_t n);
 template <typename T>
 void binary_bool(Op op, const T* a, int sa, const T* b, int sb, uint8_t* out, int64_t n);
+// out = (a inner c) outer b, or b outer (a inner c) when !first, in one pass, then relu'd
+// when `relu`; inner and outer are Add, Sub or Mul, inner also Copy (a itself; c unread).
+// T float or double.
+template <typename T>
+void binary_pair(Op inner, const T* a, int sa, const T* c, int sc, Op outer, bool first, const T* b,
+                 int sb, bool relu, T* out, int64_t n);
 // out = exp(a - b) in one pass (T float or double).
 template <typename T>
 void exp_sub(const T* a, int sa, const T* b, int sb, T* out, int64_t n);

@@ -1,6 +1,7 @@
 #include "cpu/program.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <sstream>
 
 namespace loom::cpu {
@@ -52,6 +53,74 @@ std::vector<int> closure(const Program& p, std::vector<int> targets) {
   return out;
 }
 
+bool pairable(Op op) { return op == Op::Add || op == Op::Sub || op == Op::Mul; }
+
+// Folds a float Add/Sub/Mul into the Add/Sub/Mul that alone reads it (x * 1.5 + 0.5,
+// x * x + y, ...): the interpreter is bound by passes over L1-resident tiles, and this drops
+// one. An inner op that is itself folded is left alone (three arguments at most).
+void fuse_pairs(Program& p, const Group& g) {
+  int nn = int(p.nodes.size());
+  p.pair_op.assign(nn, Op::Const);
+  p.pair_first.assign(nn, 0);
+  // LOOM_CPU_PAIRS=0 turns the folding off (A/B timing, or to rule it out); read once.
+  static const bool on = [] {
+    const char* v = std::getenv("LOOM_CPU_PAIRS");
+    return !(v && v[0] == '0');
+  }();
+  if (!on) return;
+  std::vector<int> uses(nn, 0);
+  for (auto& n : p.nodes)
+    for (int a : {n.a, n.b, n.c})
+      if (a >= 0) uses[a]++;
+  for (auto& o : g.outputs) uses[o.node]++;
+  auto fits = [&](int id, CT c) {
+    const GNode& n = p.nodes[id];
+    return n.space == Space::Full && pairable(n.op) && n.a >= 0 && n.b >= 0 && n.c < 0 &&
+           p.ct[id] == c && p.ct[n.a] == c && p.ct[n.b] == c && !p.exp_sub[id] &&
+           p.pair_op[id] == Op::Const && n.leaf < 0;
+  };
+  for (int i = 0; i < nn; ++i) {
+    CT c = p.ct[i];
+    if ((c != CT::F32 && c != CT::F64) || !fits(i, c)) continue;
+    GNode& n = p.nodes[i];
+    for (bool first : {true, false}) {
+      int d = first ? n.a : n.b;
+      if (uses[d] != 1 || !fits(d, c) || p.nodes[d].pass > n.pass) continue;
+      const GNode& dn = p.nodes[d];
+      int other = first ? n.b : n.a;
+      p.pair_op[i] = dn.op;
+      p.pair_first[i] = first;
+      n.a = dn.a, n.c = dn.b, n.b = other;
+      break;
+    }
+  }
+  // relu(y) of an op y nothing else reads: the op's loop applies the relu too.
+  p.pair_relu.assign(nn, 0);
+  std::fill(uses.begin(), uses.end(), 0);
+  for (auto& n : p.nodes)
+    for (int a : {n.a, n.b, n.c})
+      if (a >= 0) uses[a]++;
+  for (auto& o : g.outputs) uses[o.node]++;
+  for (int i = 0; i < nn; ++i) {
+    GNode& n = p.nodes[i];
+    CT c = p.ct[i];
+    if (n.op != Op::Relu || n.space != Space::Full || (c != CT::F32 && c != CT::F64) || n.a < 0)
+      continue;
+    int d = n.a;
+    const GNode& dn = p.nodes[d];
+    bool plain = p.pair_op[d] == Op::Const;
+    if (uses[d] != 1 || dn.pass > n.pass || p.pair_relu[d] || p.exp_sub[d] ||
+        dn.space != Space::Full || !pairable(dn.op) || p.ct[d] != c)
+      continue;
+    if (plain && !fits(d, c)) continue;
+    n.op = dn.op;
+    n.a = dn.a, n.b = dn.b, n.c = plain ? dn.a : dn.c;
+    p.pair_op[i] = plain ? Op::Copy : p.pair_op[d];
+    p.pair_first[i] = plain ? 1 : p.pair_first[d];
+    p.pair_relu[i] = 1;
+  }
+}
+
 }  // namespace
 
 Program build_program(const Group& g) {
@@ -62,9 +131,11 @@ Program build_program(const Group& g) {
   for (auto& n : g.nodes) {
     p.ct.push_back(ct_of(n.dtype));
     p.row_slot.push_back(n.space == Space::Row ? p.n_row++ : -1);
-    p.acc_slot.push_back(is_reduce(n.op) ? int(std::count_if(g.nodes.begin(), g.nodes.begin() + (&n - g.nodes.data()),
-                                                             [](const GNode& m) { return is_reduce(m.op); }))
-                                         : -1);
+    p.acc_slot.push_back(
+        is_reduce(n.op)
+            ? int(std::count_if(g.nodes.begin(), g.nodes.begin() + (&n - g.nodes.data()),
+                                [](const GNode& m) { return is_reduce(m.op); }))
+            : -1);
   }
   // exp(x - y) whose difference nothing else reads (softmax's exp): one pass instead of two.
   p.exp_sub.assign(p.nodes.size(), 0);
@@ -84,6 +155,7 @@ Program build_program(const Group& g) {
     n.a = d.a;
     p.exp_sub[i] = 1;
   }
+  fuse_pairs(p, g);
   std::vector<std::vector<int>> targets(g.passes);
   std::vector<int> all_targets;
   for (int i = 0; i < int(g.nodes.size()); ++i) {

@@ -17,13 +17,22 @@ struct StepList {
 
 struct Program {
   std::vector<GNode> nodes;
-  std::vector<CT> ct;  // compute type per node
-  std::vector<int> reduces;  // reduce node ids
+  std::vector<CT> ct;         // compute type per node
+  std::vector<int> reduces;   // reduce node ids
   std::vector<int> row_slot;  // per node: its slot among Row nodes, or -1
   std::vector<int> acc_slot;  // per node: its slot among reduce nodes, or -1
   // Per node: 1 for an Exp rewritten to read x and y of its input x - y (a Sub nothing else
   // reads), computed as one instruction; the Sub is left out of the steps.
   std::vector<uint8_t> exp_sub;
+  // Per node: an Add/Sub/Mul whose argument was an Add/Sub/Mul nothing else reads, computed
+  // as one instruction (one loop over the tile instead of two). Rewritten to a, c = the inner
+  // op's arguments, b = this node's other argument; pair_op is the inner op (Op::Const where
+  // none) and pair_first says whether the inner result was this op's first argument.
+  std::vector<Op> pair_op;
+  std::vector<uint8_t> pair_first;
+  // Per node: a Relu folded onto the Add/Sub/Mul (folded pair or not) it alone read; the node
+  // takes that op's arguments and pair fields (a plain op gets pair_op Copy: `a` as is).
+  std::vector<uint8_t> pair_relu;
   int n_row = 0;
   int passes = 1;
   int last = 0;  // final pass

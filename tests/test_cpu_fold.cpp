@@ -1,0 +1,85 @@
+// The CPU interpreter folds an Add/Sub/Mul into the Add/Sub/Mul that alone reads it, and a
+// Relu into the op it alone reads (cpu/program.cpp fuse_pairs): every op pair, both argument
+// orders, scalar / tensor / per-row operands, short and long rows, float32 and float64, must
+// match fusion-off and a float64 reference.
+#include "helpers.h"
+
+using namespace loom;
+
+namespace {
+
+double arith(char op, double x, double y) { return op == '+' ? x + y : op == '-' ? x - y : x * y; }
+
+Tensor arith(char op, const Tensor& x, const Tensor& y) {
+  return op == '+' ? x + y : op == '-' ? x - y : x * y;
+}
+
+// The operand the outer op combines with the inner result.
+enum class Other { Scalar, Tensor, RowMax };
+
+void check_fold(const Shape& s, DType dt, char inner, char outer, bool inner_first, Other other,
+                bool relu_after, uint32_t seed) {
+  INFO("shape " << s.size() << "-d, " << numel(s) << " elements, dtype " << dtype_name(dt));
+  INFO("(x " << inner << " y) " << outer << " other, inner first " << inner_first << ", other "
+             << int(other) << ", relu " << relu_after);
+  Tensor x = lt::random(s, dt, seed), y = lt::random(s, dt, seed + 1),
+         z = lt::random(s, dt, seed + 2);
+  auto f = [&] {
+    Tensor w = other == Other::RowMax ? z.amax({int64_t(s.size()) - 1}, true) : z;
+    Tensor in = arith(inner, x, y);
+    Tensor r = other == Other::Scalar ? (inner_first ? (outer == '+'   ? in + 0.75
+                                                        : outer == '-' ? in - 0.75
+                                                                       : in * 0.75)
+                                                     : (outer == '+'   ? 0.75 + in
+                                                        : outer == '-' ? 0.75 - in
+                                                                       : 0.75 * in))
+                                      : (inner_first ? arith(outer, in, w) : arith(outer, w, in));
+    return relu_after ? relu(r) : r;
+  };
+  // float64 reference
+  std::vector<double> hx = lt::host(x), hy = lt::host(y), hz = lt::host(z);
+  int64_t cols = s.back(), n = numel(s);
+  std::vector<double> want(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    double w = 0.75;
+    if (other == Other::Tensor) w = hz[size_t(i)];
+    if (other == Other::RowMax) {
+      int64_t r0 = i / cols * cols;
+      w = *std::max_element(hz.begin() + r0, hz.begin() + r0 + cols);
+    }
+    double in = arith(inner, hx[size_t(i)], hy[size_t(i)]);
+    double r = inner_first ? arith(outer, in, w) : arith(outer, w, in);
+    want[size_t(i)] = relu_after ? std::max(r, 0.0) : r;
+  }
+  std::vector<double> got = lt::check_fused_matches_unfused(f);
+  lt::check_close(lt::make(got, s, DType::Float64), want, lt::tol(dt));
+}
+
+}  // namespace
+
+TEST_CASE("cpu fold: op pairs and a trailing relu match fusion-off and float64") {
+  uint32_t seed = 7000;
+  const char ops[] = {'+', '-', '*'};
+  for (const Shape& s : {Shape{37, 45}, Shape{70001}})
+    for (DType dt : {DType::Float32, DType::Float64})
+      for (char inner : ops)
+        for (char outer : ops)
+          for (bool first : {true, false})
+            for (Other o : {Other::Scalar, Other::Tensor, Other::RowMax})
+              for (bool r : {false, true}) check_fold(s, dt, inner, outer, first, o, r, seed += 3);
+}
+
+TEST_CASE("cpu fold: relu of a plain op, NaN kept, and a folded value read twice") {
+  Tensor x = lt::make({-1, 2, NAN, 0.5, -3, 4}, {6});
+  Tensor y = lt::make({1, 1, 1, -2, 1, -5}, {6});
+  // relu(x * y): NaN stays NaN, negatives become 0
+  std::vector<double> got =
+      lt::check_fused_matches_unfused([&] { return relu(x * y); }, lt::Tol{0, 0});
+  lt::check_close(lt::make(got, {6}, DType::Float64), {0, 2, NAN, 0, 0, 0});
+  // x * y + 1 read by two consumers: not folded into either, both right
+  std::vector<double> got2 = lt::check_fused_matches_unfused([&] {
+    Tensor t = x * y - 1.0;
+    return t * 2.0 + relu(t);
+  });
+  lt::check_close(lt::make(got2, {6}, DType::Float64), {-4, 3, NAN, -4, -8, -42});
+}
