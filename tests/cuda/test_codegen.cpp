@@ -29,6 +29,20 @@ namespace lc = loom::cuda;
 
 namespace {
 
+// The one group that computes `t` (planned, not run).
+Group only(const Tensor& t) {
+  std::vector<Group> gs = plan_storage(t.storage());
+  REQUIRE(gs.size() == 1);
+  return gs[0];
+}
+
+// Occurrences of `what` in a generated source.
+int count(const std::string& s, const std::string& what) {
+  int n = 0;
+  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+  return n;
+}
+
 const DType kDtypes[] = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16,
                          DType::Int32,   DType::Int64,   DType::Bool};
 
@@ -350,11 +364,6 @@ TEST_CASE("codegen: source depends on structure only, not values, sizes or devic
 }
 
 TEST_CASE("codegen: kernel kinds follow the group's structure") {
-  auto only = [](const Tensor& t) {
-    std::vector<Group> gs = plan_storage(t.storage());
-    REQUIRE(gs.size() == 1);
-    return gs[0];
-  };
   Tensor ad = data({64, 1000}, DType::Float32), fd = data({1 << 20}, DType::Float32);
   Tensor a = ad.clone();
   CHECK(lc::layout_of(only(a * 2.0)) == lc::Layout::PointwiseContiguous);
@@ -401,16 +410,6 @@ TEST_CASE("codegen: kernel kinds follow the group's structure") {
 TEST_CASE("codegen: pointwise vector loops") {
   // Cold compile (issue 7): the element body appears once in the source (no scalar tail loop
   // after the vector loop), for either lane form; unroll and lane form are part of the key.
-  auto only = [](const Tensor& t) {
-    std::vector<Group> gs = plan_storage(t.storage());
-    REQUIRE(gs.size() == 1);
-    return gs[0];
-  };
-  auto count = [](const std::string& s, const std::string& w) {
-    int c = 0;
-    for (size_t at = s.find(w); at != std::string::npos; at = s.find(w, at + 1)) ++c;
-    return c;
-  };
   Tensor xd = data({4099}, DType::Float32), hd = data({4099}, DType::Float16);
   Tensor md = data({64, 1000}, DType::Float32), bd = data({1000}, DType::Float32, 2);
   Group sin_g = only(sin(xd.clone()) * 0.5 + xd), sin_h = only(sin(hd.clone()) * 0.5);
@@ -478,16 +477,6 @@ TEST_CASE("codegen: pointwise vector loops") {
 }
 
 TEST_CASE("codegen: persistent rows hold narrow rows in their storage type") {
-  auto only = [](const Tensor& t) {
-    std::vector<Group> gs = plan_storage(t.storage());
-    REQUIRE(gs.size() == 1);
-    return gs[0];
-  };
-  auto count = [](const std::string& s, const std::string& what) {
-    int n = 0;
-    for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
-    return n;
-  };
   // 1024 rows: enough row blocks for 132 SMs, so no split.
   Tensor fd = data({1024, 4096}, DType::Float32), hd = data({1024, 4096}, DType::BFloat16);
   Tensor wd = data({4096}, DType::Float32, 2), bd = data({4096}, DType::Float32, 3);
@@ -586,16 +575,6 @@ TEST_CASE("codegen: persistent rows hold narrow rows in their storage type") {
 }
 
 TEST_CASE("codegen: row knobs: one barrier a combine, next-row prefetch, column unroll") {
-  auto only = [](const Tensor& t) {
-    std::vector<Group> gs = plan_storage(t.storage());
-    REQUIRE(gs.size() == 1);
-    return gs[0];
-  };
-  auto count = [](const std::string& s, const std::string& what) {
-    int n = 0;
-    for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
-    return n;
-  };
   Tensor fd = data({1024, 4096}, DType::Float32), hd = data({1024, 4096}, DType::BFloat16);
   Group sm = only(softmax(fd.clone(), 1)), ln = only(layer_norm(fd.clone(), {4096}));
   Group rms = only(rms_norm(hd.clone(), {4096}));

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cuda/stream.h"
+#include "device_checks.h"
 #include "loom.h"
 
 using namespace loom;
@@ -22,46 +23,16 @@ Backend& cpu_backend();
 
 namespace {
 
+using loom::test::error_of;
+using loom::test::mismatches;
+using loom::test::values;
+
 Device cuda_dev(int i) { return Device{DeviceKind::CUDA, i}; }
 
 bool no_gpu() {
   if (backend_available(DeviceKind::CUDA)) return false;
   MESSAGE("CUDA unavailable, skipping the GPU device tests");
   return true;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no loom::Error>";
-}
-
-#define CHECK_ERROR_HAS(expr, part)                     \
-  do {                                                  \
-    std::string msg_ = error_of([&] { (void)(expr); }); \
-    INFO("message: " << msg_);                          \
-    CHECK(msg_.find(part) != std::string::npos);        \
-  } while (0)
-
-std::vector<double> values(int64_t n, uint32_t seed) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<double> d(-1, 1);
-  std::vector<double> v(static_cast<size_t>(n));
-  for (auto& x : v) x = d(g);
-  return v;
-}
-
-// Elements of `got` (any device) farther than rtol/atol from `want` (any device).
-int64_t mismatches(const Tensor& got, const Tensor& want, double rtol = 1e-5, double atol = 1e-6) {
-  REQUIRE(got.shape() == want.shape());
-  std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
-  int64_t bad = 0;
-  for (size_t i = 0; i < g.size(); ++i)
-    if (!(std::fabs(g[i] - w[i]) <= atol + rtol * std::fabs(w[i]))) ++bad;
-  return bad;
 }
 
 // A small program with a reduction, a broadcast and an in-place update: run on `d`.

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cuda/stream.h"
+#include "device_checks.h"
 #include "loom.h"
 
 using namespace loom;
@@ -24,46 +25,16 @@ namespace lc = loom::cuda;
 
 namespace {
 
+using loom::test::error_of;
+using loom::test::mismatches;
+using loom::test::values;
+
 const Device kGPU{DeviceKind::CUDA, 0};
 
 bool skip() {
   if (backend_available(DeviceKind::CUDA)) return false;
   MESSAGE("CUDA unavailable, skipping GPU stream tests");
   return true;
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no loom::Error>";
-}
-
-#define CHECK_ERROR_HAS(expr, part)                     \
-  do {                                                  \
-    std::string msg_ = error_of([&] { (void)(expr); }); \
-    INFO("message: " << msg_);                          \
-    CHECK(msg_.find(part) != std::string::npos);        \
-  } while (0)
-
-std::vector<double> values(int64_t n, uint32_t seed, double lo = -1, double hi = 1) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<double> d(lo, hi);
-  std::vector<double> v(static_cast<size_t>(n));
-  for (auto& x : v) x = d(g);
-  return v;
-}
-
-// Number of elements of `got` (any device) outside rtol/atol of `want` (any device).
-int64_t mismatches(const Tensor& got, const Tensor& want, double rtol = 1e-4, double atol = 1e-5) {
-  REQUIRE(got.shape() == want.shape());
-  std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
-  int64_t bad = 0;
-  for (size_t i = 0; i < g.size(); ++i)
-    if (!(std::fabs(g[i] - w[i]) <= atol + rtol * std::fabs(w[i]))) ++bad;
-  return bad;
 }
 
 // Runs `f` with `s` as the current stream when given (the GPU run), else as is (the CPU run).
