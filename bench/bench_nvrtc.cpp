@@ -54,28 +54,22 @@ Tensor data(const Shape& s, DType dt) {
   return base;
 }
 
-// suite.py's UNARY ops, in its order.
-const char* const kUnary[] = {"tanh", "sigmoid", "exp", "sin", "cos", "relu", "abs", "neg"};
-Tensor unary(int k, const Tensor& y) {
-  switch (k) {
-    case 0:
-      return tanh(y);
-    case 1:
-      return sigmoid(y);
-    case 2:
-      return exp(y);
-    case 3:
-      return sin(y);
-    case 4:
-      return cos(y);
-    case 5:
-      return relu(y);
-    case 6:
-      return abs(y);
-    default:
-      return neg(y);
-  }
-}
+// suite.py's UNARY ops, in its order: a name and the op, in one table.
+struct UnaryOp {
+  const char* name;
+  Tensor (*fn)(const Tensor&);
+};
+const UnaryOp kUnary[] = {
+    {"tanh", [](const Tensor& y) { return tanh(y); }},
+    {"sigmoid", [](const Tensor& y) { return sigmoid(y); }},
+    {"exp", [](const Tensor& y) { return exp(y); }},
+    {"sin", [](const Tensor& y) { return sin(y); }},
+    {"cos", [](const Tensor& y) { return cos(y); }},
+    {"relu", [](const Tensor& y) { return relu(y); }},
+    {"abs", [](const Tensor& y) { return abs(y); }},
+    {"neg", [](const Tensor& y) { return neg(y); }},
+};
+Tensor unary(int k, const Tensor& y) { return kUnary[k].fn(y); }
 
 // bench/suite.py's compile rows: 6 x (unary, * 0.5, + x), the unary ops from the base-8 digits
 // of i (a distinct signature per i), 18 ops over 4096 floats.
@@ -256,10 +250,10 @@ int main(int argc, char** argv) {
   if (per_op) {
     std::printf("\none op a kernel, op(x) * 0.5 + x on 4096 f32:\n");
     for (int k = 0; k < 8; ++k) {
-      std::string src = lower(unary(k, x.clone()) * 0.5 + x, kUnary[k])[0].source;
+      std::string src = lower(unary(k, x.clone()) * 0.5 + x, kUnary[k].name)[0].source;
       std::vector<double> t;
       for (int r = 0; r < reps; ++r) t.push_back(lc::compile(src, "loom_bench", 9, 0, opts).ms);
-      std::printf("%-8s median %6.1f ms  min %6.1f ms\n", kUnary[k], median(t),
+      std::printf("%-8s median %6.1f ms  min %6.1f ms\n", kUnary[k].name, median(t),
                   *std::min_element(t.begin(), t.end()));
     }
   }
