@@ -472,13 +472,6 @@ SplitScratch split_scratch(const Group& g, const Generated& k, const LaunchConfi
   return s;
 }
 
-std::vector<char> pack_params(const Group& g, const ParamSpec& spec, const LaunchConfig& lc,
-                              const uint64_t scratch[3]) {
-  std::vector<char> b;
-  pack_params(g, spec, lc, scratch, b);
-  return b;
-}
-
 void pack_params(const Group& g, const ParamSpec& spec, const LaunchConfig& lc,
                  const uint64_t scratch[3], std::vector<char>& b) {
   b.assign(spec.bytes(), 0);

@@ -24,10 +24,8 @@ struct SplitScratch {
 };
 SplitScratch split_scratch(const Group& g, const Generated& k, const LaunchConfig& lc);
 
-// The parameter block; `scratch` holds the device pointers for kPartials, kFinals, kCounters.
-std::vector<char> pack_params(const Group& g, const ParamSpec& spec, const LaunchConfig& lc,
-                              const uint64_t scratch[3]);
-// The same into `out` (resized to the block; its capacity is reused launch after launch).
+// The parameter block into `out` (resized to it; its capacity is reused launch after launch);
+// `scratch` holds the device pointers for kPartials, kFinals, kCounters.
 void pack_params(const Group& g, const ParamSpec& spec, const LaunchConfig& lc,
                  const uint64_t scratch[3], std::vector<char>& out);
 
