@@ -286,7 +286,7 @@ bool Gen::normalization() {
   int k = std::min(r, ri(1, 2));
   std::vector<int> red;
   for (int d = r - k; d < r; ++d) red.push_back(d);
-  if (mx.constant_over(red, sx)) return false;
+  if (mx.constant_over(red, sx) || mx.noise) return false;
   Shape ts(sx.end() - k, sx.end());
   std::vector<Operand> args = {Operand::v(x)};
   KW kw = {{"k", std::to_string(k)}};

@@ -120,6 +120,7 @@ double saturation(const std::string& op) {
 void Gen::finish_meta(const Instr& in, Meta& m) {
   m.hist = m.bound;
   double b = 0;
+  bool levels = false, noise = false;
   std::vector<int> roots;
   for (auto& a : in.args) {
     if (!a.is_val) continue;
@@ -127,10 +128,26 @@ void Gen::finish_meta(const Instr& in, Meta& m) {
     m.hist = std::max(m.hist, x.hist);
     m.ties = m.ties || x.ties;
     m.pinned = m.pinned || x.pinned;
+    levels = levels || x.levels;
+    noise = noise || x.noise;
     m.deps |= x.deps;
     b = std::max(b, x.bound);
     roots.push_back(env_.root[size_t(a.val)]);
   }
+  // Ops that map integer-like levels to integer-like levels exactly (sums stay small).
+  static const std::vector<std::string> exact = {
+      "neg",     "abs",     "relu",       "sign",      "add",     "sub",     "mul",     "square",
+      "maximum", "minimum", "where",      "sum",       "cumsum",  "amax",    "amin",    "prod",
+      "cat",     "clone",   "contiguous", "expand",    "flatten", "permute", "reshape", "select",
+      "slice",   "squeeze", "transpose",  "unsqueeze", "index",   "cast",    "rt",      "toint"};
+  if (is_discontinuous_op(in.op))
+    m.levels = true;
+  else if (levels && std::find(exact.begin(), exact.end(), in.op) != exact.end())
+    m.levels = true;
+  else if (levels)
+    m.pinned = true;
+  // m.pinned is still the operands' here (a normalizing op sets its own below).
+  m.noise = noise || ((in.op == "sum" || in.op == "mean") && m.pinned);
   static const std::vector<std::string> normalizing = {
       "softmax", "log_softmax", "layer_norm", "rms_norm", "logsumexp", "mean", "var", "std"};
   if (std::find(normalizing.begin(), normalizing.end(), in.op) != normalizing.end())
@@ -170,7 +187,8 @@ bool Gen::emit_inplace(Instr in, double new_bound) {
         if (a.is_val) {
           const Meta& x = meta_[size_t(a.val)];
           m.hist = std::max(m.hist, x.hist);
-          m.pinned = m.pinned || x.pinned;
+          m.pinned = m.pinned || x.pinned || (x.levels && in.op == "div_");
+          m.noise = m.noise || x.noise;
           m.deps |= x.deps;
         }
       m.hist = std::max(m.hist, m.bound);

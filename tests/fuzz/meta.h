@@ -17,6 +17,13 @@ struct Meta {
   // It may sit exactly on a special value up to rounding (a softmax row sums to 1, a
   // saturated probability is 1, centred data sums to 0): floor or a comparison could flip.
   bool pinned = false;
+  // It holds few, integer-like levels (floor, comparisons, casts to int and exact arithmetic
+  // on them): an inexact op can map a level onto a spot a discontinuous op flips at, e.g.
+  // square(sqrt(|k| + 0.5)) = k + 0.5 +- 1 ulp under round, asin(sin(1)) = 1 -+ 1 ulp under floor.
+  bool levels = false;
+  // A sum or mean of a normalized value: it may be zero up to rounding (centred rows), so
+  // normalizing it again (or its var/std) amplifies that noise to O(1).
+  bool noise = false;
   uint64_t deps = 0;  // the inputs it was computed from (bit id % 64)
   static Meta fresh(const Shape& s, double bound);
   // Normalizing over `dims` of a row that is constant there amplifies rounding noise.
