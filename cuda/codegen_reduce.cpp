@@ -149,6 +149,7 @@ bool row_narrow() {
 class RowGen {
  public:
   RowGen(const Group& g, const Variant& v) : g_(g), v_(v), e_(g) {
+    e_.fast_exp = v.fexp;
     R_ = e_.rank, K_ = e_.kept, last_ = g.passes - 1;
     for (int i = 0; i < int(g.nodes.size()); ++i)
       if (is_reduce(g.nodes[i].op)) reduces_.push_back(i);

@@ -141,6 +141,11 @@ std::vector<lc::Variant> variants_for(const Group& g, bool all) {
         m.sync1 = true, m.prefetch = pf;
         vs.push_back(m);
       }
+      // f32 exp as ex2.approx (LOOM_CUDA_ROW_FASTEXP), in a persistent and a loop kernel.
+      for (lc::Variant x : {persist, loop}) {
+        x.fexp = true;
+        vs.push_back(x);
+      }
     }
     if (l == lc::Layout::Columns)
       for (lc::Variant u : {loop, split}) {
@@ -641,6 +646,67 @@ TEST_CASE("codegen: row knobs: one barrier a combine, next-row prefetch, column 
   StrictGuard strict;
   for (const std::string& src : srcs)
     CHECK_FALSE(lc::compile(src, "loom_row_knobs", 9, 0).cubin.empty());
+}
+
+TEST_CASE("codegen: row knobs: fast exp, even grid") {
+  Tensor fd = data({1024, 4096}, DType::Float32), hd = data({1024, 4096}, DType::BFloat16);
+  Tensor dd = data({64, 1000}, DType::Float64);
+  Group sf = only(softmax(fd.clone(), 1)), sh = only(softmax(hd.clone(), 1));
+  Group sd = only(softmax(dd.clone(), 1)), ls = only(log_softmax(fd.clone(), 1));
+  Group ln = only(layer_norm(fd.clone(), {4096}));
+  std::vector<std::string> srcs;
+  // FASTEXP: every f32 exp of the kernel (softmax: the sum pass and the store pass; log_softmax:
+  // the sum) becomes lm_fexp, defined once; double exps and groups without exp are untouched.
+  if (!std::getenv("LOOM_CUDA_ROW_FASTEXP")) {
+    for (const Group* g : {&sf, &sh, &sd, &ln}) CHECK_FALSE(lc::choose_variant(*g, 132).fexp);
+  }
+  for (const Group* g : {&sf, &sh, &ls}) {
+    lc::Variant v = lc::choose_variant(*g, 132), x = v;
+    v.fexp = false, x.fexp = true;
+    std::string a = lc::generate(*g, v).source, b = lc::generate(*g, x).source;
+    INFO(x.key() << "\n" << b);
+    CHECK(x.key() == v.key() + "_x");
+    CHECK(count(a, "lm_fexp") == 0);
+    CHECK(count(b, "expf(") == 0);
+    CHECK(count(b, "lm_fexp(") == count(a, "expf(") + 1);  // + the definition
+    CHECK(count(b, "ex2.approx.ftz.f32") == 1);
+    srcs.push_back(b);
+  }
+  {
+    lc::Variant v = lc::choose_variant(sd, 132);
+    v.fexp = true;
+    std::string src = lc::generate(sd, v).source;
+    CHECK(count(src, "lm_fexp") == 0);
+    CHECK(count(src, "exp(") > 0);
+  }
+  // Grid modes for 65536 rows of the f32 softmax (256 threads, 8 blocks an SM, 132 SMs):
+  // stride 2 waves (2112 blocks: 64 of them take a 32nd row), rows one a block, even one
+  // wave of 1041 blocks, 1040 of them taking 63 rows (the least a resident block can).
+  lc::Variant v = lc::choose_variant(sf, 132);
+  REQUIRE(v.block() == 256);
+  REQUIRE(v.rpb == 1);
+  REQUIRE(v.minb == 8);
+  CHECK(lc::row_grid(65536, v, 132, lc::RowGrid::Stride) == 2112);
+  CHECK(lc::row_grid(65536, v, 132, lc::RowGrid::Rows) == 65536);
+  CHECK(lc::row_grid(65536, v, 132, lc::RowGrid::Even) == 1041);
+  for (int64_t blocks : {1, 7, 1055, 1056, 1057, 4096, 65536, 100003}) {
+    const int64_t slots = 132 * 8, g = lc::row_grid(blocks, v, 132, lc::RowGrid::Even);
+    const int64_t per = (blocks + g - 1) / g, least = (blocks + slots - 1) / slots;
+    INFO(blocks << " row groups: " << g << " blocks");
+    CHECK(g <= slots);
+    CHECK(g <= blocks);
+    CHECK(per == least);                   // no block takes more than a full wave needs
+    CHECK((g - 1) * per < blocks);         // every block has rows
+    CHECK(blocks - (g - 1) * per <= per);  // the last takes the rest
+  }
+  lc::Variant u = v;
+  u.minb = 0;  // residency unknown: the stride grid
+  CHECK(lc::row_grid(65536, u, 132, lc::RowGrid::Even) ==
+        lc::row_grid(65536, u, 132, lc::RowGrid::Stride));
+  if (!lc::nvrtc_available()) return;
+  StrictGuard strict;
+  for (const std::string& src : srcs)
+    CHECK_FALSE(lc::compile(src, "loom_row_fexp", 9, 0).cubin.empty());
 }
 
 TEST_CASE("codegen: a kernel carries only the helpers it uses") {
