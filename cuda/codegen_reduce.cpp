@@ -283,6 +283,19 @@ class RowGen {
   std::string leaf_vec_t(int leaf) const {
     return words(leaf) ? "lm_vec<unsigned, " + S(v_.vw / 2) + ">" : vec_t(leaf);
   }
+  // A chunk load or store of `type` at `addr`: plain, or streaming (.cs) where Variant::evict
+  // asks. Loads only in persistent rows, which read the row once (a loop kernel reads it again
+  // each pass, from L2).
+  std::string vload(const std::string& type, const std::string& addr) {
+    if (!(v_.evict & 1) || v_.k == 0) return "*(const " + type + "*)(" + addr + ")";
+    e_.need("ldcs");
+    return "lm_ldcs((const " + type + "*)(" + addr + "))";
+  }
+  std::string vstore(const std::string& type, const std::string& addr, const std::string& val) {
+    if (!(v_.evict & 2)) return "*(" + type + "*)(" + addr + ") = " + val + ";\n";
+    e_.need("stcs");
+    return "lm_stcs((" + type + "*)(" + addr + "), " + val + ");\n";
+  }
   std::string chunk_addr(int a, const std::string& pre = "") {
     return e_.ptr(a) + " + (" + pre + rb(a) + " + (I)(ch * " + S(v_.vw) + "u))";
   }
@@ -294,8 +307,8 @@ class RowGen {
                        "; ++k) {\n" + ind + "  const U ch = (U)" + lane_ + " + (U)(k * " +
                        S(v_.tpr) + ");\n" + ind + "  if (" + valid + " && ch < nch) {\n";
     for (int leaf : retained_)
-      code += ind + "    " + dst + S(leaf) + "[k] = *(const " + leaf_vec_t(leaf) + "*)(" +
-              chunk_addr(leaf, pre) + ");\n";
+      code += ind + "    " + dst + S(leaf) +
+              "[k] = " + vload(leaf_vec_t(leaf), chunk_addr(leaf, pre)) + ";\n";
     return code + ind + "  }\n" + ind + "}\n";
   }
 
@@ -394,7 +407,7 @@ class RowGen {
             "));\n#else\n";
     code += ind + "  " + p + ".v[e] = (unsigned)" + e_.store(e_.storage_dtype(a), lo) +
             " | ((unsigned)" + e_.store(e_.storage_dtype(a), hi) + " << 16);\n#endif\n";
-    code += ind + "}\n" + ind + "*(" + w + "*)(" + chunk_addr(a) + ") = " + p + ";\n";
+    code += ind + "}\n" + ind + vstore(w, chunk_addr(a), p);
     return code;
   }
 
@@ -419,8 +432,7 @@ class RowGen {
       if (keep && !loaded_.insert(leaf).second) continue;
       std::string name = (keep ? "lr" : "lw") + S(leaf);
       if (!keep) code += ind + leaf_vec_t(leaf) + " " + name + "[" + S(uf) + "];\n";
-      loads.push_back(name + "[k] = *(const " + leaf_vec_t(leaf) + "*)(" + chunk_addr(leaf) +
-                      ");\n");
+      loads.push_back(name + "[k] = " + vload(leaf_vec_t(leaf), chunk_addr(leaf)) + ";\n");
     }
     if (!vleaves.empty()) e_.need("vec");
     if (!loads.empty()) {
@@ -453,15 +465,15 @@ class RowGen {
       if (packed(a))
         code += packed_store(o, in3);
       else
-        code += in3 + "*(" + vec_t(a) + "*)(" + chunk_addr(a) + ") = ow" + S(o) + ";\n";
+        code += in3 + vstore(vec_t(a), chunk_addr(a), "ow" + S(o));
     }
     // Prefetch 1: the last pass to read a retained chunk reloads its registers with the next
     // row's chunk, in flight while this row's later chunks, stores and reductions proceed.
     if (pf_ == 1)
       for (int leaf : vleaves)
         if (retained_.count(leaf) && last_read_[leaf] == q)
-          code += in3 + "if (nrv) lr" + S(leaf) + "[k] = *(const " + leaf_vec_t(leaf) + "*)(" +
-                  chunk_addr(leaf, "n") + ");\n";
+          code += in3 + "if (nrv) lr" + S(leaf) +
+                  "[k] = " + vload(leaf_vec_t(leaf), chunk_addr(leaf, "n")) + ";\n";
     code += in2 + "}\n" + ind + "}\n";
     return code;
   }

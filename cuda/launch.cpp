@@ -230,6 +230,11 @@ bool narrow_rows(const Group& g) {
 //                          REMAT=2 a bf16 softmax recomputes e instead of caching it: 64 -> 32
 //                          registers, 4 -> 8 blocks an SM (688 instructions). Error: ex2.approx's
 //                          ~2 ulp plus the rounding of x log2 e, |x| 2^-24 relative (as Triton)
+//   LOOM_CUDA_ROW_EVICT=n  streaming cache hints on row chunks (Variant::evict, a bit mask; default
+//                          0): 1 loads of persistent rows as ld.global.cs (evict-first in L1
+//                          and L2: the row is read once, as Inductor's evict_first loads), 2
+//                          stores as st.global.cs, 3 both. The L2 then keeps fewer dead input
+//                          lines beside the written output
 //   LOOM_CUDA_COL_UNROLL=n column reductions (a thread a kept column, loop and split): rows a
 //                          thread loads a step, unguarded whole steps first so the n strided
 //                          loads issue together (default 1: today's loop; order of the sum
@@ -239,6 +244,7 @@ struct RowKnobs {
   int remat = -1;
   RowGrid grid = RowGrid::Stride;
   bool sync1 = false, fexp = false;
+  int evict = 0;
   int col_unroll = 1, prefetch = -1;  // -1: 1 on rows of 4-byte types, 0 on narrow rows
 };
 const RowKnobs& row_knobs() {
@@ -261,6 +267,7 @@ const RowKnobs& row_knobs() {
     r.sync1 = get("LOOM_CUDA_ROW_SYNC", 1, 2, 2) == 1;
     r.prefetch = get("LOOM_CUDA_ROW_PREFETCH", 0, 2, -1);
     r.fexp = get("LOOM_CUDA_ROW_FASTEXP", 0, 1, 0) == 1;
+    r.evict = get("LOOM_CUDA_ROW_EVICT", 0, 3, 0);
     r.col_unroll = int(pow2ceil(get("LOOM_CUDA_COL_UNROLL", 1, 16, 1)));
     return r;
   }();
@@ -432,16 +439,21 @@ Variant choose_variant(const Group& g, int sm) {
   if (layout == Layout::Columns) {
     v.tpr = 1, v.rpb = 256, v.unroll = kn.col_unroll;
   } else {
+    v.evict = kn.evict;
     v.vw = row_vector_width(g);
     row_geometry(g, cols / v.vw, v.vw, v);
     v.rpb = std::max(1, kn.rpb > 0 ? std::min(kn.rpb, 1024 / v.tpr) : 256 / v.tpr);
     // Prefetch only where its registers leave 1024 threads an SM (not a 4096 bf16 softmax:
-    // its e values and both rows' inputs leave 2 blocks of 256; nor 1024-thread blocks).
+    // its e values and both rows' inputs leave 2 blocks of 256), or where a 4-byte row takes a
+    // whole 1024-thread block with prefetch 1 (32768 f32 columns: the SM's only block, so no
+    // other block has loads in flight while it reduces and stores; sm_90 ptxas: 59-64
+    // registers, no spills, as without prefetch).
     // Default (H200, 2026-11-29, [65536, 4096], % of copy): prefetch 1 took f32 softmax /
     // layer_norm / rms_norm 88/89/90 -> 91/92/93 but bf16 90/89/93 -> 85/80/82 (its registers).
     const int pf = kn.prefetch >= 0 ? kn.prefetch : narrow_rows(g) ? 0 : 1;
     v.prefetch = v.k > 0 && v.remat > 0 ? pf : 0;
-    if (v.prefetch && row_min_blocks(g, v) * v.block() < 1024) v.prefetch = 0;
+    const bool whole_sm = v.block() >= 1024 && v.prefetch == 1 && !narrow_rows(g);
+    if (v.prefetch && !whole_sm && row_min_blocks(g, v) * v.block() < 1024) v.prefetch = 0;
     v.minb = kn.minb < 0 ? row_min_blocks(g, v) : v.k > 0 ? std::min(kn.minb, 2048 / v.block()) : 0;
     v.sync1 = kn.sync1 && v.tpr > 32;
   }

@@ -141,9 +141,10 @@ std::vector<lc::Variant> variants_for(const Group& g, bool all) {
         m.sync1 = true, m.prefetch = pf;
         vs.push_back(m);
       }
-      // f32 exp as ex2.approx (LOOM_CUDA_ROW_FASTEXP), in a persistent and a loop kernel.
+      // f32 exp as ex2.approx (LOOM_CUDA_ROW_FASTEXP) and streaming loads and stores
+      // (LOOM_CUDA_ROW_EVICT=3), in a persistent and a loop kernel.
       for (lc::Variant x : {persist, loop}) {
-        x.fexp = true;
+        x.fexp = true, x.evict = 3, x.vw = 4, x.k = x.k > 0 ? 2 : 0;
         vs.push_back(x);
       }
     }
@@ -566,6 +567,13 @@ TEST_CASE("codegen: persistent rows hold narrow rows in their storage type") {
         if (r.k > 0) CHECK(int64_t(r.k) * r.vw * lc::row_cache_bytes(g, r.remat) <= 192);
         if (cols == 32768) CHECK(r.k > 0);
         if (cols == 32768 && dt == DType::BFloat16) CHECK(r.remat == (op == 0 ? 2 : 1));
+        CHECK((r.tpr & (r.tpr - 1)) == 0);
+        CHECK(r.vw == (cols % 2 ? 1 : dt == DType::Float32 ? 4 : 8));
+        // f32 rows prefetch the next row at every length, a 32768-column row too: its 1024
+        // lanes are the SM's only block, so nothing else loads while it reduces.
+        if (!std::getenv("LOOM_CUDA_ROW_PREFETCH"))
+          CHECK(r.prefetch == (dt == DType::Float32 ? 1 : 0));
+        if (cols == 32768 && dt == DType::Float32) CHECK(r.tpr * r.rpb == 1024);
       }
     }
   // The register cap is part of the kernel and its key.
@@ -648,7 +656,7 @@ TEST_CASE("codegen: row knobs: one barrier a combine, next-row prefetch, column 
     CHECK_FALSE(lc::compile(src, "loom_row_knobs", 9, 0).cubin.empty());
 }
 
-TEST_CASE("codegen: row knobs: fast exp, even grid") {
+TEST_CASE("codegen: row knobs: fast exp, streaming accesses, even grid") {
   Tensor fd = data({1024, 4096}, DType::Float32), hd = data({1024, 4096}, DType::BFloat16);
   Tensor dd = data({64, 1000}, DType::Float64);
   Group sf = only(softmax(fd.clone(), 1)), sh = only(softmax(hd.clone(), 1));
@@ -671,6 +679,28 @@ TEST_CASE("codegen: row knobs: fast exp, even grid") {
     CHECK(count(b, "lm_fexp(") == count(a, "expf(") + 1);  // + the definition
     CHECK(count(b, "ex2.approx.ftz.f32") == 1);
     srcs.push_back(b);
+  }
+  // EVICT: every chunk load of a persistent row (the first row, the passes, the prefetch) and
+  // every chunk store become .cs; a loop kernel (which reads the row each pass) keeps its loads.
+  for (const Group* g : {&sf, &sh, &ln}) {
+    lc::Variant v = lc::choose_variant(*g, 132), e = v;
+    REQUIRE(v.k > 0);
+    v.evict = 0, e.evict = 3;
+    std::string a = lc::generate(*g, v).source, b = lc::generate(*g, e).source;
+    INFO(e.key() << "\n" << b);
+    CHECK(e.key() == v.key() + "_e3");
+    const int loads = count(a, "] = *(const lm_vec"), stores = count(a, "*)(O0 + (b");
+    CHECK(loads >= 1);
+    CHECK(stores == 1);
+    CHECK(count(b, "] = *(const lm_vec") == 0);
+    CHECK(count(b, "lm_ldcs((const lm_vec") == loads);
+    CHECK(count(b, "lm_stcs((lm_vec") == stores);
+    lc::Variant lp = e;
+    lp.k = 0, lp.remat = 0, lp.prefetch = 0, lp.minb = 0;
+    std::string c = lc::generate(*g, lp).source;
+    CHECK(count(c, "lm_ldcs") == 0);
+    CHECK(count(c, "lm_stcs((lm_vec") == 1);
+    srcs.push_back(b), srcs.push_back(c);
   }
   {
     lc::Variant v = lc::choose_variant(sd, 132);
