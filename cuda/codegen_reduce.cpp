@@ -118,11 +118,12 @@ RowPlan row_plan(const Group& g, const Emitter& e, int remat) {
 namespace {
 
 // LOOM_CUDA_ROW_PTX=0 turns off, for GPU A/B runs, the sm_80+ instructions the row kernels use
-// where the portable helpers cost several: a NaN-propagating max/min accumulate (max.NaN.f32,
-// one instruction for lm_max's compares) and packed f32 -> bf16/f16 stores (cvt.rn.bf16x2.f32:
-// two columns an instruction for lm_f2b's eight). A bf16 softmax spent about 55 PTX instructions
-// an element (nvcc -ptx, 2026-11-29): near the issue limit at the copy's bandwidth, not just
-// short of bytes in flight. Read once; older GPUs compile the portable helpers (#if).
+// where the portable helpers cost several: a NaN-propagating max/min accumulate and lane
+// combine (max.NaN.f32, one instruction for lm_max's compares) and packed f32 -> bf16/f16 stores
+// (cvt.rn.bf16x2.f32: two columns an instruction for lm_f2b's eight). A bf16 softmax spent about 55
+// PTX instructions an element (nvcc -ptx, 2026-11-29): near the issue limit at the copy's
+// bandwidth, not just short of bytes in flight. Read once; older GPUs compile the portable helpers
+// (#if).
 bool row_ptx() {
   static const bool on = [] {
     const char* e = std::getenv("LOOM_CUDA_ROW_PTX");
@@ -540,8 +541,7 @@ class RowGen {
       if (a.index)
         code += ind + "  const long long oi" + S(r) + " = __shfl_xor_sync(0xffffffffu, ai" + S(r) +
                 ", m);\n";
-      code +=
-          ind + "  " + e_.acc_combine(r, "a" + S(r), "ai" + S(r), "o" + S(r), "oi" + S(r)) + "\n";
+      code += combine(r, "o" + S(r), "oi" + S(r), ind + "  ");
     }
     code += ind + "}\n";
     if (v_.tpr <= 32) return code;
@@ -568,12 +568,22 @@ class RowGen {
     code += ind + "__syncthreads();\n" + read;
     code += ind + "for (int w = 1; w < " + S(W) + "; ++w) {\n";
     for (int r : rs)
-      code += ind + "  " +
-              e_.acc_combine(r, "a" + S(r), "ai" + S(r), "s" + S(r) + half + "[" + at + "w]",
-                             "si" + S(r) + half + "[" + at + "w]") +
-              "\n";
+      code += combine(r, "s" + S(r) + half + "[" + at + "w]", "si" + S(r) + half + "[" + at + "w]",
+                      ind + "  ");
     code += ind + "}\n" + (par_ ? "" : ind + "__syncthreads();\n");
     return code;
+  }
+
+  // Combines value b (index bi) into the accumulator of reduction r: max.NaN / min.NaN for
+  // float max and min where available (lm_max's two NaN tests compiled to branches: a
+  // 4096-column f32 softmax lane took 12 of them between its shuffles and shared reads).
+  std::string combine(int r, const std::string& b, const std::string& bi, const std::string& ind) {
+    std::string c = ind + e_.acc_combine(r, "a" + S(r), "ai" + S(r), b, bi) + "\n";
+    Op op = g_.nodes[r].op;
+    if (!row_ptx() || (op != Op::Max && op != Op::Min) || e_.acc(r).type != "float") return c;
+    return "#if __CUDA_ARCH__ >= 800\n" + ind + "asm(\"" + (op == Op::Max ? "max" : "min") +
+           ".NaN.f32 %0, %0, %1;\" : \"+f\"(a" + S(r) + ") : \"f\"(" + b + "));\n#else\n" + c +
+           "#endif\n";
   }
 
   std::string row_outputs(const std::string& cond, const std::string& ind) {

@@ -542,15 +542,20 @@ TEST_CASE("codegen: persistent rows hold narrow rows in their storage type") {
     CHECK(count(src, ") = ow") + count(src, ") = op") == 1);
   }
   // sm_80+ instructions where the portable helpers take several (the helpers stay for older
-  // GPUs): bf16 columns converted two at a time, a NaN-propagating max in one.
+  // GPUs): bf16 columns converted two at a time, a NaN-propagating max in one, in the column
+  // accumulate and in both stages of the combine (shuffles, then the warps' shared slots; no
+  // lm_max branches between a row's shuffles).
+  REQUIRE(v.tpr > 32);
+  REQUIRE(vf.tpr > 32);
   std::string bf = lc::generate(sm_bf16, v).source, f32 = lc::generate(sm_f32, vf).source;
   CHECK(count(bf, "cvt.rn.bf16x2.f32") == 1);
-  CHECK(count(bf, "max.NaN.f32") == 1);
-  // The packed pair, the max, and lm_f2b's single conversion (codegen.cpp's helper).
-  CHECK(count(bf, "#if __CUDA_ARCH__ >= 800") == 3);
+  CHECK(count(bf, "max.NaN.f32") == 3);
+  // The packed pair, the three maxes, and lm_f2b's single conversion (codegen.cpp's helper).
+  CHECK(count(bf, "#if __CUDA_ARCH__ >= 800") == 5);
   CHECK(count(bf, "cvt.rn.bf16.f32") == 1);
   CHECK(bf.find("lm_f2b(") != std::string::npos);
-  CHECK(count(f32, "max.NaN.f32") == 1);
+  CHECK(count(f32, "max.NaN.f32") == 3);
+  CHECK(count(f32, "lm_max(") == 4);  // the helper, kept for pre-sm_80 in the 3 places
   CHECK(f32.find("cvt.rn") == std::string::npos);
   // Every row length keeps the held values within the register budget. 32768 columns stay on
   // chip (a bf16 softmax with its exps recomputed; f32 in 1024 lanes of 8 chunks).
