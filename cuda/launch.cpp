@@ -224,12 +224,12 @@ bool narrow_rows(const Group& g) {
 //   LOOM_CUDA_ROW_FASTEXP=1  f32 exp in row kernels as ex2.approx of x log2 e (Variant::fexp,
 //                          lm_fexp: 2 SASS instructions; expf ~9). Default off. A 4096-column
 //                          f32 softmax lane evaluates 32 exps a row (remat 2 recomputes e for
-//                          the stores): its kernel, mostly the row loop, 832 -> 528 SASS
-//                          instructions, ~52 -> ~33 an element of a lane's 16, where the H200
-//                          issues ~64 an element at the copy's bandwidth; bf16 768 -> 568
-//                          (nvcc 13.0 + nvdisasm, sm_90). With
+//                          the stores): its kernel, mostly the row loop, 752 -> 440 SASS
+//                          instructions (~38 -> ~18 an element of a lane's 16, division
+//                          slow paths aside; the H200 issues ~64 an element at copy speed); bf16
+//                          696 -> 496 (nvcc 13.0 + nvdisasm, sm_90, static counts). With
 //                          REMAT=2 a bf16 softmax recomputes e instead of caching it: 64 -> 32
-//                          registers, 4 -> 8 blocks an SM (688 instructions). Error: ex2.approx's
+//                          registers, 4 -> 8 blocks an SM (624 instructions). Error: ex2.approx's
 //                          ~2 ulp plus the rounding of x log2 e, |x| 2^-24 relative (as Triton)
 //   LOOM_CUDA_ROW_EVICT=n  streaming cache hints on row chunks (Variant::evict, a bit mask; default
 //                          0): 1 loads of persistent rows as ld.global.cs (evict-first in L1
