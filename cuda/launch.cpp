@@ -208,7 +208,9 @@ bool narrow_rows(const Group& g) {
 //                          the last takes the same number of row groups (65536 rows, 1056
 //                          slots: 1041 blocks of 63 rows, where stride ends with 64 blocks
 //                          running a 32nd row alone: ~1/63 of the time at a twentieth of the
-//                          bandwidth); stride where minb is 0 (residency unknown)
+//                          bandwidth; 8192 rows of 32768 f32 columns, one 1024-thread block an
+//                          SM: 131 blocks of 63 rows, not 4 waves of 528 taking 15 or 16);
+//                          stride where the residency is unknown (minb 0, loop kernels)
 //   LOOM_CUDA_ROW_SYNC=1|2 __syncthreads a block-wide combine (tpr > 32, not split): 2
 //                          (default) write, barrier, read, barrier; 1 parity-buffered slots
 //                          and no barrier after the reads (Variant::sync1)
@@ -379,8 +381,11 @@ int inner_vector_width(const Group& g) {
 
 int64_t row_grid(int64_t blocks, const Variant& v, int sm, RowGrid mode) {
   if (mode == RowGrid::Rows) return blocks;
-  if (mode == RowGrid::Even && v.minb > 0) {
-    const int64_t slots = int64_t(sm) * v.minb, per = cdiv(blocks, slots);
+  // Blocks an SM surely holds: the register cap's; a persistent 1024-thread block left uncapped
+  // (row_min_blocks: held registers past 32) is the SM's only one.
+  const int64_t resident = v.minb > 0 ? v.minb : v.k > 0 && v.block() >= 1024 ? 1 : 0;
+  if (mode == RowGrid::Even && resident > 0) {
+    const int64_t slots = int64_t(sm) * resident, per = cdiv(blocks, slots);
     return cdiv(blocks, per);
   }
   return std::min(blocks, int64_t(sm) * std::max(1, 2048 / v.block()) * 2);

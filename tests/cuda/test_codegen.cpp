@@ -735,9 +735,17 @@ TEST_CASE("codegen: row knobs: fast exp, streaming accesses, even grid") {
     CHECK(blocks - (g - 1) * per <= per);  // the last takes the rest
   }
   lc::Variant u = v;
-  u.minb = 0;  // residency unknown: the stride grid
+  u.minb = 0, u.k = 0;  // a loop kernel, residency unknown: the stride grid
   CHECK(lc::row_grid(65536, u, 132, lc::RowGrid::Even) ==
         lc::row_grid(65536, u, 132, lc::RowGrid::Stride));
+  // 8192 rows of 32768 f32 columns: 1024 lanes of 8 chunks, uncapped, one block an SM.
+  Tensor wd = data({160, 32768}, DType::Float32);  // rows enough not to split
+  lc::Variant w = lc::choose_variant(only(softmax(wd.clone(), 1)), 132);
+  REQUIRE(w.block() == 1024);
+  REQUIRE(w.k > 0);
+  CHECK(w.minb == 0);
+  CHECK(lc::row_grid(8192, w, 132, lc::RowGrid::Stride) == 528);
+  CHECK(lc::row_grid(8192, w, 132, lc::RowGrid::Even) == 131);
   if (!lc::nvrtc_available()) return;
   StrictGuard strict;
   for (const std::string& src : srcs)
