@@ -1,8 +1,9 @@
 """Row kernels over row lengths and views on the GPU: softmax, layer_norm and rms_norm in f32 and
-bf16, loom against torch eager (and torch.compile with --compile), CUDA events, median of --reps.
-Each shape holds about --elems elements (2^28: the suite's [65536, 4096]); GB/s counts the input
-read once and the output written once, and % copy is against torch's device copy of the same
-bytes in the same process. Every loom result is checked against torch before it is timed.
+bf16, and the column mean (col_mean: mean over dim 0, a thread a column), loom against torch
+eager (and torch.compile with --compile), CUDA events, median of --reps. Each shape holds about
+--elems elements (2^28: the suite's [65536, 4096]); GB/s counts the input read once and the
+output written once, and % copy is against torch's device copy of the same bytes in the same
+process. Every loom result is checked against torch before it is timed.
 
     python bench/rows_sweep.py [--reps 20] [--compile] [--only softmax,bf16] [--json out.json]
     python bench/rows_sweep.py --ab "LOOM_CUDA_ROW_TPR=256" "LOOM_CUDA_ROW_TPR=128" ...
@@ -33,6 +34,9 @@ def cases(elems, only):
                 out.append((op, dt, cols, "contiguous"))
             for view in VIEWS[1:]:  # views at the suite's row length
                 out.append((op, dt, 4096, view))
+    for dt in ("float32", "bfloat16"):  # column reductions: --elems // cols rows of cols
+        for cols in (1000, 4096):
+            out.append(("col_mean", dt, cols, "contiguous"))
     if only:
         out = [c for c in out if all(o in f"{c[0]} {c[1]} {c[2]} {c[3]}" for o in only)]
     return [(op, dt, max(1, elems // cols), cols, view) for op, dt, cols, view in out]
@@ -51,6 +55,8 @@ def make(rows, cols, dt, view):
 
 
 def fns(op, cols):
+    if op == "col_mean":
+        return (lambda x: x.mean(dim=0)), (lambda x: x.mean(dim=0))
     if op == "softmax":
         return (lambda x: loom.softmax(x, dim=-1)), (lambda x: torch.softmax(x, dim=-1))
     if op == "layer_norm":
@@ -89,7 +95,8 @@ def sweep(args):
         torch.cuda.synchronize()
         lx = loom.from_dlpack(tx)
         lf, tf = fns(op, cols)
-        nbytes = 2 * tx.element_size() * nrows * cols
+        # Bytes moved: the input once and the output once (a column mean writes one row).
+        nbytes = tx.element_size() * (nrows * cols + (cols if op == "col_mean" else nrows * cols))
         if nbytes not in copy_cache:  # the ceiling: a device copy of as many bytes
             src = torch.empty(nbytes // 2, dtype=torch.uint8, device="cuda")
             copy_cache[nbytes] = median_ms(lambda s: s.clone(), src, args.reps, torch_ev)

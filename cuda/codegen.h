@@ -62,6 +62,8 @@ struct Variant {
   int prefetch = 0;    // persistent rows with retained vectors: load the block's next row while
                        // this one reduces (1: into the same registers after their last read;
                        // 2: into a second set at the row's start)
+  bool fexp = false;   // rows: f32 exp as ex2.approx of x log2 e (LOOM_CUDA_ROW_FASTEXP)
+  int evict = 0;       // rows: streaming (.cs) chunk accesses: 1 loads of persistent rows, 2 stores
   int block() const { return reduce ? tpr * rpb : 256; }
   std::string key() const;  // short tag, e.g. "pw_v4_u2", "pw_v4_u4_roll", "row_t128_r2_k4_w4_m",
                             // "split_t256_r1_k0_w4", "split_t1_r256_k0_w1_u8", "row_t256_..._s1"

@@ -35,6 +35,9 @@ class Emitter {
 
   const Group& g;
   int rank, kept, leaves;  // space rank, kept dims, leaf count (outputs follow as accesses)
+  // f32 exp as lm_fexp (ex2.approx of x log2 e: within ~2 ulp plus 2^-24 |x| relative, against
+  // expf's 1 ulp; subnormal results flush to 0). Set by the row kernels' LOOM_CUDA_ROW_FASTEXP.
+  bool fast_exp = false;
 
   // ---- accesses: leaves 0..L-1, outputs L.. ------------------------------------------------
   int accesses() const { return leaves + int(g.outputs.size()); }

@@ -118,11 +118,12 @@ RowPlan row_plan(const Group& g, const Emitter& e, int remat) {
 namespace {
 
 // LOOM_CUDA_ROW_PTX=0 turns off, for GPU A/B runs, the sm_80+ instructions the row kernels use
-// where the portable helpers cost several: a NaN-propagating max/min accumulate (max.NaN.f32,
-// one instruction for lm_max's compares) and packed f32 -> bf16/f16 stores (cvt.rn.bf16x2.f32:
-// two columns an instruction for lm_f2b's eight). A bf16 softmax spent about 55 PTX instructions
-// an element (nvcc -ptx, 2026-11-29): near the issue limit at the copy's bandwidth, not just
-// short of bytes in flight. Read once; older GPUs compile the portable helpers (#if).
+// where the portable helpers cost several: a NaN-propagating max/min accumulate and lane
+// combine (max.NaN.f32, one instruction for lm_max's compares) and packed f32 -> bf16/f16 stores
+// (cvt.rn.bf16x2.f32: two columns an instruction for lm_f2b's eight). A bf16 softmax spent about 55
+// PTX instructions an element (nvcc -ptx, 2026-11-29): near the issue limit at the copy's
+// bandwidth, not just short of bytes in flight. Read once; older GPUs compile the portable helpers
+// (#if).
 bool row_ptx() {
   static const bool on = [] {
     const char* e = std::getenv("LOOM_CUDA_ROW_PTX");
@@ -149,6 +150,7 @@ bool row_narrow() {
 class RowGen {
  public:
   RowGen(const Group& g, const Variant& v) : g_(g), v_(v), e_(g) {
+    e_.fast_exp = v.fexp;
     R_ = e_.rank, K_ = e_.kept, last_ = g.passes - 1;
     for (int i = 0; i < int(g.nodes.size()); ++i)
       if (is_reduce(g.nodes[i].op)) reduces_.push_back(i);
@@ -282,6 +284,19 @@ class RowGen {
   std::string leaf_vec_t(int leaf) const {
     return words(leaf) ? "lm_vec<unsigned, " + S(v_.vw / 2) + ">" : vec_t(leaf);
   }
+  // A chunk load or store of `type` at `addr`: plain, or streaming (.cs) where Variant::evict
+  // asks. Loads only in persistent rows, which read the row once (a loop kernel reads it again
+  // each pass, from L2).
+  std::string vload(const std::string& type, const std::string& addr) {
+    if (!(v_.evict & 1) || v_.k == 0) return "*(const " + type + "*)(" + addr + ")";
+    e_.need("ldcs");
+    return "lm_ldcs((const " + type + "*)(" + addr + "))";
+  }
+  std::string vstore(const std::string& type, const std::string& addr, const std::string& val) {
+    if (!(v_.evict & 2)) return "*(" + type + "*)(" + addr + ") = " + val + ";\n";
+    e_.need("stcs");
+    return "lm_stcs((" + type + "*)(" + addr + "), " + val + ");\n";
+  }
   std::string chunk_addr(int a, const std::string& pre = "") {
     return e_.ptr(a) + " + (" + pre + rb(a) + " + (I)(ch * " + S(v_.vw) + "u))";
   }
@@ -293,8 +308,8 @@ class RowGen {
                        "; ++k) {\n" + ind + "  const U ch = (U)" + lane_ + " + (U)(k * " +
                        S(v_.tpr) + ");\n" + ind + "  if (" + valid + " && ch < nch) {\n";
     for (int leaf : retained_)
-      code += ind + "    " + dst + S(leaf) + "[k] = *(const " + leaf_vec_t(leaf) + "*)(" +
-              chunk_addr(leaf, pre) + ");\n";
+      code += ind + "    " + dst + S(leaf) +
+              "[k] = " + vload(leaf_vec_t(leaf), chunk_addr(leaf, pre)) + ";\n";
     return code + ind + "  }\n" + ind + "}\n";
   }
 
@@ -393,7 +408,7 @@ class RowGen {
             "));\n#else\n";
     code += ind + "  " + p + ".v[e] = (unsigned)" + e_.store(e_.storage_dtype(a), lo) +
             " | ((unsigned)" + e_.store(e_.storage_dtype(a), hi) + " << 16);\n#endif\n";
-    code += ind + "}\n" + ind + "*(" + w + "*)(" + chunk_addr(a) + ") = " + p + ";\n";
+    code += ind + "}\n" + ind + vstore(w, chunk_addr(a), p);
     return code;
   }
 
@@ -418,8 +433,7 @@ class RowGen {
       if (keep && !loaded_.insert(leaf).second) continue;
       std::string name = (keep ? "lr" : "lw") + S(leaf);
       if (!keep) code += ind + leaf_vec_t(leaf) + " " + name + "[" + S(uf) + "];\n";
-      loads.push_back(name + "[k] = *(const " + leaf_vec_t(leaf) + "*)(" + chunk_addr(leaf) +
-                      ");\n");
+      loads.push_back(name + "[k] = " + vload(leaf_vec_t(leaf), chunk_addr(leaf)) + ";\n");
     }
     if (!vleaves.empty()) e_.need("vec");
     if (!loads.empty()) {
@@ -452,15 +466,15 @@ class RowGen {
       if (packed(a))
         code += packed_store(o, in3);
       else
-        code += in3 + "*(" + vec_t(a) + "*)(" + chunk_addr(a) + ") = ow" + S(o) + ";\n";
+        code += in3 + vstore(vec_t(a), chunk_addr(a), "ow" + S(o));
     }
     // Prefetch 1: the last pass to read a retained chunk reloads its registers with the next
     // row's chunk, in flight while this row's later chunks, stores and reductions proceed.
     if (pf_ == 1)
       for (int leaf : vleaves)
         if (retained_.count(leaf) && last_read_[leaf] == q)
-          code += in3 + "if (nrv) lr" + S(leaf) + "[k] = *(const " + leaf_vec_t(leaf) + "*)(" +
-                  chunk_addr(leaf, "n") + ");\n";
+          code += in3 + "if (nrv) lr" + S(leaf) +
+                  "[k] = " + vload(leaf_vec_t(leaf), chunk_addr(leaf, "n")) + ";\n";
     code += in2 + "}\n" + ind + "}\n";
     return code;
   }
@@ -527,8 +541,7 @@ class RowGen {
       if (a.index)
         code += ind + "  const long long oi" + S(r) + " = __shfl_xor_sync(0xffffffffu, ai" + S(r) +
                 ", m);\n";
-      code +=
-          ind + "  " + e_.acc_combine(r, "a" + S(r), "ai" + S(r), "o" + S(r), "oi" + S(r)) + "\n";
+      code += combine(r, "o" + S(r), "oi" + S(r), ind + "  ");
     }
     code += ind + "}\n";
     if (v_.tpr <= 32) return code;
@@ -555,12 +568,22 @@ class RowGen {
     code += ind + "__syncthreads();\n" + read;
     code += ind + "for (int w = 1; w < " + S(W) + "; ++w) {\n";
     for (int r : rs)
-      code += ind + "  " +
-              e_.acc_combine(r, "a" + S(r), "ai" + S(r), "s" + S(r) + half + "[" + at + "w]",
-                             "si" + S(r) + half + "[" + at + "w]") +
-              "\n";
+      code += combine(r, "s" + S(r) + half + "[" + at + "w]", "si" + S(r) + half + "[" + at + "w]",
+                      ind + "  ");
     code += ind + "}\n" + (par_ ? "" : ind + "__syncthreads();\n");
     return code;
+  }
+
+  // Combines value b (index bi) into the accumulator of reduction r: max.NaN / min.NaN for
+  // float max and min where available (lm_max's two NaN tests compiled to branches: a
+  // 4096-column f32 softmax lane took 12 of them between its shuffles and shared reads).
+  std::string combine(int r, const std::string& b, const std::string& bi, const std::string& ind) {
+    std::string c = ind + e_.acc_combine(r, "a" + S(r), "ai" + S(r), b, bi) + "\n";
+    Op op = g_.nodes[r].op;
+    if (!row_ptx() || (op != Op::Max && op != Op::Min) || e_.acc(r).type != "float") return c;
+    return "#if __CUDA_ARCH__ >= 800\n" + ind + "asm(\"" + (op == Op::Max ? "max" : "min") +
+           ".NaN.f32 %0, %0, %1;\" : \"+f\"(a" + S(r) + ") : \"f\"(" + b + "));\n#else\n" + c +
+           "#endif\n";
   }
 
   std::string row_outputs(const std::string& cond, const std::string& ind) {

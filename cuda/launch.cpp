@@ -197,13 +197,20 @@ bool narrow_rows(const Group& g) {
 //                          else 1 (a bf16 element has half the instructions per byte to spare)
 //   LOOM_CUDA_ROW_MINB=n   __launch_bounds__ min blocks an SM for persistent rows (caps
 //                          registers); 0 none (before 2026-11-29); unset: row_min_blocks
-//   LOOM_CUDA_ROW_GRID=stride|rows  grid of (not split) row and column kernels. stride
+//   LOOM_CUDA_ROW_GRID=stride|rows|even  grid of (not split) row and column kernels. stride
 //                          (default): at most 2 waves (2 x the blocks an SM's 2048 threads
 //                          hold) walking the rows in a grid-stride loop, so a block takes
 //                          rows/grid rows in a fixed order (65536 rows: 31 or 32 each);
 //                          rows: a block a row group, as Triton launches a persistent
 //                          reduction: the hardware hands each free slot the next row, no tail
-//                          of blocks with one row more
+//                          of blocks with one row more; even: one wave of the blocks the
+//                          register cap (minb) guarantees resident, sized so every block but
+//                          the last takes the same number of row groups (65536 rows, 1056
+//                          slots: 1041 blocks of 63 rows, where stride ends with 64 blocks
+//                          running a 32nd row alone: ~1/63 of the time at a twentieth of the
+//                          bandwidth; 8192 rows of 32768 f32 columns, one 1024-thread block an
+//                          SM: 131 blocks of 63 rows, not 4 waves of 528 taking 15 or 16);
+//                          stride where the residency is unknown (minb 0, loop kernels)
 //   LOOM_CUDA_ROW_SYNC=1|2 __syncthreads a block-wide combine (tpr > 32, not split): 2
 //                          (default) write, barrier, read, barrier; 1 parity-buffered slots
 //                          and no barrier after the reads (Variant::sync1)
@@ -216,6 +223,21 @@ bool narrow_rows(const Group& g) {
 //                          loads overlap the last pass, the row outputs and the loop); 2: into
 //                          a second set at the top of the row (overlaps every reduction; twice
 //                          the held registers, so fewer blocks an SM under the min-blocks cap)
+//   LOOM_CUDA_ROW_FASTEXP=1  f32 exp in row kernels as ex2.approx of x log2 e (Variant::fexp,
+//                          lm_fexp: 2 SASS instructions; expf ~9). Default off. A 4096-column
+//                          f32 softmax lane evaluates 32 exps a row (remat 2 recomputes e for
+//                          the stores): its kernel, mostly the row loop, 752 -> 440 SASS
+//                          instructions (~38 -> ~18 an element of a lane's 16, division
+//                          slow paths aside; the H200 issues ~64 an element at copy speed); bf16
+//                          696 -> 496 (nvcc 13.0 + nvdisasm, sm_90, static counts). With
+//                          REMAT=2 a bf16 softmax recomputes e instead of caching it: 64 -> 32
+//                          registers, 4 -> 8 blocks an SM (624 instructions). Error: ex2.approx's
+//                          ~2 ulp plus the rounding of x log2 e, |x| 2^-24 relative (as Triton)
+//   LOOM_CUDA_ROW_EVICT=n  streaming cache hints on row chunks (Variant::evict, a bit mask; default
+//                          0): 1 loads of persistent rows as ld.global.cs (evict-first in L1
+//                          and L2: the row is read once, as Inductor's evict_first loads), 2
+//                          stores as st.global.cs, 3 both. The L2 then keeps fewer dead input
+//                          lines beside the written output
 //   LOOM_CUDA_COL_UNROLL=n column reductions (a thread a kept column, loop and split): rows a
 //                          thread loads a step, unguarded whole steps first so the n strided
 //                          loads issue together (default 1: today's loop; order of the sum
@@ -223,7 +245,9 @@ bool narrow_rows(const Group& g) {
 struct RowKnobs {
   int tpr = 0, rpb = 0, chunks = 4, minb = -1;
   int remat = -1;
-  bool grid_rows = false, sync1 = false;
+  RowGrid grid = RowGrid::Stride;
+  bool sync1 = false, fexp = false;
+  int evict = 0;
   int col_unroll = 1, prefetch = -1;  // -1: 1 on rows of 4-byte types, 0 on narrow rows
 };
 const RowKnobs& row_knobs() {
@@ -241,9 +265,12 @@ const RowKnobs& row_knobs() {
     r.minb = get("LOOM_CUDA_ROW_MINB", 0, 32, -1);
     r.remat = get("LOOM_CUDA_ROW_REMAT", 0, 2, -1);
     const char* grid = std::getenv("LOOM_CUDA_ROW_GRID");
-    r.grid_rows = grid && std::string(grid) == "rows";
+    const std::string gs = grid ? grid : "";
+    r.grid = gs == "rows" ? RowGrid::Rows : gs == "even" ? RowGrid::Even : RowGrid::Stride;
     r.sync1 = get("LOOM_CUDA_ROW_SYNC", 1, 2, 2) == 1;
     r.prefetch = get("LOOM_CUDA_ROW_PREFETCH", 0, 2, -1);
+    r.fexp = get("LOOM_CUDA_ROW_FASTEXP", 0, 1, 0) == 1;
+    r.evict = get("LOOM_CUDA_ROW_EVICT", 0, 3, 0);
     r.col_unroll = int(pow2ceil(get("LOOM_CUDA_COL_UNROLL", 1, 16, 1)));
     return r;
   }();
@@ -352,6 +379,18 @@ int inner_vector_width(const Group& g) {
 
 }  // namespace
 
+int64_t row_grid(int64_t blocks, const Variant& v, int sm, RowGrid mode) {
+  if (mode == RowGrid::Rows) return blocks;
+  // Blocks an SM surely holds: the register cap's; a persistent 1024-thread block left uncapped
+  // (row_min_blocks: held registers past 32) is the SM's only one.
+  const int64_t resident = v.minb > 0 ? v.minb : v.k > 0 && v.block() >= 1024 ? 1 : 0;
+  if (mode == RowGrid::Even && resident > 0) {
+    const int64_t slots = int64_t(sm) * resident, per = cdiv(blocks, slots);
+    return cdiv(blocks, per);
+  }
+  return std::min(blocks, int64_t(sm) * std::max(1, 2048 / v.block()) * 2);
+}
+
 Variant choose_variant(const Group& g, int sm) {
   Variant v;
   Layout layout = layout_of(g);
@@ -400,19 +439,27 @@ Variant choose_variant(const Group& g, int sm) {
   v.reduce = true;
   int64_t cols = g.cols();
   const RowKnobs& kn = row_knobs();
+  v.fexp = kn.fexp && std::any_of(g.nodes.begin(), g.nodes.end(), [](const GNode& n) {
+             return n.op == Op::Exp && n.dtype == DType::Float32;
+           });
   if (layout == Layout::Columns) {
     v.tpr = 1, v.rpb = 256, v.unroll = kn.col_unroll;
   } else {
+    v.evict = kn.evict;
     v.vw = row_vector_width(g);
     row_geometry(g, cols / v.vw, v.vw, v);
     v.rpb = std::max(1, kn.rpb > 0 ? std::min(kn.rpb, 1024 / v.tpr) : 256 / v.tpr);
     // Prefetch only where its registers leave 1024 threads an SM (not a 4096 bf16 softmax:
-    // its e values and both rows' inputs leave 2 blocks of 256; nor 1024-thread blocks).
+    // its e values and both rows' inputs leave 2 blocks of 256), or where a 4-byte row takes a
+    // whole 1024-thread block with prefetch 1 (32768 f32 columns: the SM's only block, so no
+    // other block has loads in flight while it reduces and stores; sm_90 ptxas: 59-64
+    // registers, no spills, as without prefetch).
     // Default (H200, 2026-11-29, [65536, 4096], % of copy): prefetch 1 took f32 softmax /
     // layer_norm / rms_norm 88/89/90 -> 91/92/93 but bf16 90/89/93 -> 85/80/82 (its registers).
     const int pf = kn.prefetch >= 0 ? kn.prefetch : narrow_rows(g) ? 0 : 1;
     v.prefetch = v.k > 0 && v.remat > 0 ? pf : 0;
-    if (v.prefetch && row_min_blocks(g, v) * v.block() < 1024) v.prefetch = 0;
+    const bool whole_sm = v.block() >= 1024 && v.prefetch == 1 && !narrow_rows(g);
+    if (v.prefetch && !whole_sm && row_min_blocks(g, v) * v.block() < 1024) v.prefetch = 0;
     v.minb = kn.minb < 0 ? row_min_blocks(g, v) : v.k > 0 ? std::min(kn.minb, 2048 / v.block()) : 0;
     v.sync1 = kn.sync1 && v.tpr > 32;
   }
@@ -456,9 +503,8 @@ LaunchConfig launch_config(const Group& g, const Variant& v, int sm) {
     lc.seglen = cdiv(lc.seglen, v.vw) * v.vw;  // whole chunks a segment
     lc.grid_y = unsigned(std::max<int64_t>(1, cdiv(cols, lc.seglen)));
   } else {
-    int64_t cap = row_knobs().grid_rows ? (int64_t(1) << 31) - 1
-                                        : int64_t(sm) * std::max(1, 2048 / v.block()) * 2;
-    lc.grid_x = unsigned(std::clamp<int64_t>(blocks, 1, cap));
+    lc.grid_x = unsigned(
+        std::clamp<int64_t>(row_grid(blocks, v, sm, row_knobs().grid), 1, (int64_t(1) << 31) - 1));
   }
   return lc;
 }

@@ -141,6 +141,12 @@ std::vector<lc::Variant> variants_for(const Group& g, bool all) {
         m.sync1 = true, m.prefetch = pf;
         vs.push_back(m);
       }
+      // f32 exp as ex2.approx (LOOM_CUDA_ROW_FASTEXP) and streaming loads and stores
+      // (LOOM_CUDA_ROW_EVICT=3), in a persistent and a loop kernel.
+      for (lc::Variant x : {persist, loop}) {
+        x.fexp = true, x.evict = 3, x.vw = 4, x.k = x.k > 0 ? 2 : 0;
+        vs.push_back(x);
+      }
     }
     if (l == lc::Layout::Columns)
       for (lc::Variant u : {loop, split}) {
@@ -536,15 +542,20 @@ TEST_CASE("codegen: persistent rows hold narrow rows in their storage type") {
     CHECK(count(src, ") = ow") + count(src, ") = op") == 1);
   }
   // sm_80+ instructions where the portable helpers take several (the helpers stay for older
-  // GPUs): bf16 columns converted two at a time, a NaN-propagating max in one.
+  // GPUs): bf16 columns converted two at a time, a NaN-propagating max in one, in the column
+  // accumulate and in both stages of the combine (shuffles, then the warps' shared slots; no
+  // lm_max branches between a row's shuffles).
+  REQUIRE(v.tpr > 32);
+  REQUIRE(vf.tpr > 32);
   std::string bf = lc::generate(sm_bf16, v).source, f32 = lc::generate(sm_f32, vf).source;
   CHECK(count(bf, "cvt.rn.bf16x2.f32") == 1);
-  CHECK(count(bf, "max.NaN.f32") == 1);
-  // The packed pair, the max, and lm_f2b's single conversion (codegen.cpp's helper).
-  CHECK(count(bf, "#if __CUDA_ARCH__ >= 800") == 3);
+  CHECK(count(bf, "max.NaN.f32") == 3);
+  // The packed pair, the three maxes, and lm_f2b's single conversion (codegen.cpp's helper).
+  CHECK(count(bf, "#if __CUDA_ARCH__ >= 800") == 5);
   CHECK(count(bf, "cvt.rn.bf16.f32") == 1);
   CHECK(bf.find("lm_f2b(") != std::string::npos);
-  CHECK(count(f32, "max.NaN.f32") == 1);
+  CHECK(count(f32, "max.NaN.f32") == 3);
+  CHECK(count(f32, "lm_max(") == 4);  // the helper, kept for pre-sm_80 in the 3 places
   CHECK(f32.find("cvt.rn") == std::string::npos);
   // Every row length keeps the held values within the register budget. 32768 columns stay on
   // chip (a bf16 softmax with its exps recomputed; f32 in 1024 lanes of 8 chunks).
@@ -561,6 +572,13 @@ TEST_CASE("codegen: persistent rows hold narrow rows in their storage type") {
         if (r.k > 0) CHECK(int64_t(r.k) * r.vw * lc::row_cache_bytes(g, r.remat) <= 192);
         if (cols == 32768) CHECK(r.k > 0);
         if (cols == 32768 && dt == DType::BFloat16) CHECK(r.remat == (op == 0 ? 2 : 1));
+        CHECK((r.tpr & (r.tpr - 1)) == 0);
+        CHECK(r.vw == (cols % 2 ? 1 : dt == DType::Float32 ? 4 : 8));
+        // f32 rows prefetch the next row at every length, a 32768-column row too: its 1024
+        // lanes are the SM's only block, so nothing else loads while it reduces.
+        if (!std::getenv("LOOM_CUDA_ROW_PREFETCH"))
+          CHECK(r.prefetch == (dt == DType::Float32 ? 1 : 0));
+        if (cols == 32768 && dt == DType::Float32) CHECK(r.tpr * r.rpb == 1024);
       }
     }
   // The register cap is part of the kernel and its key.
@@ -641,6 +659,97 @@ TEST_CASE("codegen: row knobs: one barrier a combine, next-row prefetch, column 
   StrictGuard strict;
   for (const std::string& src : srcs)
     CHECK_FALSE(lc::compile(src, "loom_row_knobs", 9, 0).cubin.empty());
+}
+
+TEST_CASE("codegen: row knobs: fast exp, streaming accesses, even grid") {
+  Tensor fd = data({1024, 4096}, DType::Float32), hd = data({1024, 4096}, DType::BFloat16);
+  Tensor dd = data({64, 1000}, DType::Float64);
+  Group sf = only(softmax(fd.clone(), 1)), sh = only(softmax(hd.clone(), 1));
+  Group sd = only(softmax(dd.clone(), 1)), ls = only(log_softmax(fd.clone(), 1));
+  Group ln = only(layer_norm(fd.clone(), {4096}));
+  std::vector<std::string> srcs;
+  // FASTEXP: every f32 exp of the kernel (softmax: the sum pass and the store pass; log_softmax:
+  // the sum) becomes lm_fexp, defined once; double exps and groups without exp are untouched.
+  if (!std::getenv("LOOM_CUDA_ROW_FASTEXP")) {
+    for (const Group* g : {&sf, &sh, &sd, &ln}) CHECK_FALSE(lc::choose_variant(*g, 132).fexp);
+  }
+  for (const Group* g : {&sf, &sh, &ls}) {
+    lc::Variant v = lc::choose_variant(*g, 132), x = v;
+    v.fexp = false, x.fexp = true;
+    std::string a = lc::generate(*g, v).source, b = lc::generate(*g, x).source;
+    INFO(x.key() << "\n" << b);
+    CHECK(x.key() == v.key() + "_x");
+    CHECK(count(a, "lm_fexp") == 0);
+    CHECK(count(b, "expf(") == 0);
+    CHECK(count(b, "lm_fexp(") == count(a, "expf(") + 1);  // + the definition
+    CHECK(count(b, "ex2.approx.ftz.f32") == 1);
+    srcs.push_back(b);
+  }
+  // EVICT: every chunk load of a persistent row (the first row, the passes, the prefetch) and
+  // every chunk store become .cs; a loop kernel (which reads the row each pass) keeps its loads.
+  for (const Group* g : {&sf, &sh, &ln}) {
+    lc::Variant v = lc::choose_variant(*g, 132), e = v;
+    REQUIRE(v.k > 0);
+    v.evict = 0, e.evict = 3;
+    std::string a = lc::generate(*g, v).source, b = lc::generate(*g, e).source;
+    INFO(e.key() << "\n" << b);
+    CHECK(e.key() == v.key() + "_e3");
+    const int loads = count(a, "] = *(const lm_vec"), stores = count(a, "*)(O0 + (b");
+    CHECK(loads >= 1);
+    CHECK(stores == 1);
+    CHECK(count(b, "] = *(const lm_vec") == 0);
+    CHECK(count(b, "lm_ldcs((const lm_vec") == loads);
+    CHECK(count(b, "lm_stcs((lm_vec") == stores);
+    lc::Variant lp = e;
+    lp.k = 0, lp.remat = 0, lp.prefetch = 0, lp.minb = 0;
+    std::string c = lc::generate(*g, lp).source;
+    CHECK(count(c, "lm_ldcs") == 0);
+    CHECK(count(c, "lm_stcs((lm_vec") == 1);
+    srcs.push_back(b), srcs.push_back(c);
+  }
+  {
+    lc::Variant v = lc::choose_variant(sd, 132);
+    v.fexp = true;
+    std::string src = lc::generate(sd, v).source;
+    CHECK(count(src, "lm_fexp") == 0);
+    CHECK(count(src, "exp(") > 0);
+  }
+  // Grid modes for 65536 rows of the f32 softmax (256 threads, 8 blocks an SM, 132 SMs):
+  // stride 2 waves (2112 blocks: 64 of them take a 32nd row), rows one a block, even one
+  // wave of 1041 blocks, 1040 of them taking 63 rows (the least a resident block can).
+  lc::Variant v = lc::choose_variant(sf, 132);
+  REQUIRE(v.block() == 256);
+  REQUIRE(v.rpb == 1);
+  REQUIRE(v.minb == 8);
+  CHECK(lc::row_grid(65536, v, 132, lc::RowGrid::Stride) == 2112);
+  CHECK(lc::row_grid(65536, v, 132, lc::RowGrid::Rows) == 65536);
+  CHECK(lc::row_grid(65536, v, 132, lc::RowGrid::Even) == 1041);
+  for (int64_t blocks : {1, 7, 1055, 1056, 1057, 4096, 65536, 100003}) {
+    const int64_t slots = 132 * 8, g = lc::row_grid(blocks, v, 132, lc::RowGrid::Even);
+    const int64_t per = (blocks + g - 1) / g, least = (blocks + slots - 1) / slots;
+    INFO(blocks << " row groups: " << g << " blocks");
+    CHECK(g <= slots);
+    CHECK(g <= blocks);
+    CHECK(per == least);                   // no block takes more than a full wave needs
+    CHECK((g - 1) * per < blocks);         // every block has rows
+    CHECK(blocks - (g - 1) * per <= per);  // the last takes the rest
+  }
+  lc::Variant u = v;
+  u.minb = 0, u.k = 0;  // a loop kernel, residency unknown: the stride grid
+  CHECK(lc::row_grid(65536, u, 132, lc::RowGrid::Even) ==
+        lc::row_grid(65536, u, 132, lc::RowGrid::Stride));
+  // 8192 rows of 32768 f32 columns: 1024 lanes of 8 chunks, uncapped, one block an SM.
+  Tensor wd = data({160, 32768}, DType::Float32);  // rows enough not to split
+  lc::Variant w = lc::choose_variant(only(softmax(wd.clone(), 1)), 132);
+  REQUIRE(w.block() == 1024);
+  REQUIRE(w.k > 0);
+  CHECK(w.minb == 0);
+  CHECK(lc::row_grid(8192, w, 132, lc::RowGrid::Stride) == 528);
+  CHECK(lc::row_grid(8192, w, 132, lc::RowGrid::Even) == 131);
+  if (!lc::nvrtc_available()) return;
+  StrictGuard strict;
+  for (const std::string& src : srcs)
+    CHECK_FALSE(lc::compile(src, "loom_row_fexp", 9, 0).cubin.empty());
 }
 
 TEST_CASE("codegen: a kernel carries only the helpers it uses") {
