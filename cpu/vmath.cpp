@@ -181,7 +181,12 @@ inline void v_map(const float* a, float* o, int64_t n, F f) {
 bool vmath_on() {
   static const bool on = [] {
     const char* v = std::getenv("LOOM_CPU_VMATH");
-    return !(v && v[0] == '0');
+    if (v) return v[0] != '0';
+#if defined(__AVX512F__)
+    return true;
+#else
+    return false;  // the scalar form vectorizes to AVX2 at ~1.5x Eigen's cost: Eigen by default
+#endif
   }();
   return on;
 }

@@ -10,9 +10,10 @@
 
 namespace loom::cpu {
 
-// LOOM_CPU_VMATH=0 (read once) sends float exp, tanh and sigmoid back to Eigen's kernels for
-// A/B timing (cpu/math.cpp); fused and fusion-off programs switch together, and the tile
-// program then folds none of them into other ops.
+// Whether unary() uses these (cpu/math.cpp): by default where the build has AVX-512, else
+// Eigen's kernels; LOOM_CPU_VMATH=0 / 1 (read once) picks either, for A/B timing. Fused and
+// fusion-off programs switch together, and without them the tile program folds none of these
+// functions into other ops.
 bool vmath_on();
 
 void exp_f32(const float* a, float* out, int64_t n);
