@@ -187,12 +187,14 @@ int main(int argc, char** argv) {
   int reps = 0;
   std::string device = "cpu";
   bool tiny_only = false;
+  bool chain8_only = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
     if (!std::strcmp(argv[i], "--device") && i + 1 < argc) device = argv[++i];
     if (!std::strcmp(argv[i], "--tiny")) tiny_only = true;
+    if (!std::strcmp(argv[i], "--chain8")) chain8_only = true;  // its three rows alone (A/B runs)
   }
   if (reps <= 0) reps = quick ? 3 : 15;
   manual_seed(1);
@@ -226,6 +228,10 @@ int main(int argc, char** argv) {
     auto f = [&](int i) { return chain8(xs[i & 1]); };
     check_loom("chain8 16M", f, ref, 1e-5);
     run_three("chain8 16M", bytes, reps, hand, f);
+  }
+  if (chain8_only) {
+    write_json(json);
+    return 0;
   }
 
   // ---- softmax and layer_norm over the last dim of [4096, 4096] ------------------------------

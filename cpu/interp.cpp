@@ -11,6 +11,7 @@
 
 #include "cpu/access.h"
 #include "cpu/math.h"
+#include "cpu/vmath.h"
 
 namespace loom::cpu {
 namespace {
@@ -497,6 +498,14 @@ class Runner {
         else
           unary<T>(op, src, static_cast<T*>(out), len);
       });
+      return;
+    }
+    if (is_binary(op) && p_.pair_f[&n - p_.nodes.data()] != Op::Const) {
+      int id = int(&n - p_.nodes.data());  // float32, `b` a register (program.cpp)
+      pair_unary_f32(p_.pair_op[id], static_cast<const float*>(a[0].p), a[0].s,
+                     static_cast<const float*>(a[2].p), a[2].s, op, p_.pair_first[id],
+                     p_.pair_f[id], static_cast<const float*>(a[1].p), p_.pair_relu[id],
+                     static_cast<float*>(out), len);
       return;
     }
     if (is_binary(op) && p_.pair_op[&n - p_.nodes.data()] != Op::Const) {

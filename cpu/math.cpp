@@ -3,8 +3,10 @@
 #include <Eigen/Core>
 #include <unsupported/Eigen/SpecialFunctions>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
+#include "cpu/vmath.h"
 #include "ops/philox.h"
 #include "tensor/half.h"
 
@@ -132,6 +134,16 @@ void fix_exp_underflow(const T* a, T* out, int64_t n) {
 
 template <typename T>
 void unary_float(Op op, const T* a, T* out, int64_t n) {
+  if (std::is_same_v<T, float> && vmath_on()) {  // own kernels (cpu/vmath.h): a few ulp
+    const float* af = reinterpret_cast<const float*>(a);
+    float* of = reinterpret_cast<float*>(out);
+    switch (op) {
+      case Op::Exp: return exp_f32(af, of, n);
+      case Op::Tanh: return tanh_f32(af, of, n);
+      case Op::Sigmoid: return sigmoid_f32(af, of, n);
+      default: break;
+    }
+  }
   CArr<T> x(a, n);
   Arr<T> o(out, n);
   const T half = T(0.5);
@@ -359,6 +371,8 @@ template void binary_pair<double>(Op, const double*, int, const double*, int, Op
 
 template <typename T>
 void exp_sub(const T* a, int sa, const T* b, int sb, T* out, int64_t n) {
+  if constexpr (std::is_same_v<T, float>)
+    if (vmath_on()) return exp_sub_f32(a, sa, b, sb, out, n);
   Arr<T> o(out, n);
   if (sa && !sb) {
     o = (CArr<T>(a, n) - b[0]).exp();

@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "cpu/vmath.h"
+
 namespace loom::cpu {
 namespace {
 
@@ -121,6 +123,54 @@ void fuse_pairs(Program& p, const Group& g) {
   }
 }
 
+bool vmath_unary(Op op) { return op == Op::Exp || op == Op::Tanh || op == Op::Sigmoid; }
+
+// f(u) op w, with f exp, tanh or sigmoid and the f node read by nothing else: the op's loop
+// computes f too (cpu/vmath.h pair_unary_f32), so f's result is never written out and read
+// back: the transcendental loops are port-bound with room for an op or two. Only the `b`
+// operand of a folded pair; either operand of a plain op (the other becomes `a`).
+void fold_unary_operands(Program& p, const Group& g) {
+  int nn = int(p.nodes.size());
+  p.pair_f.assign(nn, Op::Const);
+  if (int(p.pair_relu.size()) != nn) p.pair_relu.assign(nn, 0);  // LOOM_CPU_PAIRS=0 left it empty
+  // LOOM_CPU_UNARY_FOLD=0 turns this off (A/B timing, or to rule it out); read once.
+  static const bool on = [] {
+    const char* v = std::getenv("LOOM_CPU_UNARY_FOLD");
+    return !(v && v[0] == '0');
+  }();
+  if (!on || !vmath_on()) return;
+  std::vector<int> uses(nn, 0);
+  for (auto& n : p.nodes)
+    for (int a : {n.a, n.b, n.c})
+      if (a >= 0) uses[a]++;
+  for (auto& o : g.outputs) uses[o.node]++;
+  auto f32 = [&](int id) { return id >= 0 && p.ct[id] == CT::F32; };
+  auto foldable = [&](int d, int i) {
+    if (d < 0 || uses[d] != 1 || p.exp_sub[d]) return false;
+    const GNode& dn = p.nodes[d];
+    return dn.space == Space::Full && vmath_unary(dn.op) && dn.leaf < 0 && f32(d) &&
+           dn.pass <= p.nodes[i].pass && f32(dn.a) && p.nodes[dn.a].space == Space::Full;
+  };
+  for (int i = 0; i < nn; ++i) {
+    GNode& n = p.nodes[i];
+    if (n.space != Space::Full || !pairable(n.op) || n.leaf >= 0 || p.exp_sub[i] || !f32(i) ||
+        !f32(n.a) || !f32(n.b))
+      continue;
+    bool plain = p.pair_op[i] == Op::Const;
+    if (!plain && !f32(n.c)) continue;
+    if (foldable(n.b, i)) {
+      if (plain) n.c = n.a, p.pair_op[i] = Op::Copy, p.pair_first[i] = 1;
+      p.pair_f[i] = p.nodes[n.b].op;
+      n.b = p.nodes[n.b].a;
+    } else if (plain && foldable(n.a, i)) {  // f(u) op w = w' with w in `a`, f(u) as `b`
+      int d = n.a;
+      n.a = n.b, n.c = n.b, n.b = p.nodes[d].a;
+      p.pair_op[i] = Op::Copy, p.pair_first[i] = 0;
+      p.pair_f[i] = p.nodes[d].op;
+    }
+  }
+}
+
 }  // namespace
 
 Program build_program(const Group& g) {
@@ -156,6 +206,7 @@ Program build_program(const Group& g) {
     p.exp_sub[i] = 1;
   }
   fuse_pairs(p, g);
+  fold_unary_operands(p, g);
   std::vector<std::vector<int>> targets(g.passes);
   std::vector<int> all_targets;
   for (int i = 0; i < int(g.nodes.size()); ++i) {

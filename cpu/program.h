@@ -33,6 +33,10 @@ struct Program {
   // Per node: a Relu folded onto the Add/Sub/Mul (folded pair or not) it alone read; the node
   // takes that op's arguments and pair fields (a plain op gets pair_op Copy: `a` as is).
   std::vector<uint8_t> pair_relu;
+  // Per node: an Exp/Tanh/Sigmoid (float32) nothing else reads folded into the `b` operand of
+  // this Add/Sub/Mul (pair or plain: a plain op becomes pair_op Copy); `b` is then that unary's
+  // input and the instruction applies it in the same loop. Op::Const where none.
+  std::vector<Op> pair_f;
   int n_row = 0;
   int passes = 1;
   int last = 0;  // final pass

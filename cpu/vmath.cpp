@@ -1,0 +1,340 @@
+#include "cpu/vmath.h"
+
+#include <bit>
+#include <cmath>
+#include <cstdlib>
+#include <vector>
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+namespace loom::cpu {
+namespace {
+
+// e^y = 2^k e^r with k = round(y / ln 2) and |r| <= ln(2) / 2; e^r = 1 + r + r^2 q(r), q a
+// degree-4 minimax fit (relative error 1.7e-8, a third of a float ulp, with these float
+// coefficients). Adding kShift rounds to an integer (|v| < 2^22) held in the low bits.
+// Every function is division-bound on AVX-512 (vdivps: 8 cycles a vector), so the rest is
+// kept to ~15 instructions: signs folded into constants, scalings by vscalefps.
+constexpr float kLog2e = 0x1.715476p+0f;
+constexpr float kShift = 0x1.8p23f;
+constexpr float kLn2Hi = 0x1.62e430p-1f;    // float(ln 2)
+constexpr float kLn2Lo = -0x1.05c610p-29f;  // ln 2 - kLn2Hi
+constexpr float kC2 = 0x1.fffffep-2f, kC3 = 0x1.5554b0p-3f, kC4 = 0x1.555674p-5f,
+                kC5 = 0x1.1227b0p-7f, kC6 = 0x1.6bebfep-10f;
+// Clamps: exp(-104) is below half the smallest subnormal and exp(89) overflows; sigmoid is 1
+// within half an ulp above 17 (80 keeps 2^-k normal); tanh is 1 above 9.1.
+constexpr float kExpLo = -104.f, kExpHi = 89.f, kSigHi = 80.f, kTanhLo = -20.f;
+
+// ---- scalar form (builds without AVX-512): the same operations, the same bits ----------------
+inline float pow2(int32_t k) { return std::bit_cast<float>((k + 127) << 23); }  // k in [-126, 127]
+
+// v * 2^n (n an integer-valued float in [-150, 150]) as vscalefps gives it: two normal factors,
+// so the first product is exact and the second rounds once.
+inline float scalef(float v, float n) {
+  int32_t k = int32_t(n), k1 = k >> 1;
+  return v * pow2(k1) * pow2(k - k1);
+}
+
+// kf = round(y / ln 2) (as a float) and r = y - kf ln 2; y finite, |y| < 2^21.
+inline float reduce(float y, float& r) {
+  float kf = std::fma(y, kLog2e, kShift) - kShift;
+  r = std::fma(kf, -kLn2Hi, y);
+  r = std::fma(kf, -kLn2Lo, r);
+  return kf;
+}
+
+// e^r, |r| <= ln(2) / 2
+inline float exp_poly(float r) {
+  float q = std::fma(kC6, r, kC5);
+  q = std::fma(q, r, kC4);
+  q = std::fma(q, r, kC3);
+  q = std::fma(q, r, kC2);
+  q = std::fma(q, r, 1.f);
+  return std::fma(q, r, 1.f);
+}
+
+// Comparisons written so a NaN x is kept (false compares), as the vector max/min keep it.
+inline float s_exp(float x) {
+  float y = x < kExpLo ? kExpLo : x;
+  y = y > kExpHi ? kExpHi : y;
+  float r;
+  float kf = reduce(y, r);
+  return scalef(exp_poly(r), kf);
+}
+
+// sigmoid(x) = 1 / (1 + 2^k E) = 2^-k / (2^-k + E), with e^-x = 2^k E: no overflow for any
+// x >= -104, and the final scaling rounds a subnormal result once.
+inline float s_sigmoid(float x) {
+  float y = x < kExpLo ? kExpLo : x;
+  y = y > kSigHi ? kSigHi : y;
+  float nk = kShift - std::fma(y, -kLog2e, kShift);
+  float r = std::fma(nk, -kLn2Hi, y);
+  r = std::fma(nk, -kLn2Lo, r);
+  float q = std::fma(kC6, r, -kC5);
+  q = std::fma(q, r, kC4);
+  q = std::fma(q, r, -kC3);
+  q = std::fma(q, r, kC2);
+  q = std::fma(q, r, -1.f);
+  q = std::fma(q, r, 1.f);
+  return scalef(1.f / (scalef(1.f, nk) + q), nk);
+}
+
+// tanh |x| = -m / (2 + m) with m = expm1(-2|x|) = 2^k (1 + p) - 1 (no cancellation near 0);
+// p = expm1(r) = r + r^2 q(r) kept apart from the 1.
+inline float s_tanh(float x) {
+  float u = -std::fabs(x);
+  u = u < kTanhLo ? kTanhLo : u;
+  float kf = std::fma(u, 2.f * kLog2e, kShift) - kShift;
+  float h = std::fma(kf, -0.5f * kLn2Hi, u);
+  float q = std::fma(32.f * kC6, h, 16.f * kC5);
+  q = std::fma(q, h, 8.f * kC4);
+  q = std::fma(q, h, 4.f * kC3);
+  q = std::fma(q, h, 2.f * kC2);
+  float ph = std::fma(q, h * h, h);
+  float s2 = scalef(2.f, kf);
+  float m = std::fma(s2, ph, std::fma(s2, 0.5f, -1.f));
+  return std::copysign(m / (-2.f - m), x);
+}
+
+#if defined(__AVX512F__)
+inline __m512 set(float v) { return _mm512_set1_ps(v); }
+
+inline __m512 v_reduce(__m512 y, __m512& r) {
+  __m512 kf = _mm512_sub_ps(_mm512_fmadd_ps(y, set(kLog2e), set(kShift)), set(kShift));
+  r = _mm512_fmadd_ps(kf, set(-kLn2Hi), y);
+  r = _mm512_fmadd_ps(kf, set(-kLn2Lo), r);
+  return kf;
+}
+
+inline __m512 v_exp_poly(__m512 r) {
+  __m512 q = _mm512_fmadd_ps(set(kC6), r, set(kC5));
+  q = _mm512_fmadd_ps(q, r, set(kC4));
+  q = _mm512_fmadd_ps(q, r, set(kC3));
+  q = _mm512_fmadd_ps(q, r, set(kC2));
+  q = _mm512_fmadd_ps(q, r, set(1.f));
+  return _mm512_fmadd_ps(q, r, set(1.f));
+}
+
+// max(lo, y) and min(hi, y) return y itself when y is NaN (the second operand).
+inline __m512 v_exp(__m512 x) {
+  __m512 y = _mm512_min_ps(set(kExpHi), _mm512_max_ps(set(kExpLo), x));
+  __m512 r;
+  __m512 kf = v_reduce(y, r);
+  return _mm512_scalef_ps(v_exp_poly(r), kf);
+}
+
+// e^-y = 2^k e^r: nk = -k and r' = -r straight from y (no negations), e^r = E(-r').
+inline __m512 v_sigmoid(__m512 x) {
+  __m512 y = _mm512_min_ps(set(kSigHi), _mm512_max_ps(set(kExpLo), x));
+  __m512 nk = _mm512_sub_ps(set(kShift), _mm512_fmadd_ps(y, set(-kLog2e), set(kShift)));
+  __m512 r = _mm512_fmadd_ps(nk, set(-kLn2Hi), y);
+  r = _mm512_fmadd_ps(nk, set(-kLn2Lo), r);
+  __m512 q = _mm512_fmadd_ps(set(kC6), r, set(-kC5));
+  q = _mm512_fmadd_ps(q, r, set(kC4));
+  q = _mm512_fmadd_ps(q, r, set(-kC3));
+  q = _mm512_fmadd_ps(q, r, set(kC2));
+  q = _mm512_fmadd_ps(q, r, set(-1.f));
+  q = _mm512_fmadd_ps(q, r, set(1.f));
+  __m512 d = _mm512_add_ps(_mm512_scalef_ps(set(1.f), nk), q);
+  return _mm512_scalef_ps(_mm512_div_ps(set(1.f), d), nk);
+}
+
+// Works on h = r / 2 straight from u = -|x| (no doubling): 2 log2(e) and ln(2) / 2 are exact
+// scalings, and p / 2 = h + h^2 Q(h) with Q_j = 2^(j+1) c_(j+2), also exact. ln 2's low part is
+// left out: it moves e^(2u) by k 2e-9 relatively, under 0.1 ulp of tanh for every k.
+inline __m512 v_tanh(__m512 x) {
+  const __m512i sign = _mm512_set1_epi32(INT32_MIN);
+  __m512 u = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(x), sign));  // -|x|
+  u = _mm512_max_ps(set(kTanhLo), u);
+  __m512 kf = _mm512_sub_ps(_mm512_fmadd_ps(u, set(2.f * kLog2e), set(kShift)), set(kShift));
+  __m512 h = _mm512_fmadd_ps(kf, set(-0.5f * kLn2Hi), u);
+  __m512 q = _mm512_fmadd_ps(set(32.f * kC6), h, set(16.f * kC5));
+  q = _mm512_fmadd_ps(q, h, set(8.f * kC4));
+  q = _mm512_fmadd_ps(q, h, set(4.f * kC3));
+  q = _mm512_fmadd_ps(q, h, set(2.f * kC2));
+  __m512 ph = _mm512_fmadd_ps(q, _mm512_mul_ps(h, h), h);
+  __m512 s2 = _mm512_scalef_ps(set(2.f), kf);                                     // 2^(k+1)
+  __m512 m = _mm512_fmadd_ps(s2, ph, _mm512_fmadd_ps(s2, set(0.5f), set(-1.f)));  // 2^k(1+p)-1
+  __m512 th = _mm512_div_ps(m, _mm512_sub_ps(set(-2.f), m));
+  // copysign: sign bit from x, the rest from th (bitwise select, 0xCA = a ? b : c)
+  return _mm512_castsi512_ps(
+      _mm512_ternarylogic_epi32(sign, _mm512_castps_si512(x), _mm512_castps_si512(th), 0xCA));
+}
+
+// Applies f to n floats, 16 at a time; the tail through masked loads and stores, so every
+// element is computed by the same instructions whatever its position.
+template <typename F>
+inline void v_map(const float* a, float* o, int64_t n, F f) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(o + i, f(_mm512_loadu_ps(a + i)));
+  if (i < n) {
+    __mmask16 m = __mmask16((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(o + i, m, f(_mm512_maskz_loadu_ps(m, a + i)));
+  }
+}
+#endif
+
+}  // namespace
+
+bool vmath_on() {
+  static const bool on = [] {
+    const char* v = std::getenv("LOOM_CPU_VMATH");
+    if (v) return v[0] != '0';
+#if defined(__AVX512F__)
+    return true;
+#else
+    return false;  // the scalar form vectorizes to AVX2 at ~1.5x Eigen's cost: Eigen by default
+#endif
+  }();
+  return on;
+}
+
+void exp_f32(const float* a, float* out, int64_t n) {
+#if defined(__AVX512F__)
+  v_map(a, out, n, v_exp);
+#else
+  for (int64_t i = 0; i < n; ++i) out[i] = s_exp(a[i]);
+#endif
+}
+
+void tanh_f32(const float* a, float* out, int64_t n) {
+#if defined(__AVX512F__)
+  v_map(a, out, n, v_tanh);
+#else
+  for (int64_t i = 0; i < n; ++i) out[i] = s_tanh(a[i]);
+#endif
+}
+
+void sigmoid_f32(const float* a, float* out, int64_t n) {
+#if defined(__AVX512F__)
+  v_map(a, out, n, v_sigmoid);
+#else
+  for (int64_t i = 0; i < n; ++i) out[i] = s_sigmoid(a[i]);
+#endif
+}
+
+float exp_scalar(float x) { return s_exp(x); }
+float tanh_scalar(float x) { return s_tanh(x); }
+float sigmoid_scalar(float x) { return s_sigmoid(x); }
+
+void exp_sub_f32(const float* a, int sa, const float* b, int sb, float* out, int64_t n) {
+#if defined(__AVX512F__)
+  if (sa && !sb) {
+    const __m512 bv = set(b[0]);
+    return v_map(a, out, n, [bv](__m512 x) { return v_exp(_mm512_sub_ps(x, bv)); });
+  }
+  if (sa && sb) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+      _mm512_storeu_ps(out + i,
+                       v_exp(_mm512_sub_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i))));
+    if (i < n) {
+      __mmask16 m = __mmask16((1u << (n - i)) - 1);
+      __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i));
+      _mm512_mask_storeu_ps(out + i, m, v_exp(d));
+    }
+    return;
+  }
+#endif
+  for (int64_t i = 0; i < n; ++i) out[i] = s_exp(a[i * sa] - b[i * sb]);
+}
+
+}  // namespace loom::cpu
+
+namespace loom::cpu {
+namespace {
+
+// Add, Sub (reversed when `swap`), Mul or Copy (x itself) of two values; T float or __m512.
+template <Op O, bool Swap, typename T>
+inline T arith(T x, T y) {
+  if constexpr (O == Op::Copy)
+    return x;
+  else if constexpr (O == Op::Add)
+    return x + y;
+  else if constexpr (O == Op::Mul)
+    return x * y;
+  else if constexpr (Swap)
+    return y - x;
+  else
+    return x - y;
+}
+
+template <typename F>
+void with_op(Op op, bool swap, F f) {
+  switch (op) {
+    case Op::Add:
+      return f(std::integral_constant<Op, Op::Add>{}, std::false_type{});
+    case Op::Mul:
+      return f(std::integral_constant<Op, Op::Mul>{}, std::false_type{});
+    case Op::Copy:
+      return f(std::integral_constant<Op, Op::Copy>{}, std::false_type{});
+    default:
+      if (swap) return f(std::integral_constant<Op, Op::Sub>{}, std::true_type{});
+      return f(std::integral_constant<Op, Op::Sub>{}, std::false_type{});
+  }
+}
+
+#if defined(__AVX512F__)
+template <Op I, Op O, bool Swap, bool Relu, typename F>
+void pair_unary_loop(const float* a, int sa, const float* c, int sc, F f, const float* b,
+                     float* out, int64_t n) {
+  const __m512 av = _mm512_set1_ps(a[0]), cv = _mm512_set1_ps(c[0]);
+  auto body = [&](__m512 x, __m512 y, __m512 z) {
+    __m512 v = arith<O, Swap>(arith<I, false>(x, y), f(z));
+    // relu as unary() has it: max(0, v) keeps a NaN v; + 0 turns -0 into +0
+    if constexpr (Relu)
+      v = _mm512_add_ps(_mm512_max_ps(_mm512_setzero_ps(), v), _mm512_setzero_ps());
+    return v;
+  };
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512 x = sa ? _mm512_loadu_ps(a + i) : av, y = sc ? _mm512_loadu_ps(c + i) : cv;
+    _mm512_storeu_ps(out + i, body(x, y, _mm512_loadu_ps(b + i)));
+  }
+  if (i < n) {
+    __mmask16 m = __mmask16((1u << (n - i)) - 1);
+    __m512 x = sa ? _mm512_maskz_loadu_ps(m, a + i) : av;
+    __m512 y = sc ? _mm512_maskz_loadu_ps(m, c + i) : cv;
+    _mm512_mask_storeu_ps(out + i, m, body(x, y, _mm512_maskz_loadu_ps(m, b + i)));
+  }
+}
+#endif
+
+}  // namespace
+
+void pair_unary_f32(Op inner, const float* a, int sa, const float* c, int sc, Op outer, bool first,
+                    Op f, const float* b, bool relu, float* out, int64_t n) {
+#if defined(__AVX512F__)
+  auto run = [&](auto fn) {
+    with_op(inner, false, [&](auto I, auto) {
+      with_op(outer, !first, [&](auto O, auto swap) {
+        if (relu)
+          pair_unary_loop<I.value, O.value, swap.value, true>(a, sa, c, sc, fn, b, out, n);
+        else
+          pair_unary_loop<I.value, O.value, swap.value, false>(a, sa, c, sc, fn, b, out, n);
+      });
+    });
+  };
+  // lambdas, not function pointers: each loop gets its f inlined
+  if (f == Op::Exp) return run([](__m512 v) { return v_exp(v); });
+  if (f == Op::Tanh) return run([](__m512 v) { return v_tanh(v); });
+  return run([](__m512 v) { return v_sigmoid(v); });
+#else
+  // f(b) through memory first (no contraction into the ops after it), then the pair.
+  std::vector<float> fb(static_cast<size_t>(n));
+  (f == Op::Exp ? exp_f32 : f == Op::Tanh ? tanh_f32 : sigmoid_f32)(b, fb.data(), n);
+  with_op(inner, false, [&](auto I, auto) {
+    with_op(outer, !first, [&](auto O, auto swap) {
+      for (int64_t i = 0; i < n; ++i) {
+        float v =
+            arith<O.value, swap.value>(arith<I.value, false>(a[i * sa], c[i * sc]), fb[size_t(i)]);
+        out[i] = relu ? (v > 0 ? v : (v != v ? v : 0.f)) : v;
+      }
+    });
+  });
+#endif
+}
+
+}  // namespace loom::cpu

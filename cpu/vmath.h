@@ -1,0 +1,38 @@
+#pragma once
+// Own vectorized float exp, tanh and sigmoid, a few ulp from the float64 result over the whole
+// float range (NaN in -> NaN out). One exp core for all three: exp2 range reduction and a
+// polynomial for expm1 of the reduced argument; AVX-512 code where the build has it (masked
+// tails, so every element takes the same instructions), the same math in scalar form elsewhere.
+// Fused and fusion-off programs both reach these through unary(): the same math either way.
+#include <cstdint>
+
+#include "ops/op_table.h"
+
+namespace loom::cpu {
+
+// Whether unary() uses these (cpu/math.cpp): by default where the build has AVX-512, else
+// Eigen's kernels; LOOM_CPU_VMATH=0 / 1 (read once) picks either, for A/B timing. Fused and
+// fusion-off programs switch together, and without them the tile program folds none of these
+// functions into other ops.
+bool vmath_on();
+
+void exp_f32(const float* a, float* out, int64_t n);
+void tanh_f32(const float* a, float* out, int64_t n);
+void sigmoid_f32(const float* a, float* out, int64_t n);
+// out = exp(a - b); sa, sb: 1 an array, 0 one value broadcast. Rounds a - b first, as
+// exp_f32 of a computed difference would.
+void exp_sub_f32(const float* a, int sa, const float* b, int sb, float* out, int64_t n);
+// out = (a inner c) outer f(b), or f(b) outer (a inner c) when !first, then relu'd when `relu`
+// (NaN kept), in one pass: binary_pair (cpu/math.h) with its `b` operand put through f first.
+// f: Exp, Tanh or Sigmoid; inner: Add, Sub, Mul or Copy (a itself); outer: Add, Sub or Mul;
+// a and c: stride 1 or 0 (one value), b: stride 1. f(b) rounds as the kernels above give it.
+void pair_unary_f32(Op inner, const float* a, int sa, const float* c, int sc, Op outer, bool first,
+                    Op f, const float* b, bool relu, float* out, int64_t n);
+
+// The scalar forms (what builds without AVX-512 run), for tests: the vector code must give
+// the same bits.
+float exp_scalar(float x);
+float tanh_scalar(float x);
+float sigmoid_scalar(float x);
+
+}  // namespace loom::cpu
