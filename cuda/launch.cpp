@@ -197,20 +197,17 @@ bool narrow_rows(const Group& g) {
 //                          else 1 (a bf16 element has half the instructions per byte to spare)
 //   LOOM_CUDA_ROW_MINB=n   __launch_bounds__ min blocks an SM for persistent rows (caps
 //                          registers); 0 none (before 2026-11-29); unset: row_min_blocks
-//   LOOM_CUDA_ROW_GRID=stride|rows|even  grid of (not split) row and column kernels. stride
-//                          (default): at most 2 waves (2 x the blocks an SM's 2048 threads
-//                          hold) walking the rows in a grid-stride loop, so a block takes
-//                          rows/grid rows in a fixed order (65536 rows: 31 or 32 each);
-//                          rows: a block a row group, as Triton launches a persistent
-//                          reduction: the hardware hands each free slot the next row, no tail
-//                          of blocks with one row more; even: one wave of the blocks the
-//                          register cap (minb) guarantees resident, sized so every block but
-//                          the last takes the same number of row groups (65536 rows, 1056
-//                          slots: 1041 blocks of 63 rows, where stride ends with 64 blocks
-//                          running a 32nd row alone: ~1/63 of the time at a twentieth of the
-//                          bandwidth; 8192 rows of 32768 f32 columns, one 1024-thread block an
-//                          SM: 131 blocks of 63 rows, not 4 waves of 528 taking 15 or 16);
-//                          stride where the residency is unknown (minb 0, loop kernels)
+//   LOOM_CUDA_ROW_GRID=rows|stride|even  grid of (not split) row and column kernels. rows
+//                          (default since 2026-11-29 19:00): a block a row group, as Triton
+//                          launches a persistent reduction: the hardware hands each free slot
+//                          the next row, no tail of blocks with one row more (H200, [65536,
+//                          4096]: the six row cases 90-93% -> 95-97% of copy); stride: at most
+//                          2 waves (2 x the blocks an SM's 2048 threads hold) walking the rows
+//                          in a grid-stride loop (65536 rows: 31 or 32 each); even: one wave of
+//                          the blocks the register cap (minb) guarantees resident, sized so
+//                          every block but the last takes the same number of row groups
+//                          (65536 rows, 1056 slots: 1041 blocks of 63 rows); stride where the
+//                          residency is unknown (minb 0, loop kernels)
 //   LOOM_CUDA_ROW_SYNC=1|2 __syncthreads a block-wide combine (tpr > 32, not split): 2
 //                          (default) write, barrier, read, barrier; 1 parity-buffered slots
 //                          and no barrier after the reads (Variant::sync1)
@@ -245,7 +242,7 @@ bool narrow_rows(const Group& g) {
 struct RowKnobs {
   int tpr = 0, rpb = 0, chunks = 4, minb = -1;
   int remat = -1;
-  RowGrid grid = RowGrid::Stride;
+  RowGrid grid = RowGrid::Rows;
   bool sync1 = false, fexp = false;
   int evict = 0;
   int col_unroll = 1, prefetch = -1;  // -1: 1 on rows of 4-byte types, 0 on narrow rows
@@ -266,7 +263,7 @@ const RowKnobs& row_knobs() {
     r.remat = get("LOOM_CUDA_ROW_REMAT", 0, 2, -1);
     const char* grid = std::getenv("LOOM_CUDA_ROW_GRID");
     const std::string gs = grid ? grid : "";
-    r.grid = gs == "rows" ? RowGrid::Rows : gs == "even" ? RowGrid::Even : RowGrid::Stride;
+    r.grid = gs == "stride" ? RowGrid::Stride : gs == "even" ? RowGrid::Even : RowGrid::Rows;
     r.sync1 = get("LOOM_CUDA_ROW_SYNC", 1, 2, 2) == 1;
     r.prefetch = get("LOOM_CUDA_ROW_PREFETCH", 0, 2, -1);
     r.fexp = get("LOOM_CUDA_ROW_FASTEXP", 0, 1, 0) == 1;
