@@ -724,6 +724,11 @@ TEST_CASE("codegen: row knobs: fast exp, streaming accesses, even grid") {
   CHECK(lc::row_grid(65536, v, 132, lc::RowGrid::Stride) == 2112);
   CHECK(lc::row_grid(65536, v, 132, lc::RowGrid::Rows) == 65536);
   CHECK(lc::row_grid(65536, v, 132, lc::RowGrid::Even) == 1041);
+  CHECK(lc::row_grid(65536, v, 132, lc::RowGrid::Auto) == 65536);  // a row kernel: rows
+  lc::Variant col = v;
+  col.tpr = 1, col.rpb = 256;  // a thread a row, as column reductions launch: stride
+  CHECK(lc::row_grid(65536, col, 132, lc::RowGrid::Auto) ==
+        lc::row_grid(65536, col, 132, lc::RowGrid::Stride));
   for (int64_t blocks : {1, 7, 1055, 1056, 1057, 4096, 65536, 100003}) {
     const int64_t slots = 132 * 8, g = lc::row_grid(blocks, v, 132, lc::RowGrid::Even);
     const int64_t per = (blocks + g - 1) / g, least = (blocks + slots - 1) / slots;
