@@ -78,9 +78,24 @@ std::map<TraceKey, Trace>& traces() {
 
 TraceKey key_of(Device d, uint64_t id) { return {int(d.kind), d.index, id}; }
 
+// The last GPU trace looked up (under the runtime mutex; cleared when sync() erases traces):
+// a loop records on one stream, and two map lookups an op (record, track) were ~2% of it.
+struct LastTrace {
+  TraceKey key;
+  Trace* tr = nullptr;
+};
+LastTrace& last_trace() {
+  static LastTrace l;
+  return l;
+}
+
 Trace& trace_for(const StreamRef& s) {
-  auto [it, fresh] = traces().try_emplace(key_of(s.device, s.id));
+  TraceKey k = key_of(s.device, s.id);
+  LastTrace& last = last_trace();
+  if (last.tr && last.key == k) return *last.tr;
+  auto [it, fresh] = traces().try_emplace(k);
   if (fresh) it->second.stream = s;
+  last = {k, &it->second};
   return it->second;
 }
 
@@ -92,8 +107,13 @@ Trace& cpu_trace() {
 
 Trace* find_trace(Device d, uint64_t id) {
   if (d.kind == DeviceKind::CPU) return &cpu_trace();
-  auto it = traces().find(key_of(d, id));
-  return it == traces().end() ? nullptr : &it->second;
+  TraceKey k = key_of(d, id);
+  LastTrace& last = last_trace();
+  if (last.tr && last.key == k) return last.tr;
+  auto it = traces().find(k);
+  if (it == traces().end()) return nullptr;
+  last = {k, &it->second};
+  return &it->second;
 }
 
 bool env_flag(const char* name, bool dflt) {
@@ -521,6 +541,7 @@ void sync() {
     Trace& t = it->second;
     if (t.stream.id != 0 && t.buffers.empty() && t.stream.native.use_count() == 1) {
       backend(t.stream.device).stream_retired(t.stream);
+      if (last_trace().tr == &t) last_trace().tr = nullptr;
       it = traces().erase(it);
     } else {
       ++it;

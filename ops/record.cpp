@@ -39,10 +39,11 @@ std::shared_ptr<Node> new_node(Op op, DType dt, Shape shape, Device d) {
 }
 
 Tensor record_node(std::shared_ptr<Node> n) {
-  Shape s = n->shape;
-  DType dt = n->dtype;
-  Device d = n->device;
-  return make_result(record(std::move(n)), s, dt, d);
+  // The storage keeps the node (a flush record() makes runs before it adds it): its shape is
+  // read there rather than copied first.
+  const Node& node = *n;
+  auto st = record(std::move(n));
+  return make_result(std::move(st), node.shape, node.dtype, node.device);
 }
 
 Tensor const_tensor(Scalar s, DType dt, Device d, const Shape& shape) {
