@@ -2,6 +2,7 @@
 // SmallVec: a vector that keeps up to N elements inline. Shapes, strides and node inputs are
 // short; keeping them off the heap makes recording an op a handful of allocations, not dozens.
 #include <algorithm>
+#include <concepts>
 #include <cstddef>
 #include <initializer_list>
 #include <iterator>
@@ -151,9 +152,18 @@ class SmallVec {
   void check(size_t i) const {
     if (i >= size_) throw std::out_of_range("SmallVec index");
   }
+  // A counted range is copied in one go after one reserve: shapes and views are copied
+  // several times an op, and an emplace_back an element (a capacity check each) was most of it.
   template <typename It>
   void append(It first, It last) {
-    for (; first != last; ++first) emplace_back(*first);
+    if constexpr (std::random_access_iterator<It>) {
+      size_t n = size_t(last - first);
+      reserve(size_ + n);
+      std::uninitialized_copy(first, last, ptr_ + size_);
+      size_ += n;
+    } else {
+      for (; first != last; ++first) emplace_back(*first);
+    }
   }
   void destroy() {
     clear();
@@ -166,7 +176,8 @@ class SmallVec {
       o.ptr_ = o.inline_ptr(), o.size_ = 0, o.cap_ = N;
     } else {
       ptr_ = inline_ptr(), cap_ = N, size_ = 0;
-      for (auto& v : o) emplace_back(std::move(v));
+      std::uninitialized_move(o.ptr_, o.ptr_ + o.size_, ptr_);  // fits: o's elements are inline
+      size_ = o.size_;
       o.clear();
     }
   }
