@@ -67,13 +67,15 @@ void put_dims(std::vector<uint64_t>& k, const SmallVec<int64_t, 6>& v) {
 enum ViewForm : uint64_t { kGeneral = 0, kDense = 1, kSplat = 2 };
 
 ViewForm view_form(const View& v, const Shape& s) {
-  if (v.offset != 0 || v.shape != s) return kGeneral;
+  size_t rank = s.size();
+  if (v.offset != 0 || v.shape.size() != rank) return kGeneral;
   bool dense = true, splat = true;
   int64_t want = 1;
-  for (size_t d = v.strides.size(); d-- > 0;) {
+  for (size_t d = rank; d-- > 0;) {
+    if (v.shape[d] != s[d]) return kGeneral;
     int64_t st = v.strides[d];
-    if (st != want) dense = false;
-    if (st != 0) splat = false;
+    dense &= st == want;
+    splat &= st == 0;
     want *= s[d];
   }
   return dense ? kDense : splat ? kSplat : kGeneral;

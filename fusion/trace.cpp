@@ -16,6 +16,7 @@
 #include "fusion/kernel_cache.h"
 #include "fusion/plan_cache.h"
 #include "fusion/planner.h"
+#include "fusion/runtime_lock.h"
 #include "tensor/backend.h"
 #include "tensor/block_alloc.h"
 
@@ -412,7 +413,7 @@ void set_log_fusion(bool on) { log_flag() = on; }
 bool fusion_enabled() { return fusion_flag(); }
 
 std::shared_ptr<Storage> record(std::shared_ptr<Node> n) {
-  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+  RuntimeLock lock;
   Trace& tr = recording_trace(n->device);
   if (n->device.kind != DeviceKind::CPU) {
     for (auto& in : n->in) order_access(tr, in.st, false);
@@ -452,7 +453,7 @@ std::shared_ptr<Storage> record(std::shared_ptr<Node> n) {
 }
 
 void track(const std::shared_ptr<Buffer>& b, Device d) {
-  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+  RuntimeLock lock;
   const Storage& st = *b->cur;
   Trace* t = st.pending() ? find_trace(d, st.stream) : nullptr;
   Trace& tr = t ? *t : recording_trace(d);

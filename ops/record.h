@@ -2,15 +2,16 @@
 // Helpers every op uses to validate inputs and record nodes.
 #include <memory>
 
+#include "fusion/runtime_lock.h"
 #include "fusion/trace.h"
 #include "tensor/tensor.h"
 
 namespace loom {
 
 // Held by an op entry point across all it records (a Const, casts, the node, its buffer's
-// tracking): the runtime mutex is recursive, so the inner locks of record() and track() are
-// then an owner check each instead of an atomic lock and unlock (three pairs for `y * 0.5`).
-using OpLock = std::lock_guard<std::recursive_mutex>;
+// tracking): the inner holds of record() and track() are then a thread-local count each
+// instead of an atomic lock and unlock (three pairs for `y * 0.5`).
+using OpLock = RuntimeLock;
 
 // A tensor over a fresh pending (or ready) storage, contiguous in `shape`.
 Tensor make_result(std::shared_ptr<Storage> st, const Shape& shape, DType dt, Device d);
