@@ -61,6 +61,26 @@ void put_dims(std::vector<uint64_t>& k, const SmallVec<int64_t, 6>& v) {
   for (int64_t x : v) k.push_back(uint64_t(x));
 }
 
+// How an input's view relates to its node's shape. The two common forms are fully determined
+// by the node's shape (already in the key), so their view takes no key words: a 1-D scalar op
+// was 16 words, 5 now (hashing and comparing the key was a fifth of a memory hit's flush).
+enum ViewForm : uint64_t { kGeneral = 0, kDense = 1, kSplat = 2 };
+
+ViewForm view_form(const View& v, const Shape& s) {
+  size_t rank = s.size();
+  if (v.offset != 0 || v.shape.size() != rank) return kGeneral;
+  bool dense = true, splat = true;
+  int64_t want = 1;
+  for (size_t d = rank; d-- > 0;) {
+    if (v.shape[d] != s[d]) return kGeneral;
+    int64_t st = v.strides[d];
+    dense &= st == want;
+    splat &= st == 0;
+    want *= s[d];
+  }
+  return dense ? kDense : splat ? kSplat : kGeneral;
+}
+
 // Writes the DAG's structure into c.key and numbers the ready inputs into c.ready (dag
 // storages get mark = their index, ready inputs mark = -1 - class, under a fresh epoch).
 // False when the DAG is not cacheable.
@@ -88,8 +108,8 @@ bool describe(Cache& c, const std::vector<std::shared_ptr<Storage>>& dag,
     uint64_t scalar_kind = n.op == Op::Const ? uint64_t(n.value.kind) : 0;
     k.push_back(uint64_t(n.op) | uint64_t(n.dtype) << 16 | uint64_t(c.root[i]) << 24 |
                 uint64_t(n.in.size()) << 32 | scalar_kind << 40 | uint64_t(uint32_t(n.dim)) << 48);
-    put_dims(k, n.shape);
-    k.push_back(n.axes.size());
+    k.push_back(uint64_t(n.shape.size()) | uint64_t(n.axes.size()) << 32);
+    for (int64_t x : n.shape) k.push_back(uint64_t(x));
     for (int a : n.axes) k.push_back(uint64_t(a));
     for (auto& in : n.in) {
       Storage& s = *in.st;
@@ -98,10 +118,15 @@ bool describe(Cache& c, const std::vector<std::shared_ptr<Storage>>& dag,
         s.mark = -1 - int64_t(c.ready.size());
         c.ready.push_back(&in.st);
       }
-      k.push_back(uint64_t(s.mark) ^ uint64_t(in.dtype) << 56 ^ uint64_t(s.pending()) << 55);
-      put_dims(k, in.view.shape);
-      put_dims(k, in.view.strides);
-      k.push_back(uint64_t(in.view.offset));
+      // Marks fit 32 bits (plan codes are int32): one word of separate fields.
+      ViewForm f = view_form(in.view, n.shape);
+      k.push_back(uint64_t(uint32_t(int32_t(s.mark))) | uint64_t(in.dtype) << 32 |
+                  uint64_t(s.pending()) << 40 | uint64_t(f) << 41);
+      if (f == kGeneral) {
+        put_dims(k, in.view.shape);
+        put_dims(k, in.view.strides);
+        k.push_back(uint64_t(in.view.offset));
+      }
     }
   }
   return true;

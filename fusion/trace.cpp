@@ -16,6 +16,7 @@
 #include "fusion/kernel_cache.h"
 #include "fusion/plan_cache.h"
 #include "fusion/planner.h"
+#include "fusion/runtime_lock.h"
 #include "tensor/backend.h"
 #include "tensor/block_alloc.h"
 
@@ -53,6 +54,9 @@ struct LengthCut {
 struct Trace {
   StreamRef stream;  // keeps the stream alive while it has a trace
   std::vector<std::weak_ptr<Buffer>> buffers;
+  // The previous flush's `buffers`, emptied: its capacity becomes the next trace's, so the
+  // trace does not grow its list from nothing (8 reallocations for 100 ops) every flush.
+  std::vector<std::weak_ptr<Buffer>> spare;
   int64_t nodes = 0;
   int64_t pinned_bytes = 0;  // ready storages pending nodes read (each once per epoch)
   uint64_t epoch = 0;        // changes at every flush; 0: not started
@@ -75,9 +79,24 @@ std::map<TraceKey, Trace>& traces() {
 
 TraceKey key_of(Device d, uint64_t id) { return {int(d.kind), d.index, id}; }
 
+// The last GPU trace looked up (under the runtime mutex; cleared when sync() erases traces):
+// a loop records on one stream, and two map lookups an op (record, track) were ~2% of it.
+struct LastTrace {
+  TraceKey key;
+  Trace* tr = nullptr;
+};
+LastTrace& last_trace() {
+  static LastTrace l;
+  return l;
+}
+
 Trace& trace_for(const StreamRef& s) {
-  auto [it, fresh] = traces().try_emplace(key_of(s.device, s.id));
+  TraceKey k = key_of(s.device, s.id);
+  LastTrace& last = last_trace();
+  if (last.tr && last.key == k) return *last.tr;
+  auto [it, fresh] = traces().try_emplace(k);
   if (fresh) it->second.stream = s;
+  last = {k, &it->second};
   return it->second;
 }
 
@@ -89,8 +108,13 @@ Trace& cpu_trace() {
 
 Trace* find_trace(Device d, uint64_t id) {
   if (d.kind == DeviceKind::CPU) return &cpu_trace();
-  auto it = traces().find(key_of(d, id));
-  return it == traces().end() ? nullptr : &it->second;
+  TraceKey k = key_of(d, id);
+  LastTrace& last = last_trace();
+  if (last.tr && last.key == k) return last.tr;
+  auto it = traces().find(k);
+  if (it == traces().end()) return nullptr;
+  last = {k, &it->second};
+  return &it->second;
 }
 
 bool env_flag(const char* name, bool dflt) {
@@ -312,8 +336,19 @@ void flush_trace(Trace& tr) {
         roots.push_back(b->cur);
       }
     }
-  auto saved = std::move(tr.buffers);
+  std::vector<std::weak_ptr<Buffer>> saved;
+  saved.swap(tr.buffers);
+  tr.buffers.swap(tr.spare);
   tr.buffers.clear();
+  // (Also on the way out by an exception: restore() has put back what it needed.)
+  struct Recycle {
+    Trace& tr;
+    std::vector<std::weak_ptr<Buffer>>& saved;
+    ~Recycle() {
+      saved.clear();
+      if (saved.capacity() > tr.spare.capacity()) tr.spare.swap(saved);
+    }
+  } recycle{tr, saved};
   tr.nodes = tr.pinned_bytes = 0;
   tr.epoch = next_mark_epoch();
   tr.submitted++;
@@ -378,7 +413,7 @@ void set_log_fusion(bool on) { log_flag() = on; }
 bool fusion_enabled() { return fusion_flag(); }
 
 std::shared_ptr<Storage> record(std::shared_ptr<Node> n) {
-  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+  RuntimeLock lock;
   Trace& tr = recording_trace(n->device);
   if (n->device.kind != DeviceKind::CPU) {
     for (auto& in : n->in) order_access(tr, in.st, false);
@@ -404,19 +439,21 @@ std::shared_ptr<Storage> record(std::shared_ptr<Node> n) {
   };
   for (auto& in : n->in) pin(in.st.get());
   pin(n->base.get());
-  auto st = std::allocate_shared<Storage>(BlockAlloc<Storage>());
+  auto st = std::allocate_shared_for_overwrite<Storage>(BlockAlloc<Storage>());  // no memset
   st->device = n->device;
   st->nbytes = n->base ? n->base->nbytes : size_t(numel(n->shape)) * itemsize(n->dtype);
   st->id = next_storage_id();
   st->stream = tr.stream.id;
   st->node = std::move(n);
   tr.nodes++;
-  counters().nodes_recorded++;
+  // Under the runtime mutex (every writer holds it): a plain add, not a locked one.
+  auto& rec = counters().nodes_recorded;
+  rec.store(rec.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   return st;
 }
 
 void track(const std::shared_ptr<Buffer>& b, Device d) {
-  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+  RuntimeLock lock;
   const Storage& st = *b->cur;
   Trace* t = st.pending() ? find_trace(d, st.stream) : nullptr;
   Trace& tr = t ? *t : recording_trace(d);
@@ -505,6 +542,7 @@ void sync() {
     Trace& t = it->second;
     if (t.stream.id != 0 && t.buffers.empty() && t.stream.native.use_count() == 1) {
       backend(t.stream.device).stream_retired(t.stream);
+      if (last_trace().tr == &t) last_trace().tr = nullptr;
       it = traces().erase(it);
     } else {
       ++it;

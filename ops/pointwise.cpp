@@ -5,6 +5,7 @@ namespace loom {
 namespace {
 
 Tensor unary_op(Op op, const char* name, const Tensor& x) {
+  OpLock lock;
   LOOM_CHECK(x.defined(), Value, name, ": undefined tensor");
   UnaryKind k = unary_kind(op);
   DType in = x.dtype();
@@ -53,11 +54,12 @@ BinaryTypes binary_types(Op op, const char* name, const Shape& sa, DType da, con
 }
 
 Tensor binary_op(Op op, const char* name, const Tensor& a, const Tensor& b, DType pt) {
+  OpLock lock;
   check_same_device(name, a, b);
   BinaryTypes bt = binary_types(op, name, a.shape(), a.dtype(), b.shape(), b.dtype(), pt);
   auto n = new_node(op, bt.rt, bt.out, a.device());
-  n->in.push_back(as_input(expand_to(cast(a, bt.ct), bt.out)));
-  n->in.push_back(as_input(expand_to(cast(b, bt.ct), bt.out)));
+  n->in.push_back(operand(a, bt.ct, bt.out));
+  n->in.push_back(operand(b, bt.ct, bt.out));
   return record_node(std::move(n));
 }
 
@@ -65,6 +67,7 @@ Tensor binary_op(Op op, const char* name, const Tensor& a, const Tensor& b, DTyp
 // scalar's Const node feeds the op directly, read with stride 0: no tensor or buffer of its
 // own (it could never be a flush root), which halves the host work of `y * 0.5`.
 Tensor scalar_op(Op op, const char* name, const Tensor& a, Scalar s, DType t, bool scalar_first) {
+  OpLock lock;
   BinaryTypes bt = scalar_first ? binary_types(op, name, {}, t, a.shape(), a.dtype(), t)
                                 : binary_types(op, name, a.shape(), a.dtype(), {}, t, t);
   if (bt.ct != t) {  // the scalar is cast first (integer true division): the general path
@@ -72,7 +75,7 @@ Tensor scalar_op(Op op, const char* name, const Tensor& a, Scalar s, DType t, bo
     return scalar_first ? binary_op(op, name, c, a, t) : binary_op(op, name, a, c, t);
   }
   auto n = new_node(op, bt.rt, bt.out, a.device());
-  Input x = as_input(expand_to(cast(a, bt.ct), bt.out));
+  Input x = operand(a, bt.ct, bt.out);
   Input c = const_input(s, t, a.device(), bt.out);
   n->in.push_back(scalar_first ? std::move(c) : std::move(x));
   n->in.push_back(scalar_first ? std::move(x) : std::move(c));

@@ -16,13 +16,21 @@ Tensor make_result(std::shared_ptr<Storage> st, const Shape& shape, DType dt, De
   bool pending = st->pending();
   buf->cur = std::move(st);
   if (pending) track(buf, d);
-  return Tensor(buf, View{shape, contiguous_strides(shape), 0}, dt, d);
+  return Tensor(std::move(buf), View{shape, contiguous_strides(shape), 0}, dt, d);
 }
 
 Input as_input(const Tensor& t) { return Input{t.storage(), t.view_info(), t.dtype()}; }
 
+Input operand(const Tensor& t, DType dt, const Shape& shape) {
+  // The common case (no cast, no broadcast) without the two intermediate Tensors.
+  if (t.dtype() == dt && t.shape() == shape) return as_input(t);
+  return as_input(expand_to(cast(t, dt), shape));
+}
+
 std::shared_ptr<Node> new_node(Op op, DType dt, Shape shape, Device d) {
-  auto n = std::allocate_shared<Node>(BlockAlloc<Node>());
+  // For overwrite: value-initializing zeroed all 900 bytes of the Node before its member
+  // initializers ran (op and dtype, the only members without one, are set below).
+  auto n = std::allocate_shared_for_overwrite<Node>(BlockAlloc<Node>());
   n->op = op;
   n->dtype = dt;
   n->shape = std::move(shape);
@@ -31,10 +39,11 @@ std::shared_ptr<Node> new_node(Op op, DType dt, Shape shape, Device d) {
 }
 
 Tensor record_node(std::shared_ptr<Node> n) {
-  Shape s = n->shape;
-  DType dt = n->dtype;
-  Device d = n->device;
-  return make_result(record(std::move(n)), s, dt, d);
+  // The storage keeps the node (a flush record() makes runs before it adds it): its shape is
+  // read there rather than copied first.
+  const Node& node = *n;
+  auto st = record(std::move(n));
+  return make_result(std::move(st), node.shape, node.dtype, node.device);
 }
 
 Tensor const_tensor(Scalar s, DType dt, Device d, const Shape& shape) {

@@ -2,14 +2,22 @@
 // Helpers every op uses to validate inputs and record nodes.
 #include <memory>
 
+#include "fusion/runtime_lock.h"
 #include "fusion/trace.h"
 #include "tensor/tensor.h"
 
 namespace loom {
 
+// Held by an op entry point across all it records (a Const, casts, the node, its buffer's
+// tracking): the inner holds of record() and track() are then a thread-local count each
+// instead of an atomic lock and unlock (three pairs for `y * 0.5`).
+using OpLock = RuntimeLock;
+
 // A tensor over a fresh pending (or ready) storage, contiguous in `shape`.
 Tensor make_result(std::shared_ptr<Storage> st, const Shape& shape, DType dt, Device d);
 Input as_input(const Tensor& t);
+// `t` cast to `dt` and broadcast to `shape`, as an input (a binary op's operand).
+Input operand(const Tensor& t, DType dt, const Shape& shape);
 std::shared_ptr<Node> new_node(Op op, DType dt, Shape shape, Device d);
 Tensor record_node(std::shared_ptr<Node> n);  // record + wrap
 Tensor const_tensor(Scalar s, DType dt, Device d, const Shape& shape = {});

@@ -2,11 +2,13 @@
 // SmallVec: a vector that keeps up to N elements inline. Shapes, strides and node inputs are
 // short; keeping them off the heap makes recording an op a handful of allocations, not dozens.
 #include <algorithm>
+#include <concepts>
 #include <cstddef>
 #include <initializer_list>
 #include <iterator>
 #include <memory>
 #include <new>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -151,9 +153,27 @@ class SmallVec {
   void check(size_t i) const {
     if (i >= size_) throw std::out_of_range("SmallVec index");
   }
+  // A counted range is copied after one reserve: shapes and views are copied several times
+  // an op, and an emplace_back an element (a capacity check each) was most of it. The empty
+  // asm on the index keeps GCC from turning the loop into a memmove call, dearer than the
+  // loop for the one to four dims of most shapes.
   template <typename It>
   void append(It first, It last) {
-    for (; first != last; ++first) emplace_back(*first);
+    if constexpr (std::random_access_iterator<It> && std::is_trivially_copyable_v<T>) {
+      size_t n = size_t(last - first);
+      reserve(size_ + n);
+      T* d = ptr_ + size_;
+      for (size_t i = 0; i < n; ++i) {
+        asm("" : "+r"(i));
+        d[i] = first[i];
+      }
+      size_ += n;
+    } else if constexpr (std::random_access_iterator<It>) {
+      reserve(size_ + size_t(last - first));
+      for (; first != last; ++first) ::new (ptr_ + size_++) T(*first);  // counted as made
+    } else {
+      for (; first != last; ++first) emplace_back(*first);
+    }
   }
   void destroy() {
     clear();
@@ -166,7 +186,11 @@ class SmallVec {
       o.ptr_ = o.inline_ptr(), o.size_ = 0, o.cap_ = N;
     } else {
       ptr_ = inline_ptr(), cap_ = N, size_ = 0;
-      for (auto& v : o) emplace_back(std::move(v));
+      for (size_t i = 0; i < o.size_; ++i) {  // fits: o's elements are inline
+        if constexpr (std::is_trivially_copyable_v<T>) asm("" : "+r"(i));  // no memmove call
+        ::new (ptr_ + i) T(std::move(o.ptr_[i]));
+      }
+      size_ = o.size_;
       o.clear();
     }
   }

@@ -2,6 +2,7 @@
 // this flush's storages and scalar values. Every case checks values (float64 references or
 // fusion off), since a plan reused where it does not fit would compute the wrong thing.
 #include <cstdlib>
+#include <functional>
 
 #include "helpers.h"
 
@@ -55,6 +56,49 @@ TEST_CASE("plan cache: the same ops over the same or different memory are told a
     for (int a = 0; a < 10; ++a)
       for (int b = 0; b < 10; ++b)
         want[a * 10 + b] = xv[a * 10 + b] + (i == 1 ? xv[b * 10 + a] : xv[a * 10 + b]);
+    check_close(r, want);
+  }
+}
+
+// Inputs that are dense in the node's shape, or one value broadcast to it, take no key words
+// (the node's shape determines their view): every other view of the same shape must still get
+// its own plan. Alternating the forms over the same memory makes a wrong hit read wrong values.
+TEST_CASE("plan cache: dense, broadcast, offset and strided views of one shape are told apart") {
+  Tensor x = lt::random({48}, DType::Float32, 41, -1, 1);
+  std::vector<double> xv = host(x);
+  Tensor m = x.narrow(0, 0, 40).reshape({8, 5});  // dense, offset 0
+  Tensor row = x.narrow(0, 40, 5);                // a row broadcast over 8 rows
+  Tensor one = x.narrow(0, 47, 1);                // one value broadcast to every element
+  for (int i = 0; i < 12; ++i) {
+    int form = i % 6;
+    Tensor v;
+    std::function<double(int, int)> at;
+    switch (form) {
+      case 0:
+        v = m, at = [&](int r, int c) { return xv[r * 5 + c]; };
+        break;
+      case 1:
+        v = row.expand({8, 5}), at = [&](int, int c) { return xv[40 + c]; };
+        break;
+      case 2:
+        v = one.expand({8, 5}), at = [&](int, int) { return xv[47]; };
+        break;
+      case 3:  // offset 1, dense strides
+        v = x.narrow(0, 1, 40).reshape({8, 5}),
+        at = [&](int r, int c) { return xv[1 + r * 5 + c]; };
+        break;
+      case 4:  // transposed: same shape via a 5x8 block
+        v = x.narrow(0, 0, 40).reshape({5, 8}).t(),
+        at = [&](int r, int c) { return xv[c * 8 + r]; };
+        break;
+      default:  // a column broadcast over 5 columns
+        v = x.narrow(0, 0, 8).unsqueeze(1).expand({8, 5}), at = [&](int r, int) { return xv[r]; };
+    }
+    double s = 0.5 + 0.125 * i;
+    Tensor r = (m * s + v).tanh();
+    std::vector<double> want(40);
+    for (int a = 0; a < 8; ++a)
+      for (int b = 0; b < 5; ++b) want[a * 5 + b] = std::tanh(xv[a * 5 + b] * s + at(a, b));
     check_close(r, want);
   }
 }
