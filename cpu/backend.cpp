@@ -11,6 +11,7 @@
 #include "cpu/interp.h"
 #include "cpu/matmul.h"
 #include "cpu/scan.h"
+#include "tensor/env.h"
 #include "tensor/error.h"
 
 namespace loom {
@@ -55,10 +56,7 @@ class BlockCache {
   std::mutex m_;
   std::unordered_multimap<size_t, void*> free_;
   size_t cached_ = 0;
-  size_t limit_ = [] {
-    const char* v = std::getenv("LOOM_CPU_CACHE_BYTES");
-    return v ? size_t(std::atoll(v)) : size_t(1) << 30;
-  }();
+  size_t limit_ = size_t(env_int("LOOM_CPU_CACHE_BYTES", 1ll << 30));
 };
 
 struct CpuBackend : Backend {

@@ -12,6 +12,7 @@
 #include "cpu/access.h"
 #include "cpu/math.h"
 #include "cpu/vmath.h"
+#include "tensor/env.h"
 
 namespace loom::cpu {
 namespace {
@@ -37,10 +38,7 @@ struct Operand {
 
 // LOOM_CPU_PREFETCH (read once): 0 no software prefetch, 1 into L1 (prefetcht0), 2 into
 // L2 (prefetcht1).
-int prefetch_mode() {
-  const char* v = std::getenv("LOOM_CPU_PREFETCH");
-  return v ? std::atoi(v) : 1;
-}
+int prefetch_mode() { return int(env_int("LOOM_CPU_PREFETCH", 1)); }
 
 // Memory the next tile will touch, asked for a few cache lines at a time between this
 // tile's instructions: the interpreter reads a tile in its first instructions and then only

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "cpu/vmath.h"
+#include "tensor/env.h"
 
 namespace loom::cpu {
 namespace {
@@ -65,10 +66,7 @@ void fuse_pairs(Program& p, const Group& g) {
   p.pair_op.assign(nn, Op::Const);
   p.pair_first.assign(nn, 0);
   // LOOM_CPU_PAIRS=0 turns the folding off (A/B timing, or to rule it out); read once.
-  static const bool on = [] {
-    const char* v = std::getenv("LOOM_CPU_PAIRS");
-    return !(v && v[0] == '0');
-  }();
+  static const bool on = env_flag("LOOM_CPU_PAIRS", true);
   if (!on) return;
   std::vector<int> uses(nn, 0);
   for (auto& n : p.nodes)

@@ -25,6 +25,7 @@
 #include "fusion/counters.h"
 #include "fusion/kernel_cache.h"
 #include "fusion/trace.h"
+#include "tensor/env.h"
 #include "tensor/storage.h"
 
 #ifndef LOOM_VERSION
@@ -97,7 +98,7 @@ class CudaBackend : public Backend {
     // ops. Off by default: a process that exits while that compile runs can crash in NVRTC
     // (its lazily made statics are destroyed at exit before the thread can be joined).
     static std::once_flag warm;
-    if (const char* w = std::getenv("LOOM_NVRTC_WARMUP"); w && std::string(w) == "1")
+    if (env_flag("LOOM_NVRTC_WARMUP", false))
       std::call_once(warm, [&] { cuda::warm_up_async(cc_major_, cc_minor_); });
     matmul_ = std::make_unique<cuda::Matmul>(
         dev, default_,
@@ -385,10 +386,7 @@ void CudaBackend::drop_compiled() {
 // Peer copies are on by default where the GPUs can reach each other; LOOM_CUDA_PEER=0 (read
 // once) forces the copy through host memory, to compare the two.
 bool peer_copies_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("LOOM_CUDA_PEER");
-    return !(v && std::string(v) == "0");
-  }();
+  static const bool on = env_flag("LOOM_CUDA_PEER", true);
   return on;
 }
 

@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "cuda/codegen_emit.h"
+#include "tensor/env.h"
 #include "tensor/error.h"
 
 namespace loom::cuda {
@@ -165,7 +166,7 @@ struct Matmul::Lt {
 
 Matmul::Matmul(int dev, Stream stream, CompileFn compile)
     : dev_(dev), stream_(std::move(stream)), compile_(std::move(compile)) {
-  if (const char* off = std::getenv("LOOM_DISABLE_CUBLAS"); off && std::string(off) != "0") return;
+  if (env_flag("LOOM_DISABLE_CUBLAS", false)) return;
   auto api = open_api();
   if (!api) return;
   ensure_context(dev_);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tensor/device.h"
+#include "tensor/env.h"
 #include "tensor/error.h"
 
 namespace loom::cuda {
@@ -195,7 +196,7 @@ const char* bind(void* lib, Api& a) {
 
 Driver* open_driver() {
   auto* d = new Driver();
-  if (const char* off = std::getenv("LOOM_DISABLE_CUDA"); off && std::string(off) != "0") {
+  if (env_flag("LOOM_DISABLE_CUDA", false)) {
     d->reason = "disabled by LOOM_DISABLE_CUDA";
     return d;
   }

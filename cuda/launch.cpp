@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "tensor/env.h"
 #include "tensor/error.h"
 
 namespace loom::cuda {
@@ -29,12 +30,8 @@ struct PwPolicy {
 const PwPolicy& pw_policy() {
   static const PwPolicy p = [] {
     PwPolicy p;
-    auto env = [](const char* n) {
-      const char* v = std::getenv(n);
-      return std::string(v ? v : "");
-    };
-    std::string u = env("LOOM_CUDA_PW_UNROLL"), g = env("LOOM_CUDA_PW_GRID");
-    std::string r = env("LOOM_CUDA_PW_ROLL");
+    std::string u = env_str("LOOM_CUDA_PW_UNROLL"), g = env_str("LOOM_CUDA_PW_GRID");
+    std::string r = env_str("LOOM_CUDA_PW_ROLL");
     if (u == "1" || u == "2" || u == "4") p.unroll = u[0] - '0';
     if (g == "stride") p.full = false;
     if (r == "0" || r == "1") p.roll = r[0] - '0';
@@ -253,9 +250,8 @@ const RowKnobs& row_knobs() {
   static const RowKnobs k = [] {
     RowKnobs r;
     auto get = [](const char* name, int lo, int hi, int dflt) {
-      const char* e = std::getenv(name);
-      if (!e || !*e) return dflt;
-      return std::clamp(std::atoi(e), lo, hi);
+      std::string e = env_str(name);
+      return e.empty() ? dflt : std::clamp(std::atoi(e.c_str()), lo, hi);
     };
     int tpr = get("LOOM_CUDA_ROW_TPR", 0, 1024, 0);
     r.tpr = tpr > 0 ? int(pow2ceil(tpr)) : 0;
@@ -263,8 +259,7 @@ const RowKnobs& row_knobs() {
     r.chunks = int(pow2ceil(get("LOOM_CUDA_ROW_CHUNKS", 1, 16, 4)));
     r.minb = get("LOOM_CUDA_ROW_MINB", 0, 32, -1);
     r.remat = get("LOOM_CUDA_ROW_REMAT", 0, 2, -1);
-    const char* grid = std::getenv("LOOM_CUDA_ROW_GRID");
-    const std::string gs = grid ? grid : "";
+    const std::string gs = env_str("LOOM_CUDA_ROW_GRID");
     r.grid = gs == "stride" ? RowGrid::Stride
              : gs == "even" ? RowGrid::Even
              : gs == "rows" ? RowGrid::Rows

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "cuda/driver.h"
+#include "tensor/env.h"
 #include "tensor/error.h"
 
 namespace loom::cuda {
@@ -52,15 +53,11 @@ struct Lib {
 std::atomic<bool> g_fail_next_compile{false};
 std::atomic<bool> g_warmed{false};  // a warm-up compile has finished
 
-bool env_on(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v && std::string(v) != "0";
-}
-std::atomic<bool> g_strict{env_on("LOOM_STRICT_WARNINGS")};
+std::atomic<bool> g_strict{env_flag("LOOM_STRICT_WARNINGS", false)};
 
 void* open_first(std::string& tried) {
   std::vector<std::string> names;
-  if (const char* p = std::getenv("LOOM_NVRTC_PATH"); p && *p) names.push_back(p);
+  if (std::string p = env_str("LOOM_NVRTC_PATH"); !p.empty()) names.push_back(p);
   // The loader's search path first (LD_LIBRARY_PATH, ldconfig), then the toolkit found at build.
   for (const char* n : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}) names.push_back(n);
 #ifdef LOOM_NVRTC_DIR

@@ -9,6 +9,7 @@
 #include "fusion/counters.h"
 #include "fusion/plan_cache.h"
 #include "fusion/trace.h"
+#include "tensor/env.h"
 #include "tensor/fault.h"
 
 namespace loom {
@@ -25,8 +26,7 @@ struct Cache {
   std::unordered_map<uint64_t, Entry> map;
   std::list<uint64_t> lru;  // most recently used first
   size_t limit = [] {
-    const char* v = std::getenv("LOOM_KERNEL_CACHE_MAX");
-    long long n = v && *v ? std::atoll(v) : 4096;
+    long long n = env_int("LOOM_KERNEL_CACHE_MAX", 4096);
     return size_t(n < 1 ? 1 : n);
   }();
 

@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "fusion/canonical.h"
+#include "tensor/env.h"
 
 namespace loom {
 namespace {
@@ -467,8 +468,7 @@ class Planner {
 
 int default_max_group_nodes() {
   static const int n = [] {
-    const char* v = std::getenv("LOOM_MAX_GROUP_NODES");
-    int x = v && *v ? std::atoi(v) : 0;
+    int x = int(env_int("LOOM_MAX_GROUP_NODES", 0));
     return x >= 1 ? x : 96;
   }();
   return n;

@@ -19,6 +19,7 @@
 #include "fusion/runtime_lock.h"
 #include "tensor/backend.h"
 #include "tensor/block_alloc.h"
+#include "tensor/env.h"
 
 namespace loom {
 namespace {
@@ -117,22 +118,13 @@ Trace* find_trace(Device d, uint64_t id) {
   return &it->second;
 }
 
-bool env_flag(const char* name, bool dflt) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return dflt;
-  return !(!std::strcmp(v, "0") || !std::strcmp(v, "false") || !std::strcmp(v, "off"));
-}
-
 bool& fusion_flag() {
   static bool on = env_flag("LOOM_FUSION", true);
   return on;
 }
 
 bool& log_flag() {
-  static bool on = [] {
-    const char* v = std::getenv("LOOM_LOG");
-    return v && std::strstr(v, "fusion") != nullptr;
-  }();
+  static bool on = env_str("LOOM_LOG").find("fusion") != std::string::npos;
   return on;
 }
 
@@ -265,8 +257,8 @@ std::recursive_mutex& runtime_mutex() {
 TraceLimits& trace_limits() {
   static TraceLimits l = [] {
     TraceLimits t;
-    if (const char* v = std::getenv("LOOM_MAX_TRACE")) t.max_nodes = std::atoll(v);
-    if (const char* v = std::getenv("LOOM_MAX_PENDING_BYTES")) t.max_pending_bytes = std::atoll(v);
+    t.max_nodes = env_int("LOOM_MAX_TRACE", t.max_nodes);
+    t.max_pending_bytes = env_int("LOOM_MAX_PENDING_BYTES", t.max_pending_bytes);
     return t;
   }();
   return l;

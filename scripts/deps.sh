@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Installs what loom needs on a fresh Debian/Ubuntu machine (skips what is already there).
+# --python: also the Python package's build and test modules (pip), which the Release build
+# needs too when it builds the extension (scripts/test.sh).
 set -euo pipefail
 need=()
 for p in g++ cmake ninja-build libeigen3-dev libtbb-dev doctest-dev python3 python3-pip python3-venv; do
@@ -9,4 +11,17 @@ if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+if [ "${1:-}" = --python ]; then
+  PY=${PYTHON:-python3}
+  # One interpreter start for all five (each start costs about 2 s behind pyenv's shims).
+  missing=$("$PY" -c '
+import importlib.util
+mods = {"nanobind": "nanobind", "scikit_build_core": "scikit-build-core", "numpy": "numpy",
+        "pytest": "pytest", "hypothesis": "hypothesis"}
+print(" ".join(p for m, p in mods.items() if importlib.util.find_spec(m) is None))')
+  if [ -n "$missing" ]; then
+    # shellcheck disable=SC2086  # a list of names
+    "$PY" -m pip install -q $missing
+  fi
 fi

@@ -3,18 +3,29 @@
 # the Python package (pip install .) and its pytest suite, then the sanitizer builds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/deps.sh
+# Stage times on stderr (CI's log shows where its minutes go).
+t0=$SECONDS
+stage() { echo "== [$((SECONDS - t0)) s] $*" >&2; }
+bash scripts/deps.sh --python
 BUILD=${BUILD:-build}
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release ${CMAKE_ARGS:-} >/dev/null
+# The Release tree builds the Python extension too (LOOM_BUILD_PYTHON): test_python.sh's
+# pip install then builds in this tree and reuses its library objects.
+stage "Release build ($BUILD)"
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOOM_BUILD_PYTHON=ON \
+  ${CMAKE_ARGS:-} >/dev/null
 cmake --build "$BUILD" -j"$(nproc)"
+stage "ctest"
 ctest --test-dir "$BUILD" --output-on-failure -j"$(nproc)"
 # The multi-device CUDA plumbing against a stand-in two-GPU driver (needs NVRTC, no GPU).
 if ldconfig -p 2>/dev/null | grep -q libnvrtc; then
+  stage "stand-in two-GPU driver"
   BUILD=$BUILD bash scripts/mock_cuda_check.sh
 fi
 # The Python package and its tests.
-bash scripts/test_python.sh
+stage "Python package + pytest"
+PY_BUILD_DIR=$BUILD bash scripts/test_python.sh
 # The installed package works from another CMake project (find_package(loom)).
+stage "find_package consumer"
 cmake --install "$BUILD" --prefix "$BUILD/prefix" >/dev/null
 cmake -S examples/consumer -B "$BUILD/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$PWD/$BUILD/prefix" >/dev/null
 cmake --build "$BUILD/consumer" >/dev/null
@@ -23,3 +34,4 @@ cmake --build "$BUILD/consumer" >/dev/null
 if [ "${LOOM_SANITIZE_TESTS:-1}" != 0 ]; then
   bash scripts/sanitize.sh
 fi
+stage "done"

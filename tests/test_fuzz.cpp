@@ -1,6 +1,7 @@
 // The differential fuzzer in the suite (tests/fuzz/): a fixed-seed batch of random programs
 // run fused, fusion-off and in float64; every saved regression; the text form; the shrinker.
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -24,6 +25,15 @@ int batch_size() {
   return v ? std::atoi(v) : 20000;
 }
 
+// LOOM_FUZZ_SHARD=k/n: only the k-th of n equal slices of the batch (same seeds as the whole
+// batch), so that ctest runs the slices on separate cores (tests/CMakeLists.txt).
+std::pair<int, int> shard(int n) {
+  const char* v = std::getenv("LOOM_FUZZ_SHARD");
+  int k = 0, m = 1;
+  if (!v || std::sscanf(v, "%d/%d", &k, &m) != 2 || m < 1 || k < 0 || k >= m) return {0, n};
+  return {int(int64_t(n) * k / m), int(int64_t(n) * (k + 1) / m)};
+}
+
 std::string read_file(const std::filesystem::path& p) {
   std::ifstream f(p);
   std::stringstream ss;
@@ -34,8 +44,9 @@ std::string read_file(const std::filesystem::path& p) {
 }  // namespace
 
 TEST_CASE("fuzz: a fixed-seed batch of random programs: fused == fusion-off == float64") {
-  int n = batch_size(), bad = 0, f64 = 0;
-  for (int i = 0; i < n && bad < 3; ++i) {
+  auto [first, end] = shard(batch_size());
+  int n = end - first, bad = 0, f64 = 0;
+  for (int i = first; i < end && bad < 3; ++i) {
     if (i % 2000 == 1999) loom::clear_kernel_cache();  // distinct signatures pile up
     Program p = generate(kBatchSeed + uint64_t(i));
     Verdict v = check(p);
