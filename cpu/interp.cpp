@@ -100,7 +100,7 @@ void stream_copy(char* dst, const char* src, int64_t bytes) {
 // Per-thread scratch: registers and broadcast buffers.
 struct Scratch {
   std::vector<Reg> regs;
-  Reg bc[3];
+  Reg bc[4];
   std::vector<int64_t> idx;
   std::vector<const void*> full;
   // Row-state buffers handed from one rows_block to the next (no allocation per row).
@@ -502,10 +502,12 @@ class Runner {
     }
     if (is_binary(op) && p_.pair_f[&n - p_.nodes.data()] != Op::Const) {
       int id = int(&n - p_.nodes.data());  // float32, `b` a register (program.cpp)
+      bool tail = p_.tail_arg[id] >= 0;     // then a[3] (a, b and c are all set)
       pair_unary_f32(p_.pair_op[id], static_cast<const float*>(a[0].p), a[0].s,
                      static_cast<const float*>(a[2].p), a[2].s, op, p_.pair_first[id],
                      p_.pair_f[id], static_cast<const float*>(a[1].p), p_.pair_relu[id],
-                     static_cast<float*>(out), len);
+                     static_cast<float*>(out), len, p_.tail_op[id], p_.tail_first[id],
+                     tail ? static_cast<const float*>(a[3].p) : nullptr, tail ? a[3].s : 0);
       return;
     }
     if (is_binary(op) && p_.pair_op[&n - p_.nodes.data()] != Op::Const) {
@@ -644,9 +646,9 @@ class Runner {
       index_values(n, s.idx.data(), out, len);
       return out;
     }
-    Operand ops[3];
+    Operand ops[4];
     int k = 0;
-    for (int a : {n.a, n.b, n.c}) {
+    for (int a : {n.a, n.b, n.c, p_.tail_arg[id]}) {
       if (a < 0) continue;
       if (p_.nodes[a].space == Space::Full) {
         ops[k] = {full[a], 1};
