@@ -314,7 +314,7 @@ struct Tail {
 #if defined(__AVX512F__)
 template <Op I, Op O, bool Swap, bool Relu, typename F>
 void pair_unary_loop(const float* a, int sa, const float* c, int sc, F f, const float* b,
-                     float* out, int64_t n, const Tail& tail) {
+                     float* out, int64_t n, const Tail& tail, bool stream) {
   const Tail t = tail;  // a local copy: stores to `out` cannot alias it, so it stays in registers
   const __m512 mv = _mm512_set1_ps(t.m);
   const __m512 av = _mm512_set1_ps(a[0]), cv = _mm512_set1_ps(c[0]);
@@ -330,7 +330,11 @@ void pair_unary_loop(const float* a, int sa, const float* c, int sc, F f, const 
   for (; i + 16 <= n; i += 16) {
     __m512 x = sa ? _mm512_loadu_ps(a + i) : av, y = sc ? _mm512_loadu_ps(c + i) : cv;
     __m512 wv = t.sw ? _mm512_loadu_ps(t.w + i) : wb;
-    _mm512_storeu_ps(out + i, body(x, y, _mm512_loadu_ps(b + i), wv));
+    __m512 r = body(x, y, _mm512_loadu_ps(b + i), wv);
+    if (stream)
+      _mm512_stream_ps(out + i, r);
+    else
+      _mm512_storeu_ps(out + i, r);
   }
   if (i < n) {
     __mmask16 m = __mmask16((1u << (n - i)) - 1);
@@ -346,16 +350,18 @@ void pair_unary_loop(const float* a, int sa, const float* c, int sc, F f, const 
 
 void pair_unary_f32(Op inner, const float* a, int sa, const float* c, int sc, Op outer, bool first,
                     Op f, const float* b, bool relu, float* out, int64_t n, Op tail,
-                    bool tail_first, const float* w, int sw) {
+                    bool tail_first, const float* w, int sw, bool stream) {
   const Tail t(tail, tail_first, w, sw);
 #if defined(__AVX512F__)
   auto run = [&](auto fn) {
     with_op(inner, false, [&](auto I, auto) {
       with_op(outer, !first, [&](auto O, auto swap) {
         if (relu)
-          pair_unary_loop<I.value, O.value, swap.value, true>(a, sa, c, sc, fn, b, out, n, t);
+          pair_unary_loop<I.value, O.value, swap.value, true>(a, sa, c, sc, fn, b, out, n, t,
+                                                              stream);
         else
-          pair_unary_loop<I.value, O.value, swap.value, false>(a, sa, c, sc, fn, b, out, n, t);
+          pair_unary_loop<I.value, O.value, swap.value, false>(a, sa, c, sc, fn, b, out, n, t,
+                                                               stream);
       });
     });
   };
@@ -364,6 +370,7 @@ void pair_unary_f32(Op inner, const float* a, int sa, const float* c, int sc, Op
   if (f == Op::Tanh) return run([](__m512 v) { return v_tanh(v); });
   return run([](__m512 v) { return v_sigmoid(v); });
 #else
+  (void)stream;  // plain stores
   // f(b) through memory first (no contraction into the ops after it), then the pair.
   std::vector<float> fb(static_cast<size_t>(n));
   (f == Op::Exp ? exp_f32 : f == Op::Tanh ? tanh_f32 : sigmoid_f32)(b, fb.data(), n);

@@ -127,3 +127,27 @@ TEST_CASE("cpu tail fold: chain8 (the bench's program) in rows, folded and right
     lt::check_close(lt::make(got, s, DType::Float64), want, lt::tol(DType::Float32));
   }
 }
+
+// Outputs of 8 MB and more are streamed (cpu/interp.cpp); a pair_unary_f32 instruction then
+// writes them itself with non-temporal stores where its run of the output is 64-byte aligned
+// (LOOM_CPU_STREAM_DIRECT), else through a register and a copy: long rows, whole rows that
+// start aligned (8192 columns) and rows that mostly do not (4099), vector tails.
+TEST_CASE("cpu tail fold: large outputs written by the instruction itself") {
+  for (Shape s : {Shape{2100003}, Shape{2, 1500007}, Shape{300, 8192}, Shape{600, 4099}}) {
+    INFO("shape " << s.size() << "-d, cols " << s.back());
+    Tensor x = lt::random(s, DType::Float32, uint32_t(s.back() + 5), -6, 6);
+    Tensor y = lt::random(s, DType::Float32, uint32_t(s.back() + 6));
+    auto chain8 = [&] { return relu(sigmoid(tanh(x * 1.5 + 0.5) * x) + x * x - 0.25); };
+    auto other = [&] { return 0.5 - (y + 1.0) * exp(x * 0.25); };
+    std::vector<double> hx = lt::host(x), hy = lt::host(y), want(hx.size()), want2(hx.size());
+    for (size_t i = 0; i < hx.size(); ++i) {
+      double v = hx[i], sg = 1.0 / (1.0 + std::exp(-(std::tanh(v * 1.5 + 0.5) * v)));
+      want[i] = std::max(sg + v * v - 0.25, 0.0);
+      want2[i] = 0.5 - (hy[i] + 1.0) * std::exp(v * 0.25);
+    }
+    std::vector<double> got = lt::check_fused_matches_unfused(chain8);
+    lt::check_close(lt::make(got, s, DType::Float64), want, lt::tol(DType::Float32));
+    got = lt::check_fused_matches_unfused(other, {}, cpu::vmath_on());
+    lt::check_close(lt::make(got, s, DType::Float64), want2, lt::tol(DType::Float32));
+  }
+}
