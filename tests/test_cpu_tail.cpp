@@ -28,6 +28,16 @@ double f64(char f, double v) {
 }
 Tensor ft(char f, const Tensor& v) { return f == 't' ? tanh(v) : f == 's' ? sigmoid(v) : exp(v); }
 
+// Whether the fold is on: the own kernels, and neither it nor the unary fold it builds on
+// turned off (LOOM_CPU_TAIL_FOLD=0, LOOM_CPU_UNARY_FOLD=0).
+bool tail_fold_on() {
+  auto off = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v && v[0] == '0';
+  };
+  return cpu::vmath_on() && !off("LOOM_CPU_TAIL_FOLD") && !off("LOOM_CPU_UNARY_FOLD");
+}
+
 }  // namespace
 
 TEST_CASE("cpu tail fold: an op and relu after a folded exp/tanh/sigmoid") {
@@ -84,8 +94,7 @@ TEST_CASE("cpu tail fold: an op and relu after a folded exp/tanh/sigmoid") {
                 // fma in the pair loop): bit for bit with the own kernels
                 bool exact = cpu::vmath_on() && form < 2;
                 // the fold took place (cpu/program.cpp prints it), where it is on
-                if (cpu::vmath_on() && !std::getenv("LOOM_CPU_TAIL_FOLD"))
-                  CHECK(explain(prog()).find(" tail %") != std::string::npos);
+                if (tail_fold_on()) CHECK(explain(prog()).find(" tail %") != std::string::npos);
                 std::vector<double> got = lt::check_fused_matches_unfused(prog, {}, exact);
                 lt::check_close(lt::make(got, s, DType::Float64), want, lt::tol(DType::Float32));
               }
@@ -116,8 +125,7 @@ TEST_CASE("cpu tail fold: chain8 (the bench's program) in rows, folded and right
     INFO("cols " << s.back());
     Tensor x = lt::random(s, DType::Float32, uint32_t(s.back()), -6, 6);
     auto chain8 = [&] { return relu(sigmoid(tanh(x * 1.5 + 0.5) * x) + x * x - 0.25); };
-    if (cpu::vmath_on() && !std::getenv("LOOM_CPU_TAIL_FOLD"))
-      CHECK(explain(chain8()).find(" tail %") != std::string::npos);
+    if (tail_fold_on()) CHECK(explain(chain8()).find(" tail %") != std::string::npos);
     std::vector<double> hx = lt::host(x), want(hx.size());
     for (size_t i = 0; i < hx.size(); ++i) {
       double v = hx[i], sg = 1.0 / (1.0 + std::exp(-(std::tanh(v * 1.5 + 0.5) * v)));
