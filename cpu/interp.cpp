@@ -98,7 +98,7 @@ void stream_copy(char* dst, const char* src, int64_t bytes) {
 // Per-thread scratch: registers and broadcast buffers.
 struct Scratch {
   std::vector<Reg> regs;
-  Reg bc[3];
+  Reg bc[4];
   std::vector<int64_t> idx;
   std::vector<const void*> full;
   // Row-state buffers handed from one rows_block to the next (no allocation per row).
@@ -455,7 +455,9 @@ class Runner {
   }
 
   // One pointwise op over `n` elements (Full tile or Row values).
-  void apply(const GNode& n, CT out_ct, const Operand* a, void* out, int64_t len) const {
+  // nt: `out` is a streamed output's memory (stream_out); only pair_unary_f32 gets it.
+  void apply(const GNode& n, CT out_ct, const Operand* a, void* out, int64_t len,
+             bool nt = false) const {
     Op op = n.op;
     if (op == Op::Cast || (op == Op::Copy && n.a >= 0)) {
       CT in = p_.ct[n.a];
@@ -500,10 +502,12 @@ class Runner {
     }
     if (is_binary(op) && p_.pair_f[&n - p_.nodes.data()] != Op::Const) {
       int id = int(&n - p_.nodes.data());  // float32, `b` a register (program.cpp)
+      bool tail = p_.tail_arg[id] >= 0;     // then a[3] (a, b and c are all set)
       pair_unary_f32(p_.pair_op[id], static_cast<const float*>(a[0].p), a[0].s,
                      static_cast<const float*>(a[2].p), a[2].s, op, p_.pair_first[id],
                      p_.pair_f[id], static_cast<const float*>(a[1].p), p_.pair_relu[id],
-                     static_cast<float*>(out), len);
+                     static_cast<float*>(out), len, p_.tail_op[id], p_.tail_first[id],
+                     tail ? static_cast<const float*>(a[3].p) : nullptr, tail ? a[3].s : 0, nt);
       return;
     }
     if (is_binary(op) && p_.pair_op[&n - p_.nodes.data()] != Op::Const) {
@@ -622,10 +626,29 @@ class Runner {
     return nullptr;
   }
 
+  // A streamed output (streams()) that its own instruction writes with non-temporal stores,
+  // instead of computing it into a register and copying that out (a pass over the tile):
+  // pair_unary_f32 instructions, one 64-byte-aligned unit-stride run of the output. Its
+  // memory for this tile, else null. LOOM_CPU_STREAM_DIRECT=0 (read once) turns it off.
+  float* stream_out(int id, const RowState& rs, int64_t c0) const {
+    static const bool on = [] {
+      const char* v = std::getenv("LOOM_CPU_STREAM_DIRECT");
+      return !(v && v[0] == '0');
+    }();
+    if (!on || rs.nr != 1 || rank_ - nk_ != 1 || p_.pair_f[id] == Op::Const) return nullptr;
+    float* hit = nullptr;
+    for (auto& o : g_.outputs) {
+      if (o.node != id) continue;
+      if (hit || !streams(o)) return nullptr;  // stored twice, or not streamed: as before
+      hit = static_cast<float*>(o.st->data()) + row_base(o.strides, o.offset, rs.r0) + c0;
+    }
+    return reinterpret_cast<uintptr_t>(hit) & 63 ? nullptr : hit;
+  }
+
   // Full node over the tile (r0, nr) x (c0, nc); returns where its values are (`out`, or
-  // the input memory itself for a load that needs no conversion).
+  // the input memory itself for a load that needs no conversion). nt: see apply().
   const void* eval_full(Scratch& s, const RowState& rs, const std::vector<const void*>& full,
-                        int id, void* out, int64_t c0, int64_t nc) const {
+                        int id, void* out, int64_t c0, int64_t nc, bool nt = false) const {
     const GNode& n = p_.nodes[id];
     int64_t len = rs.nr * nc;
     CT ct = p_.ct[id];
@@ -642,9 +665,9 @@ class Runner {
       index_values(n, s.idx.data(), out, len);
       return out;
     }
-    Operand ops[3];
+    Operand ops[4];
     int k = 0;
-    for (int a : {n.a, n.b, n.c}) {
+    for (int a : {n.a, n.b, n.c, p_.tail_arg[id]}) {
       if (a < 0) continue;
       if (p_.nodes[a].space == Space::Full) {
         ops[k] = {full[a], 1};
@@ -660,7 +683,7 @@ class Runner {
       }
       ++k;
     }
-    apply(n, ct, ops, out, len);
+    apply(n, ct, ops, out, len, nt);
     return out;
   }
 
@@ -674,7 +697,10 @@ class Runner {
       int id = sl.nodes[k];
       if (!whole && p_.nodes[id].pass > pass) continue;
       void* out = direct_out(id, rs, c0);
-      const void* v = eval_full(s, rs, full, id, out ? out : s.regs[sl.reg[k]].data(), c0, nc);
+      float* st = out ? nullptr : stream_out(id, rs, c0);
+      if (st) out = st;
+      const void* v =
+          eval_full(s, rs, full, id, out ? out : s.regs[sl.reg[k]].data(), c0, nc, st != nullptr);
       full[id] = v;
       consume(rs, id, v, accs, c0, nc, whole ? -1 : pass);
       if (pf) pf->step(per);
@@ -699,7 +725,10 @@ class Runner {
     bool looked = false;
     for (auto& o : g_.outputs) {
       if (o.node != id) continue;
-      if (!looked) in_place = direct_out(id, rs, c0), looked = true;
+      if (!looked) {
+        in_place = direct_out(id, rs, c0), looked = true;
+        if (!in_place) in_place = stream_out(id, rs, c0);
+      }
       if (v == in_place) continue;  // computed straight into the output
       dispatch_ct(p_.ct[id], [&](auto t) {
         using T = decltype(t);
@@ -751,8 +780,10 @@ class Runner {
         for (; k < p_.single.nodes.size() && p_.nodes[p_.single.nodes[k]].pass == pass; ++k) {
           int id = p_.single.nodes[k];
           void* out = direct_out(id, rs, 0);
-          const void* v =
-              eval_full(s, rs, full, id, out ? out : s.regs[p_.single.reg[k]].data(), 0, cols_);
+          float* st = out ? nullptr : stream_out(id, rs, 0);
+          if (st) out = st;
+          const void* v = eval_full(s, rs, full, id, out ? out : s.regs[p_.single.reg[k]].data(), 0,
+                                    cols_, st != nullptr);
           full[id] = v;
           consume(rs, id, v, nullptr, 0, cols_, -1);
           if (pf) pf->step(per);

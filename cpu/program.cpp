@@ -17,7 +17,7 @@ void allocate(const Program& p, StepList& s) {
   for (int i = 0; i < int(s.nodes.size()); ++i) {
     const GNode& n = p.nodes[s.nodes[i]];
     last[s.nodes[i]] = std::max(last[s.nodes[i]], i);
-    for (int a : {n.a, n.b, n.c})
+    for (int a : {n.a, n.b, n.c, p.tail_arg[s.nodes[i]]})
       if (a >= 0 && pos[a] >= 0) last[a] = std::max(last[a], i);
   }
   std::vector<int> free_slots;
@@ -46,7 +46,7 @@ std::vector<int> closure(const Program& p, std::vector<int> targets) {
     if (t < 0 || need[t] || p.nodes[t].space != Space::Full) continue;
     need[t] = true;
     const GNode& n = p.nodes[t];
-    for (int a : {n.a, n.b, n.c}) targets.push_back(a);
+    for (int a : {n.a, n.b, n.c, p.tail_arg[t]}) targets.push_back(a);
   }
   std::vector<int> out;
   for (int i = 0; i < int(p.nodes.size()); ++i)
@@ -169,6 +169,63 @@ void fold_unary_operands(Program& p, const Group& g) {
   }
 }
 
+// w op v or v op w, v a pair_f instruction (exp/tanh/sigmoid folded) nothing else reads and
+// without a relu or tail of its own, the op float32 Add/Sub/Mul, plain or relu'd (chain8's
+// `- 0.25` and relu): v's loop applies the op and the relu too, one pass less over the tile.
+void fold_tails(Program& p, const Group& g) {
+  int nn = int(p.nodes.size());
+  p.tail_op.assign(nn, Op::Const);
+  p.tail_arg.assign(nn, -1);
+  p.tail_first.assign(nn, 0);
+  // LOOM_CPU_TAIL_FOLD=0 turns this off (A/B timing, or to rule it out); read once.
+  static const bool on = [] {
+    const char* v = std::getenv("LOOM_CPU_TAIL_FOLD");
+    return !(v && v[0] == '0');
+  }();
+  if (!on || int(p.pair_f.size()) != nn) return;
+  // Readers among the live nodes only: the earlier folds leave the nodes they merged in
+  // place (relu(v - w)'s `v - w` still reads v), unreachable from the outputs. A Copy
+  // pair's `c` is its `a` again, not read.
+  std::vector<uint8_t> live(nn, 0);
+  std::vector<int> todo;
+  for (auto& o : g.outputs) todo.push_back(o.node);
+  for (int i = 0; i < nn; ++i)
+    if (is_reduce(p.nodes[i].op)) todo.push_back(i);
+  while (!todo.empty()) {
+    int t = todo.back();
+    todo.pop_back();
+    if (t < 0 || live[t]) continue;
+    live[t] = 1;
+    for (int a : {p.nodes[t].a, p.nodes[t].b, p.nodes[t].c}) todo.push_back(a);
+  }
+  std::vector<int> uses(nn, 0);
+  for (int i = 0; i < nn; ++i)
+    if (live[i])
+      for (int a : {p.nodes[i].a, p.nodes[i].b, p.pair_op[i] == Op::Copy ? -1 : p.nodes[i].c})
+        if (a >= 0) uses[a]++;
+  for (auto& o : g.outputs) uses[o.node]++;
+  auto f32 = [&](int id) { return id >= 0 && p.ct[id] == CT::F32; };
+  for (int i = 0; i < nn; ++i) {
+    GNode& n = p.nodes[i];
+    // a plain op, or the relu fold's form of one (Copy of `a`, first): arguments a and b
+    bool plain = p.pair_op[i] == Op::Const || (p.pair_op[i] == Op::Copy && p.pair_first[i]);
+    if (n.space != Space::Full || !pairable(n.op) || n.leaf >= 0 || p.exp_sub[i] || !plain ||
+        p.pair_f[i] != Op::Const || !f32(i) || !f32(n.a) || !f32(n.b))
+      continue;
+    for (bool first : {true, false}) {
+      int d = first ? n.a : n.b, w = first ? n.b : n.a;
+      if (uses[d] != 1 || p.pair_f[d] == Op::Const || p.pair_relu[d] || p.tail_arg[d] >= 0 ||
+          p.nodes[d].space != Space::Full || p.nodes[d].pass > n.pass)
+        continue;
+      const GNode& dn = p.nodes[d];
+      p.tail_op[i] = n.op, p.tail_arg[i] = w, p.tail_first[i] = first;
+      n.op = dn.op, n.a = dn.a, n.b = dn.b, n.c = dn.c;
+      p.pair_op[i] = p.pair_op[d], p.pair_first[i] = p.pair_first[d], p.pair_f[i] = p.pair_f[d];
+      break;
+    }
+  }
+}
+
 }  // namespace
 
 Program build_program(const Group& g) {
@@ -205,6 +262,7 @@ Program build_program(const Group& g) {
   }
   fuse_pairs(p, g);
   fold_unary_operands(p, g);
+  fold_tails(p, g);
   std::vector<std::vector<int>> targets(g.passes);
   std::vector<int> all_targets;
   for (int i = 0; i < int(g.nodes.size()); ++i) {
@@ -239,6 +297,9 @@ std::string Program::text() const {
   for (size_t i = 0; i < single.nodes.size(); ++i)
     os << " %" << single.nodes[i] << "->r" << single.reg[i];
   os << "  (" << single.slots << " registers)\n";
+  // instructions that end in a folded op (fold_tails), with its other operand
+  for (int i : single.nodes)
+    if (!tail_arg.empty() && tail_arg[i] >= 0) os << "  %" << i << " tail %" << tail_arg[i] << "\n";
   for (int k = 0; k < passes; ++k) {
     os << "  pass " << k << " rows:";
     for (int r : row_nodes[k]) os << " %" << r;

@@ -37,6 +37,13 @@ struct Program {
   // this Add/Sub/Mul (pair or plain: a plain op becomes pair_op Copy); `b` is then that unary's
   // input and the instruction applies it in the same loop. Op::Const where none.
   std::vector<Op> pair_f;
+  // Per node: a float32 Add/Sub/Mul (relu'd or not) of a pair_f instruction nothing else reads
+  // and another value w, folded into that instruction as a last step: the node takes its
+  // fields, tail_op is the op (Op::Const where none), tail_arg w's node (-1 where none) and
+  // tail_first whether the folded value was the first argument. pair_relu then applies after it.
+  std::vector<Op> tail_op;
+  std::vector<int> tail_arg;
+  std::vector<uint8_t> tail_first;
   int n_row = 0;
   int passes = 1;
   int last = 0;  // final pass

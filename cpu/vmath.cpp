@@ -276,13 +276,51 @@ void with_op(Op op, bool swap, F f) {
   }
 }
 
+// The optional last op of pair_unary_f32 as one fma, v * m + d, exact but for the one
+// rounding the op itself has: none v * 1 + -0 (-0 keeps a -0 v), Add v * 1 + w, Sub
+// v * 1 + -w or v * -1 + w (IEEE's x - y is x + -y), Mul v * w + -0. Chosen per element
+// with branches on loop constants, so the loop is the same code with or without a tail.
+struct Tail {
+  bool mul = false, sub = false, none = true;
+  float m = 1.f;  // multiplier unless mul
+  const float* w = nullptr;
+  int sw = 0;
+  Tail(Op op, bool first, const float* w_, int sw_) : w(w_), sw(sw_) {
+    none = op == Op::Const || !w_;
+    mul = !none && op == Op::Mul;
+    sub = !none && op == Op::Sub && first;           // v - w
+    if (!none && op == Op::Sub && !first) m = -1.f;  // w - v
+  }
+#if defined(__AVX512F__)
+  // mv: m in every lane
+  __m512 apply(__m512 v, __m512 wv, __m512 mv) const {
+    const __m512 nz = _mm512_set1_ps(-0.f);
+    if (none) return v;
+    // v as computed: without this the compiler sees fma(v, 1, w) as v + w and contracts a
+    // product v into one fma with it, one rounding fewer than the ops run one at a time
+    __asm__("" : "+v"(v));
+    if (mul) return _mm512_fmadd_ps(v, wv, nz);
+    return _mm512_fmadd_ps(v, mv, sub ? _mm512_xor_ps(wv, nz) : wv);
+  }
+#endif
+  float apply(float v, int64_t i) const {
+    if (none) return v;
+    __asm__("" : "+x"(v));  // no contraction of v's last op with the tail (see above)
+    float wv = w[i * sw];
+    return mul ? v * wv : sub ? v - wv : m < 0 ? wv - v : v + wv;
+  }
+};
+
 #if defined(__AVX512F__)
 template <Op I, Op O, bool Swap, bool Relu, typename F>
 void pair_unary_loop(const float* a, int sa, const float* c, int sc, F f, const float* b,
-                     float* out, int64_t n) {
+                     float* out, int64_t n, const Tail& tail, bool stream) {
+  const Tail t = tail;  // a local copy: stores to `out` cannot alias it, so it stays in registers
+  const __m512 mv = _mm512_set1_ps(t.m);
   const __m512 av = _mm512_set1_ps(a[0]), cv = _mm512_set1_ps(c[0]);
-  auto body = [&](__m512 x, __m512 y, __m512 z) {
-    __m512 v = arith<O, Swap>(arith<I, false>(x, y), f(z));
+  const __m512 wb = t.w ? _mm512_set1_ps(t.w[0]) : _mm512_setzero_ps();
+  auto body = [&](__m512 x, __m512 y, __m512 z, __m512 wv) {
+    __m512 v = t.apply(arith<O, Swap>(arith<I, false>(x, y), f(z)), wv, mv);
     // relu as unary() has it: max(0, v) keeps a NaN v; + 0 turns -0 into +0
     if constexpr (Relu)
       v = _mm512_add_ps(_mm512_max_ps(_mm512_setzero_ps(), v), _mm512_setzero_ps());
@@ -291,13 +329,19 @@ void pair_unary_loop(const float* a, int sa, const float* c, int sc, F f, const 
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     __m512 x = sa ? _mm512_loadu_ps(a + i) : av, y = sc ? _mm512_loadu_ps(c + i) : cv;
-    _mm512_storeu_ps(out + i, body(x, y, _mm512_loadu_ps(b + i)));
+    __m512 wv = t.sw ? _mm512_loadu_ps(t.w + i) : wb;
+    __m512 r = body(x, y, _mm512_loadu_ps(b + i), wv);
+    if (stream)
+      _mm512_stream_ps(out + i, r);
+    else
+      _mm512_storeu_ps(out + i, r);
   }
   if (i < n) {
     __mmask16 m = __mmask16((1u << (n - i)) - 1);
     __m512 x = sa ? _mm512_maskz_loadu_ps(m, a + i) : av;
     __m512 y = sc ? _mm512_maskz_loadu_ps(m, c + i) : cv;
-    _mm512_mask_storeu_ps(out + i, m, body(x, y, _mm512_maskz_loadu_ps(m, b + i)));
+    __m512 wv = t.sw ? _mm512_maskz_loadu_ps(m, t.w + i) : wb;
+    _mm512_mask_storeu_ps(out + i, m, body(x, y, _mm512_maskz_loadu_ps(m, b + i), wv));
   }
 }
 #endif
@@ -305,15 +349,19 @@ void pair_unary_loop(const float* a, int sa, const float* c, int sc, F f, const 
 }  // namespace
 
 void pair_unary_f32(Op inner, const float* a, int sa, const float* c, int sc, Op outer, bool first,
-                    Op f, const float* b, bool relu, float* out, int64_t n) {
+                    Op f, const float* b, bool relu, float* out, int64_t n, Op tail,
+                    bool tail_first, const float* w, int sw, bool stream) {
+  const Tail t(tail, tail_first, w, sw);
 #if defined(__AVX512F__)
   auto run = [&](auto fn) {
     with_op(inner, false, [&](auto I, auto) {
       with_op(outer, !first, [&](auto O, auto swap) {
         if (relu)
-          pair_unary_loop<I.value, O.value, swap.value, true>(a, sa, c, sc, fn, b, out, n);
+          pair_unary_loop<I.value, O.value, swap.value, true>(a, sa, c, sc, fn, b, out, n, t,
+                                                              stream);
         else
-          pair_unary_loop<I.value, O.value, swap.value, false>(a, sa, c, sc, fn, b, out, n);
+          pair_unary_loop<I.value, O.value, swap.value, false>(a, sa, c, sc, fn, b, out, n, t,
+                                                               stream);
       });
     });
   };
@@ -322,14 +370,16 @@ void pair_unary_f32(Op inner, const float* a, int sa, const float* c, int sc, Op
   if (f == Op::Tanh) return run([](__m512 v) { return v_tanh(v); });
   return run([](__m512 v) { return v_sigmoid(v); });
 #else
+  (void)stream;  // plain stores
   // f(b) through memory first (no contraction into the ops after it), then the pair.
   std::vector<float> fb(static_cast<size_t>(n));
   (f == Op::Exp ? exp_f32 : f == Op::Tanh ? tanh_f32 : sigmoid_f32)(b, fb.data(), n);
   with_op(inner, false, [&](auto I, auto) {
     with_op(outer, !first, [&](auto O, auto swap) {
       for (int64_t i = 0; i < n; ++i) {
-        float v =
-            arith<O.value, swap.value>(arith<I.value, false>(a[i * sa], c[i * sc]), fb[size_t(i)]);
+        float v = t.apply(
+            arith<O.value, swap.value>(arith<I.value, false>(a[i * sa], c[i * sc]), fb[size_t(i)]),
+            i);
         out[i] = relu ? (v > 0 ? v : (v != v ? v : 0.f)) : v;
       }
     });

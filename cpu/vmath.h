@@ -26,8 +26,14 @@ void exp_sub_f32(const float* a, int sa, const float* b, int sb, float* out, int
 // (NaN kept), in one pass: binary_pair (cpu/math.h) with its `b` operand put through f first.
 // f: Exp, Tanh or Sigmoid; inner: Add, Sub, Mul or Copy (a itself); outer: Add, Sub or Mul;
 // a and c: stride 1 or 0 (one value), b: stride 1. f(b) rounds as the kernels above give it.
+// tail (Add, Sub, Mul; Op::Const: none): the result v becomes v tail w (w tail v when
+// !tail_first) before the relu, rounded as that op alone would; w: stride sw, 1 or 0.
+// stream: `out` is 64-byte aligned and its whole vectors are written with non-temporal
+// stores (an output too large for the caches; the caller fences before others read it).
 void pair_unary_f32(Op inner, const float* a, int sa, const float* c, int sc, Op outer, bool first,
-                    Op f, const float* b, bool relu, float* out, int64_t n);
+                    Op f, const float* b, bool relu, float* out, int64_t n, Op tail = Op::Const,
+                    bool tail_first = true, const float* w = nullptr, int sw = 0,
+                    bool stream = false);
 
 // The scalar forms (what builds without AVX-512 run), for tests: the vector code must give
 // the same bits.
