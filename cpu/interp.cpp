@@ -17,10 +17,10 @@
 namespace loom::cpu {
 namespace {
 
-constexpr int64_t kChunk = 2048;     // elements a chunk of a long row (L1-sized registers)
-constexpr int64_t kRowBlock = 4096;  // short rows are packed into tiles of about this size
-constexpr int64_t kWholeRow = 16384; // rows up to this long stay in registers: one read
-constexpr int64_t kSegment = 32;     // chunks per parallel task in a long row (fixed: deterministic)
+constexpr int64_t kChunk = 2048;      // elements a chunk of a long row (L1-sized registers)
+constexpr int64_t kRowBlock = 4096;   // short rows are packed into tiles of about this size
+constexpr int64_t kWholeRow = 16384;  // rows up to this long stay in registers: one read
+constexpr int64_t kSegment = 32;  // chunks per parallel task in a long row (fixed: deterministic)
 
 // 8-byte slots, so a register can hold any compute type.
 using Reg = std::vector<uint64_t>;
@@ -120,15 +120,19 @@ size_t ct_width(CT c) { return c == CT::F64 || c == CT::I64 ? 8 : c == CT::B8 ? 
 Acc acc_init(Op op, CT c) {
   bool f = is_float(c);
   switch (op) {
-    case Op::Prod: return {1.0, 1, -1};
-    case Op::All: return {1.0, 1, -1};
+    case Op::Prod:
+      return {1.0, 1, -1};
+    case Op::All:
+      return {1.0, 1, -1};
     case Op::Max:
     case Op::ArgMax:
       return {-std::numeric_limits<double>::infinity(), std::numeric_limits<int64_t>::min(), -1};
     case Op::Min:
     case Op::ArgMin:
       return {std::numeric_limits<double>::infinity(), std::numeric_limits<int64_t>::max(), -1};
-    default: (void)f; return {0.0, 0, -1};
+    default:
+      (void)f;
+      return {0.0, 0, -1};
   }
 }
 
@@ -185,12 +189,16 @@ template <typename T>
 void accumulate(Op op, const T* x, int64_t n, int64_t col0, Acc& a) {
   switch (op) {
     case Op::Sum:
-      if constexpr (std::is_floating_point_v<T>) a.f += lanes<T, false>(x, n);
-      else for (int64_t j = 0; j < n; ++j) a.i += int64_t(x[j]);
+      if constexpr (std::is_floating_point_v<T>)
+        a.f += lanes<T, false>(x, n);
+      else
+        for (int64_t j = 0; j < n; ++j) a.i += int64_t(x[j]);
       break;
     case Op::Prod:
-      if constexpr (std::is_floating_point_v<T>) a.f *= lanes<T, true>(x, n);
-      else for (int64_t j = 0; j < n; ++j) a.i *= int64_t(x[j]);
+      if constexpr (std::is_floating_point_v<T>)
+        a.f *= lanes<T, true>(x, n);
+      else
+        for (int64_t j = 0; j < n; ++j) a.i *= int64_t(x[j]);
       break;
     case Op::Max:
     case Op::Min: {
@@ -217,8 +225,10 @@ void accumulate(Op op, const T* x, int64_t n, int64_t col0, Acc& a) {
         if (better(op, x[j], best, have)) best = x[j], bi = col0 + j, have = true;
       a.idx = bi;
       if (have) {
-        if constexpr (std::is_floating_point_v<T>) a.f = double(best);
-        else a.i = int64_t(best);
+        if constexpr (std::is_floating_point_v<T>)
+          a.f = double(best);
+        else
+          a.i = int64_t(best);
       }
       break;
     }
@@ -228,7 +238,8 @@ void accumulate(Op op, const T* x, int64_t n, int64_t col0, Acc& a) {
     case Op::All:
       for (int64_t j = 0; j < n && a.i; ++j) a.i &= x[j] != T(0);
       break;
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -236,8 +247,12 @@ void accumulate(Op op, const T* x, int64_t n, int64_t col0, Acc& a) {
 void combine(Op op, CT c, Acc& a, const Acc& b) {
   bool f = is_float(c);
   switch (op) {
-    case Op::Sum: a.f += b.f, a.i += b.i; break;
-    case Op::Prod: a.f *= b.f, a.i *= b.i; break;
+    case Op::Sum:
+      a.f += b.f, a.i += b.i;
+      break;
+    case Op::Prod:
+      a.f *= b.f, a.i *= b.i;
+      break;
     case Op::Max:
     case Op::Min: {
       bool mx = op == Op::Max;
@@ -253,15 +268,23 @@ void combine(Op op, CT c, Acc& a, const Acc& b) {
     case Op::ArgMin: {
       if (b.idx < 0) break;
       bool take;
-      if (a.idx < 0) take = true;
-      else if (f) take = a.f == a.f && (b.f != b.f || (op == Op::ArgMax ? b.f > a.f : b.f < a.f));
-      else take = op == Op::ArgMax ? b.i > a.i : b.i < a.i;
+      if (a.idx < 0)
+        take = true;
+      else if (f)
+        take = a.f == a.f && (b.f != b.f || (op == Op::ArgMax ? b.f > a.f : b.f < a.f));
+      else
+        take = op == Op::ArgMax ? b.i > a.i : b.i < a.i;
       if (take) a = b;
       break;
     }
-    case Op::Any: a.i |= b.i; break;
-    case Op::All: a.i &= b.i; break;
-    default: break;
+    case Op::Any:
+      a.i |= b.i;
+      break;
+    case Op::All:
+      a.i &= b.i;
+      break;
+    default:
+      break;
   }
 }
 
@@ -269,8 +292,10 @@ template <typename T>
 T acc_value(Op op, const Acc& a) {
   if (op == Op::ArgMax || op == Op::ArgMin) return T(a.idx < 0 ? 0 : a.idx);
   if (op == Op::Any || op == Op::All) return T(a.i != 0);
-  if constexpr (std::is_floating_point_v<T>) return T(a.f);
-  else return T(a.i);
+  if constexpr (std::is_floating_point_v<T>)
+    return T(a.f);
+  else
+    return T(a.i);
 }
 
 Scratch& local_scratch() {
@@ -345,7 +370,8 @@ class Runner {
     rs.r0 = r0, rs.nr = nr, rs.p = &p_;
     rs.vals.assign(size_t(p_.n_row * nr), 0);
     rs.accs.resize(p_.reduces.size() * nr);
-    for (int r : p_.reduces) std::fill_n(rs.acc(r), nr, acc_init(p_.nodes[r].op, p_.ct[p_.nodes[r].a]));
+    for (int r : p_.reduces)
+      std::fill_n(rs.acc(r), nr, acc_init(p_.nodes[r].op, p_.ct[p_.nodes[r].a]));
   }
 
   int64_t row_base(const Strides& st, int64_t off, int64_t row) const {
@@ -417,7 +443,8 @@ class Runner {
     for (int64_t i = 0; i < nr; ++i) {
       int64_t base = row_base(l.strides, l.offset, r0 + i);
       for_runs(c0, nc, l.strides, [&](int64_t pos, int64_t off, int64_t len) {
-        load_run<T>(leaf_ptr(l) + (base + off) * int64_t(isz), l.dtype, sl, out + i * nc + pos, len);
+        load_run<T>(leaf_ptr(l) + (base + off) * int64_t(isz), l.dtype, sl, out + i * nc + pos,
+                    len);
       });
     }
   }
@@ -502,7 +529,7 @@ class Runner {
     }
     if (is_binary(op) && p_.pair_f[&n - p_.nodes.data()] != Op::Const) {
       int id = int(&n - p_.nodes.data());  // float32, `b` a register (program.cpp)
-      bool tail = p_.tail_arg[id] >= 0;     // then a[3] (a, b and c are all set)
+      bool tail = p_.tail_arg[id] >= 0;    // then a[3] (a, b and c are all set)
       pair_unary_f32(p_.pair_op[id], static_cast<const float*>(a[0].p), a[0].s,
                      static_cast<const float*>(a[2].p), a[2].s, op, p_.pair_first[id],
                      p_.pair_f[id], static_cast<const float*>(a[1].p), p_.pair_relu[id],
@@ -548,7 +575,8 @@ class Runner {
       dispatch_ct(ct, [&](auto t) {
         using T = decltype(t);
         T v = s.kind == Scalar::Kind::Float ? T(s.f) : T(s.i);
-        if constexpr (std::is_same_v<T, uint8_t>) v = s.kind == Scalar::Kind::Float ? s.f != 0 : s.i != 0;
+        if constexpr (std::is_same_v<T, uint8_t>)
+          v = s.kind == Scalar::Kind::Float ? s.f != 0 : s.i != 0;
         std::fill_n(static_cast<T*>(out), rs.nr, v);
       });
       return;
@@ -556,7 +584,8 @@ class Runner {
     if (is_reduce(n.op)) {
       dispatch_ct(ct, [&](auto t) {
         using T = decltype(t);
-        for (int64_t i = 0; i < rs.nr; ++i) static_cast<T*>(out)[i] = acc_value<T>(n.op, rs.acc(id)[i]);
+        for (int64_t i = 0; i < rs.nr; ++i)
+          static_cast<T*>(out)[i] = acc_value<T>(n.op, rs.acc(id)[i]);
       });
       return;
     }
@@ -565,8 +594,9 @@ class Runner {
       dispatch_ct(ct, [&](auto t) {
         using T = decltype(t);
         for (int64_t i = 0; i < rs.nr; ++i)
-          load_run<T>(leaf_ptr(l) + row_base(l.strides, l.offset, rs.r0 + i) * int64_t(itemsize(l.dtype)),
-                      l.dtype, 1, static_cast<T*>(out) + i, 1);
+          load_run<T>(
+              leaf_ptr(l) + row_base(l.strides, l.offset, rs.r0 + i) * int64_t(itemsize(l.dtype)),
+              l.dtype, 1, static_cast<T*>(out) + i, 1);
       });
       return;
     }
@@ -590,8 +620,10 @@ class Runner {
       return;
     }
     uint64_t seed = uint64_t(g_.scalars[n.scalar].i), off = uint64_t(g_.scalars[n.scalar + 1].i);
-    if (n.op == Op::Rand) philox_uniform(idx, seed, off, static_cast<float*>(out), len);
-    else philox_normal(idx, seed, off, static_cast<float*>(out), len);
+    if (n.op == Op::Rand)
+      philox_uniform(idx, seed, off, static_cast<float*>(out), len);
+    else
+      philox_normal(idx, seed, off, static_cast<float*>(out), len);
   }
 
   // A load that can read memory in place: same type as computed, one unit-stride run.
@@ -631,10 +663,7 @@ class Runner {
   // pair_unary_f32 instructions, one 64-byte-aligned unit-stride run of the output. Its
   // memory for this tile, else null. LOOM_CPU_STREAM_DIRECT=0 (read once) turns it off.
   float* stream_out(int id, const RowState& rs, int64_t c0) const {
-    static const bool on = [] {
-      const char* v = std::getenv("LOOM_CPU_STREAM_DIRECT");
-      return !(v && v[0] == '0');
-    }();
+    static const bool on = env_flag("LOOM_CPU_STREAM_DIRECT", true);
     if (!on || rs.nr != 1 || rank_ - nk_ != 1 || p_.pair_f[id] == Op::Const) return nullptr;
     float* hit = nullptr;
     for (auto& o : g_.outputs) {
@@ -708,8 +737,8 @@ class Runner {
     if (pf) pf->step(pf->lines);
   }
 
-  void consume(RowState& rs, int id, const void* v, std::vector<Acc>* accs, int64_t c0,
-               int64_t nc, int pass) const {
+  void consume(RowState& rs, int id, const void* v, std::vector<Acc>* accs, int64_t c0, int64_t nc,
+               int pass) const {
     for (int r : p_.reduces) {
       const GNode& rn = p_.nodes[r];
       if (rn.a != id || (pass >= 0 && p_.nodes[id].pass != pass)) continue;

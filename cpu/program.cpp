@@ -132,10 +132,7 @@ void fold_unary_operands(Program& p, const Group& g) {
   p.pair_f.assign(nn, Op::Const);
   if (int(p.pair_relu.size()) != nn) p.pair_relu.assign(nn, 0);  // LOOM_CPU_PAIRS=0 left it empty
   // LOOM_CPU_UNARY_FOLD=0 turns this off (A/B timing, or to rule it out); read once.
-  static const bool on = [] {
-    const char* v = std::getenv("LOOM_CPU_UNARY_FOLD");
-    return !(v && v[0] == '0');
-  }();
+  static const bool on = env_flag("LOOM_CPU_UNARY_FOLD", true);
   if (!on || !vmath_on()) return;
   std::vector<int> uses(nn, 0);
   for (auto& n : p.nodes)
@@ -178,10 +175,7 @@ void fold_tails(Program& p, const Group& g) {
   p.tail_arg.assign(nn, -1);
   p.tail_first.assign(nn, 0);
   // LOOM_CPU_TAIL_FOLD=0 turns this off (A/B timing, or to rule it out); read once.
-  static const bool on = [] {
-    const char* v = std::getenv("LOOM_CPU_TAIL_FOLD");
-    return !(v && v[0] == '0');
-  }();
+  static const bool on = env_flag("LOOM_CPU_TAIL_FOLD", true);
   if (!on || int(p.pair_f.size()) != nn) return;
   // Readers among the live nodes only: the earlier folds leave the nodes they merged in
   // place (relu(v - w)'s `v - w` still reads v), unreachable from the outputs. A Copy

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "tensor/env.h"
+
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #endif
@@ -179,41 +181,27 @@ inline void v_map(const float* a, float* o, int64_t n, F f) {
 }  // namespace
 
 bool vmath_on() {
-  static const bool on = [] {
-    const char* v = std::getenv("LOOM_CPU_VMATH");
-    if (v) return v[0] != '0';
 #if defined(__AVX512F__)
-    return true;
+  static const bool on = env_flag("LOOM_CPU_VMATH", true);
 #else
-    return false;  // the scalar form vectorizes to AVX2 at ~1.5x Eigen's cost: Eigen by default
+  // The scalar form vectorizes to AVX2 at ~1.5x Eigen's cost: Eigen by default.
+  static const bool on = env_flag("LOOM_CPU_VMATH", false);
 #endif
-  }();
   return on;
 }
 
-void exp_f32(const float* a, float* out, int64_t n) {
+// One map over n floats: the AVX-512 kernel where built with it, else the scalar form (the
+// vector kernels exist only in AVX-512 builds, hence a macro rather than a template).
 #if defined(__AVX512F__)
-  v_map(a, out, n, v_exp);
+#define LOOM_VMATH_MAP(vec, scalar) v_map(a, out, n, vec)
 #else
-  for (int64_t i = 0; i < n; ++i) out[i] = s_exp(a[i]);
+#define LOOM_VMATH_MAP(vec, scalar) \
+  for (int64_t i = 0; i < n; ++i) out[i] = scalar(a[i])
 #endif
-}
-
-void tanh_f32(const float* a, float* out, int64_t n) {
-#if defined(__AVX512F__)
-  v_map(a, out, n, v_tanh);
-#else
-  for (int64_t i = 0; i < n; ++i) out[i] = s_tanh(a[i]);
-#endif
-}
-
-void sigmoid_f32(const float* a, float* out, int64_t n) {
-#if defined(__AVX512F__)
-  v_map(a, out, n, v_sigmoid);
-#else
-  for (int64_t i = 0; i < n; ++i) out[i] = s_sigmoid(a[i]);
-#endif
-}
+void exp_f32(const float* a, float* out, int64_t n) { LOOM_VMATH_MAP(v_exp, s_exp); }
+void tanh_f32(const float* a, float* out, int64_t n) { LOOM_VMATH_MAP(v_tanh, s_tanh); }
+void sigmoid_f32(const float* a, float* out, int64_t n) { LOOM_VMATH_MAP(v_sigmoid, s_sigmoid); }
+#undef LOOM_VMATH_MAP
 
 float exp_scalar(float x) { return s_exp(x); }
 float tanh_scalar(float x) { return s_tanh(x); }
