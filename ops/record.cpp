@@ -39,11 +39,11 @@ std::shared_ptr<Node> new_node(Op op, DType dt, Shape shape, Device d) {
 }
 
 Tensor record_node(std::shared_ptr<Node> n) {
-  // The storage keeps the node (a flush record() makes runs before it adds it): its shape is
-  // read there rather than copied first.
-  const Node& node = *n;
+  // Hold the node until its shape is read: once record() returns, another thread's flush may
+  // run it and drop the storage's reference (TSan saw the Node freed under this read).
+  std::shared_ptr<Node> keep = n;
   auto st = record(std::move(n));
-  return make_result(std::move(st), node.shape, node.dtype, node.device);
+  return make_result(std::move(st), keep->shape, keep->dtype, keep->device);
 }
 
 Tensor const_tensor(Scalar s, DType dt, Device d, const Shape& shape) {
