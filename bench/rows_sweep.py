@@ -127,6 +127,8 @@ def table(results):
     """results: [(setting, rows)]; one line a case, GB/s and % copy per setting."""
     for i, (s, _) in enumerate(results):
         print(f"#{i}: {s or 'defaults'}")
+    if not results or not results[0][1] or any(len(rs) != len(results[0][1]) for _, rs in results):
+        sys.exit("rows_sweep: no cases matched --only, or the settings timed different cases")
     head = f"{'case':<40}" + "".join(f"{'#' + str(i):>28}" for i in range(len(results)))
     head += f"{'eager':>12}" + (f"{'compile':>12}" if "compile_ms" in results[0][1][0] else "")
     print(head)
