@@ -56,6 +56,17 @@ std::vector<int> closure(const Program& p, std::vector<int> targets) {
   return out;
 }
 
+// Readers of each node: its arguments' uses plus one per group output (the folds below only
+// merge a node nothing else reads).
+std::vector<int> count_uses(const Program& p, const Group& g) {
+  std::vector<int> uses(p.nodes.size(), 0);
+  for (auto& n : p.nodes)
+    for (int a : {n.a, n.b, n.c})
+      if (a >= 0) uses[a]++;
+  for (auto& o : g.outputs) uses[o.node]++;
+  return uses;
+}
+
 bool pairable(Op op) { return op == Op::Add || op == Op::Sub || op == Op::Mul; }
 
 // Folds a float Add/Sub/Mul into the Add/Sub/Mul that alone reads it (x * 1.5 + 0.5,
@@ -68,11 +79,7 @@ void fuse_pairs(Program& p, const Group& g) {
   // LOOM_CPU_PAIRS=0 turns the folding off (A/B timing, or to rule it out); read once.
   static const bool on = env_flag("LOOM_CPU_PAIRS", true);
   if (!on) return;
-  std::vector<int> uses(nn, 0);
-  for (auto& n : p.nodes)
-    for (int a : {n.a, n.b, n.c})
-      if (a >= 0) uses[a]++;
-  for (auto& o : g.outputs) uses[o.node]++;
+  std::vector<int> uses = count_uses(p, g);
   auto fits = [&](int id, CT c) {
     const GNode& n = p.nodes[id];
     return n.space == Space::Full && pairable(n.op) && n.a >= 0 && n.b >= 0 && n.c < 0 &&
@@ -96,11 +103,7 @@ void fuse_pairs(Program& p, const Group& g) {
   }
   // relu(y) of an op y nothing else reads: the op's loop applies the relu too.
   p.pair_relu.assign(nn, 0);
-  std::fill(uses.begin(), uses.end(), 0);
-  for (auto& n : p.nodes)
-    for (int a : {n.a, n.b, n.c})
-      if (a >= 0) uses[a]++;
-  for (auto& o : g.outputs) uses[o.node]++;
+  uses = count_uses(p, g);
   for (int i = 0; i < nn; ++i) {
     GNode& n = p.nodes[i];
     CT c = p.ct[i];
@@ -134,11 +137,7 @@ void fold_unary_operands(Program& p, const Group& g) {
   // LOOM_CPU_UNARY_FOLD=0 turns this off (A/B timing, or to rule it out); read once.
   static const bool on = env_flag("LOOM_CPU_UNARY_FOLD", true);
   if (!on || !vmath_on()) return;
-  std::vector<int> uses(nn, 0);
-  for (auto& n : p.nodes)
-    for (int a : {n.a, n.b, n.c})
-      if (a >= 0) uses[a]++;
-  for (auto& o : g.outputs) uses[o.node]++;
+  std::vector<int> uses = count_uses(p, g);
   auto f32 = [&](int id) { return id >= 0 && p.ct[id] == CT::F32; };
   auto foldable = [&](int d, int i) {
     if (d < 0 || uses[d] != 1 || p.exp_sub[d]) return false;
@@ -238,11 +237,7 @@ Program build_program(const Group& g) {
   }
   // exp(x - y) whose difference nothing else reads (softmax's exp): one pass instead of two.
   p.exp_sub.assign(p.nodes.size(), 0);
-  std::vector<int> uses(p.nodes.size(), 0);
-  for (auto& n : p.nodes)
-    for (int a : {n.a, n.b, n.c})
-      if (a >= 0) uses[a]++;
-  for (auto& o : g.outputs) uses[o.node]++;
+  std::vector<int> uses = count_uses(p, g);
   for (int i = 0; i < int(p.nodes.size()); ++i) {
     GNode& n = p.nodes[i];
     if (n.op != Op::Exp || n.space != Space::Full || n.a < 0 || uses[n.a] != 1) continue;

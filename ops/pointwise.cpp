@@ -5,7 +5,7 @@ namespace loom {
 namespace {
 
 Tensor unary_op(Op op, const char* name, const Tensor& x) {
-  OpLock lock;
+  RuntimeLock lock;  // the records of this op: inner holds are a thread-local count
   LOOM_CHECK(x.defined(), Value, name, ": undefined tensor");
   UnaryKind k = unary_kind(op);
   DType in = x.dtype();
@@ -54,7 +54,7 @@ BinaryTypes binary_types(Op op, const char* name, const Shape& sa, DType da, con
 }
 
 Tensor binary_op(Op op, const char* name, const Tensor& a, const Tensor& b, DType pt) {
-  OpLock lock;
+  RuntimeLock lock;  // the records of this op: inner holds are a thread-local count
   check_same_device(name, a, b);
   BinaryTypes bt = binary_types(op, name, a.shape(), a.dtype(), b.shape(), b.dtype(), pt);
   auto n = new_node(op, bt.rt, bt.out, a.device());
@@ -67,7 +67,7 @@ Tensor binary_op(Op op, const char* name, const Tensor& a, const Tensor& b, DTyp
 // scalar's Const node feeds the op directly, read with stride 0: no tensor or buffer of its
 // own (it could never be a flush root), which halves the host work of `y * 0.5`.
 Tensor scalar_op(Op op, const char* name, const Tensor& a, Scalar s, DType t, bool scalar_first) {
-  OpLock lock;
+  RuntimeLock lock;  // the records of this op: inner holds are a thread-local count
   BinaryTypes bt = scalar_first ? binary_types(op, name, {}, t, a.shape(), a.dtype(), t)
                                 : binary_types(op, name, a.shape(), a.dtype(), {}, t, t);
   if (bt.ct != t) {  // the scalar is cast first (integer true division): the general path

@@ -8,11 +8,6 @@
 
 namespace loom {
 
-// Held by an op entry point across all it records (a Const, casts, the node, its buffer's
-// tracking): the inner holds of record() and track() are then a thread-local count each
-// instead of an atomic lock and unlock (three pairs for `y * 0.5`).
-using OpLock = RuntimeLock;
-
 // A tensor over a fresh pending (or ready) storage, contiguous in `shape`.
 Tensor make_result(std::shared_ptr<Storage> st, const Shape& shape, DType dt, Device d);
 Input as_input(const Tensor& t);
