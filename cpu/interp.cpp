@@ -486,6 +486,7 @@ class Runner {
   void apply(const GNode& n, CT out_ct, const Operand* a, void* out, int64_t len,
              bool nt = false) const {
     Op op = n.op;
+    const int id = int(&n - p_.nodes.data());
     if (op == Op::Cast || (op == Op::Copy && n.a >= 0)) {
       CT in = p_.ct[n.a];
       if (op == Op::Copy && in == out_ct && a[0].s == 1) {
@@ -509,7 +510,7 @@ class Runner {
         using T = decltype(t);
         const T* x = static_cast<const T*>(a[0].p);
         if constexpr (std::is_floating_point_v<T>) {
-          if (op == Op::Exp && p_.exp_sub[&n - p_.nodes.data()]) {
+          if (op == Op::Exp && p_.exp_sub[id]) {
             exp_sub<T>(x, a[0].s, static_cast<const T*>(a[1].p), a[1].s, static_cast<T*>(out), len);
             return;
           }
@@ -527,9 +528,8 @@ class Runner {
       });
       return;
     }
-    if (is_binary(op) && p_.pair_f[&n - p_.nodes.data()] != Op::Const) {
-      int id = int(&n - p_.nodes.data());  // float32, `b` a register (program.cpp)
-      bool tail = p_.tail_arg[id] >= 0;    // then a[3] (a, b and c are all set)
+    if (is_binary(op) && p_.pair_f[id] != Op::Const) {  // float32, `b` a register (program.cpp)
+      bool tail = p_.tail_arg[id] >= 0;                 // then a[3] (a, b and c are all set)
       pair_unary_f32(p_.pair_op[id], static_cast<const float*>(a[0].p), a[0].s,
                      static_cast<const float*>(a[2].p), a[2].s, op, p_.pair_first[id],
                      p_.pair_f[id], static_cast<const float*>(a[1].p), p_.pair_relu[id],
@@ -537,8 +537,7 @@ class Runner {
                      tail ? static_cast<const float*>(a[3].p) : nullptr, tail ? a[3].s : 0, nt);
       return;
     }
-    if (is_binary(op) && p_.pair_op[&n - p_.nodes.data()] != Op::Const) {
-      int id = int(&n - p_.nodes.data());
+    if (is_binary(op) && p_.pair_op[id] != Op::Const) {
       dispatch_ct(out_ct, [&](auto t) {
         using T = decltype(t);
         if constexpr (std::is_floating_point_v<T>)
