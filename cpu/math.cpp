@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <limits>
 
+#include "cpu/arith.h"
 #include "cpu/vmath.h"
 #include "ops/philox.h"
 #include "tensor/half.h"
@@ -330,30 +331,16 @@ void pair_loop(const T* a, int sa, const T* c, int sc, const T* b, int sb, T* o,
   }
 }
 
-// Calls f with the lambda of `op` (Add, Sub, Mul; `swap`: arguments reversed).
-template <typename T, typename F>
-void with_arith(Op op, bool swap, F f) {
-  switch (op) {
-    case Op::Add:
-      return f([](T x, T y) { return x + y; });
-    case Op::Mul:
-      return f([](T x, T y) { return x * y; });
-    case Op::Copy:
-      return f([](T x, T) { return x; });
-    default:
-      if (swap) return f([](T x, T y) { return y - x; });
-      return f([](T x, T y) { return x - y; });
-  }
-}
-
 }  // namespace
 
 template <typename T>
 void binary_pair(Op inner, const T* a, int sa, const T* c, int sc, Op outer, bool first, const T* b,
                  int sb, bool relu, T* out, int64_t n) {
   if (inner == Op::Copy) sc = sa, c = a;  // not read; keeps to the vectorized loops
-  with_arith<T>(inner, false, [&](auto fi) {
-    with_arith<T>(outer, !first, [&](auto fo) {
+  with_op(inner, false, [&](auto I, auto) {
+    with_op(outer, !first, [&](auto O, auto swap) {
+      auto fi = [](T x, T y) { return arith<decltype(I)::value, false>(x, y); };
+      auto fo = [](T x, T y) { return arith<decltype(O)::value, decltype(swap)::value>(x, y); };
       if (!relu) return pair_loop(a, sa, c, sc, b, sb, out, n, fi, fo);
       // relu as unary() computes it: NaN stays NaN
       auto fr = [fo](T x, T y) {

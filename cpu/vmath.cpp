@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "cpu/arith.h"
 #include "tensor/env.h"
 
 #if defined(__AVX512F__)
@@ -233,36 +234,6 @@ void exp_sub_f32(const float* a, int sa, const float* b, int sb, float* out, int
 
 namespace loom::cpu {
 namespace {
-
-// Add, Sub (reversed when `swap`), Mul or Copy (x itself) of two values; T float or __m512.
-template <Op O, bool Swap, typename T>
-inline T arith(T x, T y) {
-  if constexpr (O == Op::Copy)
-    return x;
-  else if constexpr (O == Op::Add)
-    return x + y;
-  else if constexpr (O == Op::Mul)
-    return x * y;
-  else if constexpr (Swap)
-    return y - x;
-  else
-    return x - y;
-}
-
-template <typename F>
-void with_op(Op op, bool swap, F f) {
-  switch (op) {
-    case Op::Add:
-      return f(std::integral_constant<Op, Op::Add>{}, std::false_type{});
-    case Op::Mul:
-      return f(std::integral_constant<Op, Op::Mul>{}, std::false_type{});
-    case Op::Copy:
-      return f(std::integral_constant<Op, Op::Copy>{}, std::false_type{});
-    default:
-      if (swap) return f(std::integral_constant<Op, Op::Sub>{}, std::true_type{});
-      return f(std::integral_constant<Op, Op::Sub>{}, std::false_type{});
-  }
-}
 
 // The optional last op of pair_unary_f32 as one fma, v * m + d, exact but for the one
 // rounding the op itself has: none v * 1 + -0 (-0 keeps a -0 v), Add v * 1 + w, Sub
