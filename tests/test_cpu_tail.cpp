@@ -5,6 +5,7 @@
 // vectors; against fusion-off and a float64 reference.
 #include "cpu/vmath.h"
 #include "helpers.h"
+#include "tensor/env.h"
 
 using namespace loom;
 
@@ -30,12 +31,10 @@ Tensor ft(char f, const Tensor& v) { return f == 't' ? tanh(v) : f == 's' ? sigm
 
 // Whether the fold is on: the own kernels, and neither it nor the unary fold it builds on
 // turned off (LOOM_CPU_TAIL_FOLD=0, LOOM_CPU_UNARY_FOLD=0).
+// Read by the library's rule (tensor/env.h), so `=off` or `=false` agree with it too.
 bool tail_fold_on() {
-  auto off = [](const char* name) {
-    const char* v = std::getenv(name);
-    return v && v[0] == '0';
-  };
-  return cpu::vmath_on() && !off("LOOM_CPU_TAIL_FOLD") && !off("LOOM_CPU_UNARY_FOLD");
+  return cpu::vmath_on() && env_flag("LOOM_CPU_TAIL_FOLD", true) &&
+         env_flag("LOOM_CPU_UNARY_FOLD", true);
 }
 
 }  // namespace
