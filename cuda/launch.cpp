@@ -197,7 +197,8 @@ bool peel_rows(const Group& g, int level, Variant& v) {
     if (unit(a)) min_isz = std::min(min_isz, itemsize(dtype(a)));
   if (min_isz > 2) return false;
   const int W = int(std::min<size_t>(8, 16 / min_isz));
-  if (g.cols() < 2 * W || row_vector_width(g) >= W) return false;
+  // (Short rows stay as they are: their partial chunks would be much of the row.)
+  if (g.cols() < 8 * W || row_vector_width(g) >= W) return false;
   // The reference: a leaf that advances with the row (not a weight row read by every row).
   auto streams = [&](int a) {
     for (int d = 0; d < K; ++d)

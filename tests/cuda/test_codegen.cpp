@@ -737,7 +737,17 @@ TEST_CASE("codegen: row knobs: one barrier a combine, next-row prefetch, column 
   Group cm = only(mean(cd.clone(), Dims{0}, false));
   lc::Variant c = lc::choose_variant(cm, 132);
   REQUIRE(c.tpr == 1);
-  CHECK(c.unroll == 1);
+  CHECK(c.unroll == 1);  // 1024 segments of 64 rows
+  // By default a thread that walks 256 rows or more loads 8 a step (132 blocks of 256 columns:
+  // no split, each thread walks the whole column).
+  if (!std::getenv("LOOM_CUDA_COL_UNROLL")) {
+    Tensor tall = data({256, 33792}, DType::Float32), flat = data({64, 33792}, DType::Float32);
+    lc::Variant t = lc::choose_variant(only(mean(tall.clone(), Dims{0}, false)), 132);
+    lc::Variant f = lc::choose_variant(only(mean(flat.clone(), Dims{0}, false)), 132);
+    CHECK_FALSE(t.split);
+    CHECK(t.unroll == 8);
+    CHECK(f.unroll == 1);
+  }
   lc::Variant c8 = c;
   c8.unroll = 8;
   std::string c1s = lc::generate(cm, c).source, c8s = lc::generate(cm, c8).source;

@@ -118,16 +118,16 @@ TEST_CASE("gpu: row kernels over many rows match float64 references") {
 }
 
 // Rows whose 16-byte grid moves from row to row (odd lengths: peeled chunks, LOOM_CUDA_ROW_PEEL),
-// an odd number of them (the storage's end is not 16-byte aligned), rows of 2-3 chunks with both
-// ends partial, and views offset by 1 and 3 elements (the input misaligned on every row, the
-// output aligned; the weights at yet another alignment).
+// an odd number of them (the storage's end is not 16-byte aligned), short rows (67 columns: 9-10
+// chunks, both ends partial), and views offset by 1 and 3 elements (the input misaligned on every
+// row, the output aligned; the weights at yet another alignment).
 TEST_CASE("gpu: misaligned rows (odd lengths, offset views) match float64 references") {
   if (!backend_available(DeviceKind::CUDA)) {
     MESSAGE("CUDA unavailable, skipping GPU row kernel tests");
     return;
   }
   check_rows(kGPU, {{9001, 1001, DType::BFloat16},
-                    {4099, 23, DType::BFloat16},
+                    {4099, 67, DType::BFloat16},
                     {3001, 4095, DType::BFloat16},
                     {600, 32767, DType::BFloat16},
                     {3000, 4096, DType::BFloat16, 1},
