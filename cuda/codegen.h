@@ -69,12 +69,17 @@ struct Variant {
   // ch covers columns ch * vw - sh .. + vw - 1, so the first and last chunks of a row are
   // partial (element loads and stores, guarded by column) and the rest whole vectors. Accesses
   // in `novec` (bit = access id: rows at another alignment, a weight row) stay element accesses.
+  // Leaves in `shifted` sit `dshift` elements (1 .. vw - 1) past that grid on every row (a view
+  // offset by an element): a whole chunk of theirs is two aligned vectors, realigned in registers.
   int shift = -1;
   uint64_t novec = 0;
+  int dshift = 0;
+  uint64_t shifted = 0;
   int block() const { return reduce ? tpr * rpb : 256; }
   std::string key() const;  // short tag, e.g. "pw_v4_u2", "pw_v4_u4_roll", "row_t128_r2_k4_w4_m",
                             // "split_t256_r1_k0_w4", "split_t1_r256_k0_w1_u8", "row_t256_..._s1",
-                            // "row_t128_r2_k4_w8_m_h0n4" (peeled: shift 0, novec 0x4)
+                            // "row_t128_r2_k4_w8_m_h0n4" (peeled: shift 0, novec 0x4),
+                            // "row_..._h1n0d1s1" (leaf 0 realigned by 1)
 };
 
 // A runtime value the kernel reads from its parameter block (p.v[i]).

@@ -444,7 +444,9 @@ class RowGen {
       if (keep && !loaded_.insert(leaf).second) continue;
       std::string name = (keep ? "lr" : "lw") + S(leaf);
       if (!keep) code += ind + leaf_vec_t(leaf) + " " + name + "[" + S(uf) + "];\n";
-      loads.push_back(name + "[k] = " + vload(leaf_vec_t(leaf), chunk_addr(leaf)) + ";\n");
+      loads.push_back(shifted(leaf) ? realigned_load(leaf, name, in4)
+                                    : in4 + name + "[k] = " +
+                                          vload(leaf_vec_t(leaf), chunk_addr(leaf)) + ";\n");
       if (peel_) parts.push_back(partial_load(leaf, name, in4));
     }
     if (!vleaves.empty()) e_.need("vec");
@@ -453,7 +455,7 @@ class RowGen {
           ind + "#pragma unroll\n" + ind + "for (int k = 0; k < " + S(uf) + "; ++k) {\n" + chunk;
       code += in2 + "if (" + cond + ") {\n";
       if (peel_) code += in3 + "if (" + whole + ") {\n";
-      for (const std::string& l : loads) code += in4 + l;
+      for (const std::string& l : loads) code += l;
       if (peel_) {
         code += in3 + "} else {\n";
         for (const std::string& l : parts) code += l;
@@ -499,6 +501,35 @@ class RowGen {
                   "[k] = " + vload(leaf_vec_t(leaf), chunk_addr(leaf, "n")) + ";\n";
     code += in2 + "}\n" + ind + "}\n";
     return code;
+  }
+
+  bool shifted(int leaf) const { return peel_ && leaf < 64 && ((v_.shifted >> leaf) & 1); }
+
+  // A whole chunk of a leaf `dshift` elements past the grid: the two aligned vectors it spans,
+  // its columns picked in registers (bf16 words at an odd shift: one byte permute a word).
+  std::string realigned_load(int leaf, const std::string& name, const std::string& ind) {
+    const int W = v_.vw, d = v_.dshift;
+    const std::string T = leaf_vec_t(leaf);
+    const std::string at =
+        e_.ptr(leaf) + " + (" + rb(leaf) + " - (I)sh - " + S(d) + " + (I)(ch * " + S(W) + "u))";
+    std::string code = ind + "{\n" + ind + "  const " + T + " x0 = " + vload(T, at) + ";\n";
+    code += ind + "  const " + T + " x1 = " + vload(T, at + " + " + S(W)) + ";\n";
+    auto src = [&](int i, int n) {  // element i of the 2n-element concatenation x0, x1
+      return (i < n ? "x0.v[" + S(i) : "x1.v[" + S(i - n)) + "]";
+    };
+    if (words(leaf)) {
+      const int n = W / 2;
+      for (int j = 0; j < n; ++j) {
+        std::string w = d % 2 == 0 ? src(d / 2 + j, n)
+                                   : "__byte_perm(" + src((d - 1) / 2 + j, n) + ", " +
+                                         src((d + 1) / 2 + j, n) + ", 0x5432)";
+        code += ind + "  " + name + "[k].v[" + S(j) + "] = " + w + ";\n";
+      }
+    } else {
+      for (int e = 0; e < W; ++e)
+        code += ind + "  " + name + "[k].v[" + S(e) + "] = " + src(d + e, W) + ";\n";
+    }
+    return code + ind + "}\n";
   }
 
   // Whether a column body reads `col` (strided or index leaves, argmax).
@@ -770,7 +801,11 @@ class RowGen {
       const std::string w = S(v_.vw) + "u";
       peel = in + "const U sh = (U)" + rb(v_.shift) + " & " + S(v_.vw - 1) + "u;\n";
       peel += in + "const U nch = (cols + sh + " + S(v_.vw - 1) + "u) / " + w + ";\n";
-      peel += in + "const U fc0 = sh ? 1u : 0u, fc1 = (cols + sh) / " + w + ";\n";
+      // Realigned leaves read a vector past a whole chunk's end: whole only where that stays
+      // in the row (a view's last row may end at its storage's end).
+      const std::string end = v_.shifted ? "(cols + sh + " + S(v_.dshift) + "u) / " + w + " - 1u"
+                                         : "(cols + sh) / " + w;
+      peel += in + "const U fc0 = sh ? 1u : 0u, fc1 = " + end + ";\n";
     }
     k += row_setup(in, "row", "", pf_ ? &rest : nullptr) + peel + rest + "  }\n}\n";
     return k;

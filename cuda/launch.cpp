@@ -175,12 +175,15 @@ int row_vector_width(const Group& g) {
 
 // Peeled chunks (Variant::shift) for a narrow row that row_vector_width cannot take in 16-byte
 // vectors (odd row lengths, views offset by an element): chunks on the 16-byte grid of the
-// first narrowest unit-stride leaf (the reference), each row's first and last partial. Every
+// reference, the first narrowest unit-stride access that advances with the row (an output if
+// one does: its stores stay whole vectors), each row's first and last chunk partial. Every
 // unit-stride access whose pointer is 16-byte aligned and whose offset and kept-dim strides
-// equal the reference's modulo the width shares its grid and is taken in vectors; the others
-// are read element by element (novec): at `level` 1 only those that do not advance with the
-// row (a weight or bias row, L1-resident), at 2 any (an offset view's fresh output: element
-// stores). Rows of 4-byte types are not peeled (they reach 94-100% of copy at 4-byte loads).
+// equal the reference's modulo the width shares its grid and is taken in vectors. At `level`
+// 2 a leaf whose offset alone differs, by the same d for all such leaves, is realigned (two
+// vectors a chunk, Variant::shifted). The rest are read element by element (novec) when they
+// do not advance with the row (a weight or bias row, L1-resident); else no peeling (element
+// stores from 16-byte chunks would write each sector in 8 pieces). Rows of 4-byte types are
+// not peeled (they reach 94-100% of copy at 4-byte loads).
 bool peel_rows(const Group& g, int level, Variant& v) {
   int R = int(g.space.size()), K = g.n_kept, L = int(g.leaves.size());
   int n_acc = L + int(g.outputs.size());
@@ -206,6 +209,8 @@ bool peel_rows(const Group& g, int level, Variant& v) {
     return false;
   };
   int ref = -1;
+  for (int a = L; a < n_acc && ref < 0; ++a)
+    if (unit(a) && itemsize(dtype(a)) == min_isz && streams(a)) ref = a;
   for (int a = 0; a < L && ref < 0; ++a)
     if (unit(a) && itemsize(dtype(a)) == min_isz && streams(a)) ref = a;
   if (ref < 0) return false;
@@ -217,18 +222,24 @@ bool peel_rows(const Group& g, int level, Variant& v) {
   auto same = [&](int64_t x, int64_t y) { return ((x - y) % W + W) % W == 0; };
   if (!aligned(ref)) return false;
   const Strides& rs = access_strides(g, ref);
-  uint64_t novec = 0;
+  uint64_t novec = 0, shifted = 0;
+  int dshift = 0;
   for (int a = 0; a < n_acc; ++a) {
     if (!unit(a)) continue;
     const Strides& st = access_strides(g, a);
-    bool shared = aligned(a) && same(off(a), off(ref));
+    bool grid = aligned(a);  // the same alignment on every row, up to its offset
     for (int d = 0; d < K; ++d)
-      if (g.space[d] > 1) shared = shared && same(st[d], rs[d]);
-    if (shared) continue;
-    if (streams(a) && level < 2) return false;
+      if (g.space[d] > 1) grid = grid && same(st[d], rs[d]);
+    const int d = int(((off(a) - off(ref)) % W + W) % W);
+    if (grid && d == 0) continue;
+    if (grid && a < L && level >= 2 && (dshift == 0 || dshift == d)) {
+      dshift = d, shifted |= uint64_t(1) << a;
+      continue;
+    }
+    if (streams(a)) return false;
     novec |= uint64_t(1) << a;
   }
-  v.shift = ref, v.novec = novec, v.vw = W;
+  v.shift = ref, v.novec = novec, v.vw = W, v.dshift = dshift, v.shifted = shifted;
   return true;
 }
 
@@ -297,10 +308,11 @@ bool narrow_rows(const Group& g) {
 //                          (odd row lengths, offset views; Variant::shift, peel_rows): 0 the
 //                          element loads of before (H200, 2026-11-29: 1001 bf16 columns softmax /
 //                          layer_norm / rms_norm 59 / 63 / 56% of copy, an offset-1 view 66-77%);
-//                          1 (default) chunks on the input's 16-byte grid, the partial first and
-//                          last chunk of each row element by element, accesses at another
-//                          alignment element-wise when they do not advance with the row (weights);
-//                          2 also when they do (an offset view's output: element stores)
+//                          1 chunks on the output's (or input's) 16-byte grid, the partial first
+//                          and last chunk of each row element by element, weights at another
+//                          alignment element-wise (odd row lengths); 2 (default) also inputs
+//                          offset from that grid by d elements on every row as two vectors a
+//                          chunk, realigned in registers (an offset view)
 //   LOOM_CUDA_COL_UNROLL=n column reductions (a thread a kept column, loop and split): rows a
 //                          thread loads a step, unguarded whole steps first so the n strided
 //                          loads issue together (order of the sum unchanged, so results are
@@ -317,7 +329,7 @@ struct RowKnobs {
   int evict = 0;
   int col_unroll = 0, prefetch = -1;  // col_unroll 0: by walk length; prefetch -1: 1 on rows
                                       // of 4-byte types, 0 on narrow rows
-  int peel = 1;
+  int peel = 2;
 };
 const RowKnobs& row_knobs() {
   static const RowKnobs k = [] {
@@ -343,7 +355,7 @@ const RowKnobs& row_knobs() {
     r.evict = get("LOOM_CUDA_ROW_EVICT", 0, 3, 0);
     const int cu = get("LOOM_CUDA_COL_UNROLL", 0, 16, 0);  // 0: by walk length
     r.col_unroll = cu > 0 ? int(pow2ceil(cu)) : 0;
-    r.peel = get("LOOM_CUDA_ROW_PEEL", 0, 2, 1);
+    r.peel = get("LOOM_CUDA_ROW_PEEL", 0, 2, 2);
     return r;
   }();
   return k;

@@ -168,6 +168,8 @@ std::vector<lc::Variant> variants_for(const Group& g, bool all) {
           x.vw = 8, x.k = x.k > 0 ? 2 : 0, x.remat = x.k > 0 ? 1 : 0, x.shift = ref;
           x.novec = ~(uint64_t(1) << ref);
           vs.push_back(x);
+          x.dshift = 3, x.shifted = uint64_t(1) << ref;  // its whole chunks realigned by 3
+          vs.push_back(x);
         }
     }
     if (l == lc::Layout::Columns)
@@ -596,9 +598,10 @@ TEST_CASE("codegen: persistent rows hold narrow rows in their storage type") {
         if (cols == 32768 && dt == DType::BFloat16) CHECK(r.remat == (op == 0 ? 2 : 1));
         CHECK((r.tpr & (r.tpr - 1)) == 0);
         // Odd f32 rows take single columns; odd bf16 rows 8-column chunks, peeled.
-        const bool peeled = cols % 2 && dt == DType::BFloat16 && !std::getenv("LOOM_CUDA_ROW_PEEL");
+        const char* pe = std::getenv("LOOM_CUDA_ROW_PEEL");
+        const bool peeled = cols % 2 && dt == DType::BFloat16 && !(pe && std::string(pe) == "0");
         CHECK(r.vw == (peeled ? 8 : cols % 2 ? 1 : dt == DType::Float32 ? 4 : 8));
-        CHECK(r.shift == (peeled ? 0 : -1));
+        CHECK(r.shift == (peeled ? 1 : -1));  // the output's grid
         if (r.k > 0) CHECK(int64_t(r.k) * r.tpr >= (cols + (peeled ? 2 : 1) * (r.vw - 1)) / r.vw);
         // f32 rows prefetch the next row at every length, a 32768-column row too: its 1024
         // lanes are the SM's only block, so nothing else loads while it reduces.
@@ -627,25 +630,30 @@ TEST_CASE("codegen: misaligned bf16 rows peel a partial chunk at each end") {
   Group sm = only(softmax(hd.clone(), 1)), rms = only(rms_norm(hd.clone(), {1001}));
   Group ln = reducing(layer_norm(hd.clone(), {1001}, wd, bd));
   Group smf = only(softmax(fd.clone(), 1));
-  // A view offset by one element of 4104-column rows (row starts at 4104 r + 1): the input is
-  // misaligned by one element on every row, its fresh output is aligned.
-  Tensor wide = data({1024, 4104}, DType::BFloat16);
+  // Views offset by 1 and 2 elements of 4104-column rows (row starts at 4104 r + 1): the input
+  // sits 1 (2) elements past the 16-byte grid of its fresh output on every row.
+  Tensor wide = data({1024, 4104}, DType::BFloat16), w4 = data({4096}, DType::BFloat16, 4);
   Group off = only(softmax(wide.slice(1, 1, 4097), 1));
+  Group off2 = only(softmax(wide.slice(1, 2, 4098), 1));
+  Group offln = reducing(layer_norm(wide.slice(1, 1, 4097), {4096}, w4, w4));
   std::vector<std::string> srcs;
   for (const Group* g : {&sm, &rms, &ln}) {
     lc::Variant v = lc::choose_variant(*g, 132);
     std::string src = lc::generate(*g, v).source;
     INFO(v.key() << "\n" << src);
-    CHECK(v.shift == 0);  // x, the first leaf
+    const int out = int(g->leaves.size());  // the output: the grid's reference
+    CHECK(v.shift == out);
+    CHECK(v.shifted == 0);
     CHECK(v.vw == 8);
     CHECK(v.prefetch == 0);
     CHECK(v.k > 0);
     CHECK(int64_t(v.k) * v.tpr * v.vw >= 1001 + 7);  // a lane's chunks cover a shifted row
-    CHECK(v.key().find("_h0n") != std::string::npos);
+    CHECK(v.key().find("_h" + std::to_string(out) + "n") != std::string::npos);
     // Weight and bias are read element by element (their rows keep one alignment); x and the
-    // output share x's grid: 16-byte chunks.
+    // output share the output's grid: 16-byte chunks.
     CHECK(v.novec == (g == &ln ? 0x6u : 0u));
-    CHECK(count(src, "const U sh = (U)b0 & 7u;") == 1);
+    CHECK(count(src, "const U sh = (U)b" + std::to_string(out) + " & 7u;") == 1);
+    CHECK(count(src, "fc1 = (cols + sh) / 8u;") == 1);
     CHECK(count(src, "const U nch = (cols + sh + 7u) / 8u;") == 1);
     CHECK(count(src, "lr0[k] = *(const lm_vec<unsigned, 4>*)(L0 + (b0 - (I)sh") == 1);
     // The partial chunks load, compute and store column by column, guarded.
@@ -658,13 +666,38 @@ TEST_CASE("codegen: misaligned bf16 rows peel a partial chunk at each end") {
   // f32 rows are not peeled (4-byte loads already reach 94-100% of copy).
   CHECK(lc::choose_variant(smf, 132).shift == -1);
   CHECK(lc::choose_variant(smf, 132).vw == 1);
-  // The offset view: by default (level 1) an output at another alignment keeps the element
-  // kernel; level 2 (LOOM_CUDA_ROW_PEEL=2) stores it element by element from peeled chunks.
-  lc::Variant o = lc::choose_variant(off, 132);
-  CHECK(o.shift == -1);
-  CHECK(o.vw == 1);
-  lc::Variant o2 = o;
-  o2.shift = 0, o2.novec = 0x2, o2.vw = 8, o2.tpr = 128, o2.rpb = 2, o2.k = 4, o2.remat = 1;
+  // Offset views (LOOM_CUDA_ROW_PEEL=2): chunks on the output's grid; the input's whole chunks
+  // are two aligned vectors realigned in registers (odd shift: a byte permute a word; even:
+  // whole words), whole only while the second vector stays in the row.
+  for (const Group* g : {&off, &off2, &offln}) {
+    lc::Variant o = lc::choose_variant(*g, 132);
+    const int d = g == &off2 ? 2 : 1;
+    std::string os = lc::generate(*g, o).source;
+    INFO(o.key() << "\n" << os);
+    CHECK(o.shift == int(g->leaves.size()));
+    CHECK(o.vw == 8);
+    CHECK(o.shifted == 1);
+    CHECK(o.dshift == d);
+    CHECK(o.novec == 0);  // the weights share the output's grid (4096 columns)
+    CHECK(o.key().find("d" + std::to_string(d) + "s1") != std::string::npos);
+    CHECK(count(os, "x0 = *(const lm_vec<unsigned, 4>*)(L0 + (b0 - (I)sh - " + std::to_string(d) +
+                        " + (I)(ch * 8u)));") == 1);
+    CHECK(count(os, "fc1 = (cols + sh + " + std::to_string(d) + "u) / 8u - 1u;") == 1);
+    if (d == 1) {
+      CHECK(count(os, "__byte_perm(") == 4);
+      CHECK(count(os, "lr0[k].v[3] = __byte_perm(x0.v[3], x1.v[0], 0x5432);") == 1);
+    } else {
+      CHECK(count(os, "__byte_perm(") == 0);
+      CHECK(count(os, "lr0[k].v[3] = x1.v[0];") == 1);
+    }
+    CHECK(count(os, "t[e] = c < cols ? L0[b0 + (I)c]") == 1);  // partial chunks
+    CHECK(count(os, ") = op") == 1);                           // whole 16-byte stores
+    srcs.push_back(os);
+  }
+  // An output at another alignment than a row's input cannot be the reference when the input
+  // is: with the output stored element by element (novec, a non-default variant) it compiles.
+  lc::Variant o2 = lc::choose_variant(off, 132);
+  o2.shift = 0, o2.novec = 0x2, o2.dshift = 0, o2.shifted = 0;
   std::string os = lc::generate(off, o2).source;
   INFO(os);
   CHECK(count(os, "lr0[k] = *(const lm_vec<unsigned, 4>*)(L0 + (b0 - (I)sh") == 1);

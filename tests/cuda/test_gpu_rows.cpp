@@ -119,8 +119,9 @@ TEST_CASE("gpu: row kernels over many rows match float64 references") {
 
 // Rows whose 16-byte grid moves from row to row (odd lengths: peeled chunks, LOOM_CUDA_ROW_PEEL),
 // an odd number of them (the storage's end is not 16-byte aligned), short rows (67 columns: 9-10
-// chunks, both ends partial), and views offset by 1 and 3 elements (the input misaligned on every
-// row, the output aligned; the weights at yet another alignment).
+// chunks, both ends partial), and views offset by 1, 2 and 3 elements (the input 1-3 elements past
+// its output's 16-byte grid on every row: realigned vectors; with 1001 columns the grid also moves
+// from row to row).
 TEST_CASE("gpu: misaligned rows (odd lengths, offset views) match float64 references") {
   if (!backend_available(DeviceKind::CUDA)) {
     MESSAGE("CUDA unavailable, skipping GPU row kernel tests");
@@ -131,8 +132,10 @@ TEST_CASE("gpu: misaligned rows (odd lengths, offset views) match float64 refere
                     {3001, 4095, DType::BFloat16},
                     {600, 32767, DType::BFloat16},
                     {3000, 4096, DType::BFloat16, 1},
+                    {3000, 4096, DType::BFloat16, 2},
                     {3000, 4096, DType::BFloat16, 3},
                     {3001, 1001, DType::BFloat16, 1},
                     {3000, 4096, DType::Float32, 1},
-                    {3001, 1001, DType::Float16}});
+                    {3001, 1001, DType::Float16},
+                    {3000, 4096, DType::Float16, 1}});
 }
