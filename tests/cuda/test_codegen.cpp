@@ -5,6 +5,7 @@
 // compiled once, on all cores.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
@@ -718,6 +719,41 @@ TEST_CASE("codegen: misaligned bf16 rows peel a partial chunk at each end") {
   StrictGuard strict;
   for (const std::string& src : srcs)
     CHECK_FALSE(lc::compile(src, "loom_row_peel", 9, 0).cubin.empty());
+}
+
+// The index arithmetic the peeled kernels emit (sh, nch, fc0, fc1, the realigned vectors'
+// start), checked on the host over many row starts: every column of a row in exactly one chunk;
+// whole chunks' vectors 16-byte aligned and inside the row (a realigned leaf's second vector too:
+// a view's last row may end at its storage's end); partial chunks' columns in the row.
+TEST_CASE("codegen: peeled chunk grids cover each column once and stay in the row") {
+  const int64_t W = 8;
+  for (int64_t cols : {64, 67, 1001, 4095, 4096})
+    for (int64_t d = 0; d < W; ++d)
+      for (int64_t ba = 0; ba < 3 * W; ++ba) {
+        // A leaf row at element ba of a 16-byte aligned storage, d past the reference's grid
+        // (d = 0: on it); the reference's row base is ba - d modulo W.
+        INFO(cols << " columns, d " << d << ", row base " << ba);
+        const int64_t sh = ((ba - d) % W + W) % W, nch = (cols + sh + W - 1) / W;
+        const int64_t fc0 = sh ? 1 : 0, fc1 = d ? (cols + sh + d) / W - 1 : (cols + sh) / W;
+        std::vector<int> seen(size_t(cols), 0);
+        bool ok = true;
+        for (int64_t ch = 0; ch < nch; ++ch) {
+          const bool whole = fc0 <= ch && ch < fc1;
+          for (int64_t e = 0; e < W; ++e) {
+            const int64_t col = ch * W + e - sh;
+            if (whole) ok = ok && col >= 0 && col < cols;
+            if (col >= 0 && col < cols) ++seen[size_t(col)];
+          }
+          if (whole) {
+            const int64_t x0 = ba - sh - d + ch * W;  // first element of the first vector
+            ok = ok && x0 % W == 0 && x0 >= 0 && x0 + (d ? 2 * W : W) <= ba + cols;
+            ok = ok && x0 + d == ba + ch * W - sh;  // column ch W - sh is its element d
+          }
+        }
+        CHECK(ok);
+        CHECK(std::count(seen.begin(), seen.end(), 1) == cols);
+        CHECK(fc1 - fc0 >= nch - 3);  // at most 3 partial chunks a row
+      }
 }
 
 TEST_CASE("codegen: row knobs: one barrier a combine, next-row prefetch, column unroll") {
