@@ -202,7 +202,7 @@ bool peel_rows(const Group& g, int level, Variant& v) {
   const int W = int(std::min<size_t>(8, 16 / min_isz));
   // (Short rows stay as they are: their partial chunks would be much of the row.)
   if (g.cols() < 8 * W || row_vector_width(g) >= W) return false;
-  // Whether an access advances with the row (not a weight row that every row reads).
+  // The reference: a leaf that advances with the row (not a weight row read by every row).
   auto streams = [&](int a) {
     for (int d = 0; d < K; ++d)
       if (g.space[d] > 1 && access_strides(g, a)[d] != 0) return true;
@@ -284,8 +284,7 @@ bool narrow_rows(const Group& g) {
 //                          block's next row loads while this one reduces and stores (a block
 //                          otherwise has no load in flight from its row's first reduction to
 //                          its next row). Default 1 on rows of 4-byte types, 0 on narrow ones
-//                          (H200 A/B) but 1 on narrow rows of a 1024-thread block that
-//                          recompute exps (remat 2: 32768 bf16 softmax columns); 0: none; 1: into the same registers, each
+//                          (H200 A/B); 0: none; 1: into the same registers, each
 //                          chunk right after the last pass reads it (no registers more; the
 //                          loads overlap the last pass, the row outputs and the loop); 2: into
 //                          a second set at the top of the row (overlaps every reduction; twice
@@ -555,21 +554,8 @@ Variant choose_variant(const Group& g, int sm) {
     const int pf = kn.prefetch >= 0 ? kn.prefetch : narrow_rows(g) ? 0 : 1;
     v.prefetch = v.k > 0 && v.remat > 0 && !peel ? pf : 0;  // (a row's nch is its own)
     const bool whole_sm = v.block() >= 1024 && v.prefetch == 1 && !narrow_rows(g);
-    // A narrow row that takes a 1024-thread block and recomputes its exps (remat 2: a 32768
-    // bf16 softmax, 82% of copy on the H200 without prefetch while layer_norm and rms_norm
-    // reached 95-98%) passes its row three times with no load in flight; prefetch 1 under a
-    // 2-block cap (sm_90 ptxas: 32 registers, no spills, as without it; unless
-    // LOOM_CUDA_ROW_PREFETCH=0). Only where its held input is at most 16 words a lane.
-    const bool narrow_whole =
-        narrow_rows(g) && v.block() >= 1024 && v.k > 0 && v.remat == 2 && !peel &&
-        kn.prefetch != 0 &&
-        cdiv(int64_t(v.k) * v.vw * row_cache_bytes(g, 2, v.vw, false, v.novec), 4) <= 16;
-    if (narrow_whole) v.prefetch = 1;
-    if (v.prefetch && !whole_sm && !narrow_whole && row_min_blocks(g, v) * v.block() < 1024)
-      v.prefetch = 0;
-    v.minb = kn.minb >= 0   ? (v.k > 0 ? std::min(kn.minb, 2048 / v.block()) : 0)
-             : narrow_whole ? 2
-                            : row_min_blocks(g, v);
+    if (v.prefetch && !whole_sm && row_min_blocks(g, v) * v.block() < 1024) v.prefetch = 0;
+    v.minb = kn.minb < 0 ? row_min_blocks(g, v) : v.k > 0 ? std::min(kn.minb, 2048 / v.block()) : 0;
     v.sync1 = kn.sync1 && v.tpr > 32;
   }
   if (split_segments(g, v, sm) > 1) {
