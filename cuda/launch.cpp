@@ -455,7 +455,7 @@ Variant choose_variant(const Group& g, int sm) {
     // Default (H200, 2026-11-29, [65536, 4096], % of copy): under the stride grid prefetch 1
     // took f32 softmax / layer_norm / rms_norm 88/89/90 -> 91/92/93 but bf16 90/89/93 ->
     // 85/80/82 (its registers). Under the rows grid (the default) a block runs one row group,
-    // so there is no next row to prefetch: off (H200 21:50 UTC: f32 96-97% -> 98-99% of copy).
+    // so there is no next row to prefetch: off (H200 21:14 UTC: f32 96-97% -> 98-99% of copy).
     const bool one_group = kn.grid == RowGrid::Rows || (kn.grid == RowGrid::Auto && v.tpr > 1);
     const int pf = kn.prefetch >= 0 ? kn.prefetch : narrow_rows(g) || one_group ? 0 : 1;
     v.prefetch = v.k > 0 && v.remat > 0 ? pf : 0;
