@@ -264,11 +264,11 @@ class CudaBackend : public Backend {
 // Every field of a Variant (the size check makes a new field fail to compile until it is
 // compared here: a missed field would run another variant's code).
 bool same_variant(const cuda::Variant& a, const cuda::Variant& b) {
-  static_assert(sizeof(cuda::Variant) == 60, "compare the new Variant field in same_variant");
+  static_assert(sizeof(cuda::Variant) == 72, "compare the new Variant field in same_variant");
   return a.reduce == b.reduce && a.vec == b.vec && a.tpr == b.tpr && a.rpb == b.rpb && a.k == b.k &&
          a.vw == b.vw && a.split == b.split && a.unroll == b.unroll && a.roll == b.roll &&
          a.remat == b.remat && a.minb == b.minb && a.sync1 == b.sync1 && a.prefetch == b.prefetch &&
-         a.fexp == b.fexp && a.evict == b.evict;
+         a.fexp == b.fexp && a.evict == b.evict && a.shift == b.shift && a.novec == b.novec;
 }
 
 CudaKernel::Compiled& CudaKernel::get(CudaBackend& be, const Group& g, const cuda::Variant& v) {

@@ -24,6 +24,7 @@ std::string Variant::key() const {
     if (prefetch) os << "_p" << prefetch;
     if (fexp) os << "_x";
     if (evict) os << "_e" << evict;
+    if (shift >= 0) os << "_h" << shift << "n" << std::hex << novec << std::dec;
   }
   return os.str();
 }

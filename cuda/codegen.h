@@ -64,9 +64,17 @@ struct Variant {
                        // 2: into a second set at the row's start)
   bool fexp = false;   // rows: f32 exp as ex2.approx of x log2 e (LOOM_CUDA_ROW_FASTEXP)
   int evict = 0;       // rows: streaming (.cs) chunk accesses: 1 loads of persistent rows, 2 stores
+  // rows (not split), misaligned narrow rows (LOOM_CUDA_ROW_PEEL): access `shift` (a leaf)
+  // fixes each row's chunk grid to 16-byte boundaries of memory: sh = its row base % vw, chunk
+  // ch covers columns ch * vw - sh .. + vw - 1, so the first and last chunks of a row are
+  // partial (element loads and stores, guarded by column) and the rest whole vectors. Accesses
+  // in `novec` (bit = access id: rows at another alignment, a weight row) stay element accesses.
+  int shift = -1;
+  uint64_t novec = 0;
   int block() const { return reduce ? tpr * rpb : 256; }
   std::string key() const;  // short tag, e.g. "pw_v4_u2", "pw_v4_u4_roll", "row_t128_r2_k4_w4_m",
-                            // "split_t256_r1_k0_w4", "split_t1_r256_k0_w1_u8", "row_t256_..._s1"
+                            // "split_t256_r1_k0_w4", "split_t1_r256_k0_w1_u8", "row_t256_..._s1",
+                            // "row_t128_r2_k4_w8_m_h0n4" (peeled: shift 0, novec 0x4)
 };
 
 // A runtime value the kernel reads from its parameter block (p.v[i]).
@@ -113,6 +121,8 @@ Generated generate(const Group& g, const Variant& v);
 // k * vw * bytes within the register budget. With `vw` > 0, a retained vector of vw columns
 // counts whole 32-bit registers (a single bf16 column takes one).
 // With `retained_only`, just the retained leaf vectors (what a prefetch 2 kernel holds twice).
-int row_cache_bytes(const Group& g, int remat, int vw = 0, bool retained_only = false);
+// `novec`: accesses a peeled row reads element by element (Variant::novec), never retained.
+int row_cache_bytes(const Group& g, int remat, int vw = 0, bool retained_only = false,
+                    uint64_t novec = 0);
 
 }  // namespace loom::cuda

@@ -38,6 +38,10 @@ class Emitter {
   // f32 exp as lm_fexp (ex2.approx of x log2 e: within ~2 ulp plus 2^-24 |x| relative, against
   // expf's 1 ulp; subnormal results flush to 0). Set by the row kernels' LOOM_CUDA_ROW_FASTEXP.
   bool fast_exp = false;
+  // Accesses a peeled row kernel reads element by element (Variant::novec): never recomputed
+  // from retained vectors.
+  uint64_t novec = 0;
+  bool vec_ok(int a) const { return a >= 64 || !((novec >> a) & 1); }
 
   // ---- accesses: leaves 0..L-1, outputs L.. ------------------------------------------------
   int accesses() const { return leaves + int(g.outputs.size()); }

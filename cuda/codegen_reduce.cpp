@@ -70,7 +70,7 @@ std::vector<bool> remat_nodes(const Group& g, const Emitter& e, int level) {
     const GNode& x = g.nodes[id];
     if (x.space != Space::Full) continue;
     if (is_load(x)) {
-      m[id] = e.is_memory(x.leaf) && e.cls(x.leaf, R - 1) == Cls::One;
+      m[id] = e.is_memory(x.leaf) && e.cls(x.leaf, R - 1) == Cls::One && e.vec_ok(x.leaf);
       continue;
     }
     bool cheap = x.op == Op::Cast || x.op == Op::Copy || x.op == Op::Add || x.op == Op::Sub ||
@@ -151,6 +151,8 @@ class RowGen {
       if (is_reduce(g.nodes[i].op)) reduces_.push_back(i);
     lane_ = v.tpr > 1 ? "lane" : "0";
     lane0_ = v.tpr > 1 ? "lane == 0" : "true";
+    e_.novec = v.novec;
+    peel_ = v.shift >= 0 && !v.split && v.vw > 1;
     for (auto& o : g.outputs) (g.nodes[o.node].space == Space::Full ? full_out_ : row_out_) = true;
   }
 
@@ -180,6 +182,8 @@ class RowGen {
   std::vector<int> reduces_;
   std::string lane_, lane0_;
   bool full_out_ = false, row_out_ = false;
+  bool peel_ = false;        // Variant::shift: chunks on the memory grid, partial end chunks
+  bool scalar_out_ = false;  // col_body of a partial chunk: unit outputs stored element-wise
   std::vector<bool> rb_used_, j_used_;
   std::set<std::string> shared_;  // shared-memory declarations of the current kernel
   bool cols_used_ = false;
@@ -265,7 +269,7 @@ class RowGen {
   // An access a lane walks at unit stride along the one reduced dim: read or written as one
   // vector a chunk.
   bool unit(int a) const {
-    return R_ - K_ == 1 && e_.is_memory(a) && e_.cls(a, R_ - 1) == Cls::One;
+    return R_ - K_ == 1 && e_.is_memory(a) && e_.cls(a, R_ - 1) == Cls::One && e_.vec_ok(a);
   }
   std::string vec_t(int a) const {
     return "lm_vec<" + std::string(Emitter::storage_type(e_.storage_dtype(a))) + ", " + S(v_.vw) +
@@ -293,6 +297,7 @@ class RowGen {
     return "lm_stcs((" + type + "*)(" + addr + "), " + val + ");\n";
   }
   std::string chunk_addr(int a, const std::string& pre = "") {
+    if (peel_) return e_.ptr(a) + " + (" + rb(a) + " - (I)sh + (I)(ch * " + S(v_.vw) + "u))";
     return e_.ptr(a) + " + (" + pre + rb(a) + " + (I)(ch * " + S(v_.vw) + "u))";
   }
   // Loads of every retained leaf's k chunks of a row into <dst><leaf>[k]: the row whose bases
@@ -352,7 +357,7 @@ class RowGen {
         if (g_.outputs[o].node != id) continue;
         int a = e_.out_access(o);
         std::string v = e_.store(e_.storage_dtype(a), f);
-        if (unit(a)) {
+        if (unit(a) && !scalar_out_) {
           vouts.insert(o);
           if (packed(a))
             code += ind + "of" + S(o) + "[e] = " + f + ";\n";
@@ -388,7 +393,7 @@ class RowGen {
   bool packed(int a) const {
     DType t = e_.storage_dtype(a);
     int node = g_.outputs[a - e_.leaves].node;
-    return row_ptx() && v_.vw >= 2 && v_.vw % 2 == 0 && e_.ntype(node) == "float" &&
+    return row_ptx() && !scalar_out_ && v_.vw >= 2 && v_.vw % 2 == 0 && e_.ntype(node) == "float" &&
            (t == DType::BFloat16 || t == DType::Float16);
   }
   std::string packed_store(int o, const std::string& ind) {
@@ -414,54 +419,76 @@ class RowGen {
   std::string walk(int q, const std::vector<int>& nodes, bool store,
                    const std::vector<bool>* cached, int uf, const std::string& cond,
                    const std::string& ind) {
-    std::set<int> vleaves, vouts;
+    std::set<int> vleaves, vouts, none;
     const std::string in2 = ind + "  ", in3 = ind + "    ";
+    // Peeled rows: whole chunks take the vector body (in4, one level deeper), partial chunks
+    // the element body, each column guarded and unit outputs stored element-wise.
+    const std::string in4 = peel_ ? in3 + "  " : in3;
     std::string body =
-        col_body(q, nodes, store, cached, v_.vw > 1 ? in3 + "  " : in3, vleaves, vouts);
+        col_body(q, nodes, store, cached, v_.vw > 1 ? in4 + "  " : in4, vleaves, vouts);
+    std::string part;
+    if (peel_) {
+      scalar_out_ = true;
+      part = col_body(q, nodes, store, cached, in4 + "  ", vleaves, none);
+      scalar_out_ = false;
+    }
     const std::string chunk = ind + "  const U ch = cb + (U)(k * " + S(v_.tpr) + ");\n";
+    const std::string whole = "fc0 <= ch && ch < fc1";
+    const std::string pcol = "ch * " + S(v_.vw) + "u + (U)e - sh";
     std::string code;
     // Retained leaves are loaded once, by the first pass that reads them, into the row's lr
     // arrays (declared by single()); the other leaves into this walk's lw arrays.
-    std::vector<std::string> loads;
+    std::vector<std::string> loads, parts;
     for (int leaf : vleaves) {
       bool keep = retained_.count(leaf) > 0;
       if (keep && !loaded_.insert(leaf).second) continue;
       std::string name = (keep ? "lr" : "lw") + S(leaf);
       if (!keep) code += ind + leaf_vec_t(leaf) + " " + name + "[" + S(uf) + "];\n";
       loads.push_back(name + "[k] = " + vload(leaf_vec_t(leaf), chunk_addr(leaf)) + ";\n");
+      if (peel_) parts.push_back(partial_load(leaf, name, in4));
     }
     if (!vleaves.empty()) e_.need("vec");
     if (!loads.empty()) {
       code +=
           ind + "#pragma unroll\n" + ind + "for (int k = 0; k < " + S(uf) + "; ++k) {\n" + chunk;
       code += in2 + "if (" + cond + ") {\n";
-      for (const std::string& l : loads) code += in3 + l;
+      if (peel_) code += in3 + "if (" + whole + ") {\n";
+      for (const std::string& l : loads) code += in4 + l;
+      if (peel_) {
+        code += in3 + "} else {\n";
+        for (const std::string& l : parts) code += l;
+        code += in3 + "}\n";
+      }
       code += in2 + "}\n" + ind + "}\n";
     }
     code += ind + "#pragma unroll\n" + ind + "for (int k = 0; k < " + S(uf) + "; ++k) {\n" + chunk;
     code += in2 + "if (" + cond + ") {\n";
+    if (peel_) code += in3 + "if (" + whole + ") {\n";
     if (!vouts.empty()) e_.need("vec");
     for (int o : vouts)
-      code += packed(e_.out_access(o)) ? in3 + "float of" + S(o) + "[" + S(v_.vw) + "];\n"
-                                       : in3 + vec_t(e_.out_access(o)) + " ow" + S(o) + ";\n";
+      code += packed(e_.out_access(o)) ? in4 + "float of" + S(o) + "[" + S(v_.vw) + "];\n"
+                                       : in4 + vec_t(e_.out_access(o)) + " ow" + S(o) + ";\n";
     // The column index, where the body reads it (strided or index leaves, argmax).
-    bool col = false;
-    for (size_t p = body.find("col"); p != std::string::npos && !col; p = body.find("col", p + 1))
-      col = (p == 0 || !std::isalnum((unsigned char)body[p - 1])) &&
-            (p + 3 == body.size() || !std::isalnum((unsigned char)body[p + 3]));
     if (v_.vw > 1) {
-      code += in3 + "#pragma unroll\n" + in3 + "for (int e = 0; e < " + S(v_.vw) + "; ++e) {\n";
-      if (col) code += in3 + "  const U col = ch * " + S(v_.vw) + "u + (U)e;\n";
-      code += body + in3 + "}\n";
+      code += in4 + "#pragma unroll\n" + in4 + "for (int e = 0; e < " + S(v_.vw) + "; ++e) {\n";
+      if (names_col(body))
+        code += in4 + "  const U col = " + (peel_ ? pcol : "ch * " + S(v_.vw) + "u + (U)e") + ";\n";
+      code += body + in4 + "}\n";
     } else {
-      code += (col ? in3 + "const U col = ch;\n" : "") + body;
+      code += (names_col(body) ? in3 + "const U col = ch;\n" : "") + body;
     }
     for (int o : vouts) {
       int a = e_.out_access(o);
       if (packed(a))
-        code += packed_store(o, in3);
+        code += packed_store(o, in4);
       else
-        code += in3 + vstore(vec_t(a), chunk_addr(a), "ow" + S(o));
+        code += in4 + vstore(vec_t(a), chunk_addr(a), "ow" + S(o));
+    }
+    if (peel_) {
+      code += in3 + "} else {\n" + in4 + "#pragma unroll\n" + in4 + "for (int e = 0; e < " +
+              S(v_.vw) + "; ++e) {\n";
+      code += in4 + "  const U col = " + pcol + ";\n" + in4 + "  if (col < cols) {\n";
+      code += part + in4 + "  }\n" + in4 + "}\n" + in3 + "}\n";
     }
     // Prefetch 1: the last pass to read a retained chunk reloads its registers with the next
     // row's chunk, in flight while this row's later chunks, stores and reductions proceed.
@@ -472,6 +499,29 @@ class RowGen {
                   "[k] = " + vload(leaf_vec_t(leaf), chunk_addr(leaf, "n")) + ";\n";
     code += in2 + "}\n" + ind + "}\n";
     return code;
+  }
+
+  // Whether a column body reads `col` (strided or index leaves, argmax).
+  static bool names_col(const std::string& body) { return mentions(body, "col"); }
+
+  // The partial chunk of a peeled row into <name>[k]: its columns in the row, element by
+  // element (no access outside the row: the row's ends need not be 16-byte aligned, and the
+  // allocation's end need not be either), zero elsewhere.
+  std::string partial_load(int leaf, const std::string& name, const std::string& ind) {
+    const std::string T = Emitter::storage_type(e_.storage_dtype(leaf)), W = S(v_.vw);
+    const std::string el =
+        "c < cols ? " + e_.ptr(leaf) + "[" + rb(leaf) + " + (I)c] : (" + T + ")0;\n";
+    std::string code = ind + "{\n";
+    const bool w = words(leaf);
+    if (w) code += ind + "  " + T + " t[" + W + "];\n";
+    code += ind + "  #pragma unroll\n" + ind + "  for (int e = 0; e < " + W + "; ++e) {\n";
+    code += ind + "    const U c = ch * " + W + "u + (U)e - sh;\n";
+    code += ind + "    " + (w ? "t[e] = " : name + "[k].v[e] = ") + el + ind + "  }\n";
+    if (w)
+      code += ind + "  #pragma unroll\n" + ind + "  for (int e = 0; e < " + S(v_.vw / 2) +
+              "; ++e) " + name +
+              "[k].v[e] = (unsigned)t[2 * e] | ((unsigned)t[2 * e + 1] << 16);\n";
+    return code + ind + "}\n";
   }
 
   // Chunks a lane of a loop walk takes a step: 4 (2 in 1024-thread blocks: 64 registers); a
@@ -600,7 +650,7 @@ class RowGen {
     h += e_.decls();
     h += "  const U rows = " + e_.uvalue({ValueSlot::Rows}) + ";\n";
     if (cols_used_) h += "  const U cols = " + e_.uvalue({ValueSlot::Cols}) + ";\n";
-    if (cols_used_ && !v_.split)
+    if (cols_used_ && !v_.split && !peel_)
       h += "  const U nch = cols" + (v_.vw > 1 ? " / " + S(v_.vw) + "u" : std::string()) + ";\n";
     if (v_.tpr > 1) h += "  const int lane = (int)(threadIdx.x & " + S(v_.tpr - 1) + "u);\n";
     if (v_.rpb > 1) h += "  const U grp = threadIdx.x / " + S(v_.tpr) + "u;\n";
@@ -625,7 +675,7 @@ class RowGen {
     // while this row reduces and stores: 1 into the same registers, each chunk right after
     // the last pass's read of it; 2 into a second set (nx) at the top of the row, copied
     // over at its end. The first row loads before the loop; the walks load no retained leaf.
-    pf_ = persistent && !retained_.empty() ? v_.prefetch : 0;
+    pf_ = persistent && !retained_.empty() && !peel_ ? v_.prefetch : 0;
     last_read_.clear();
     if (pf_) {
       loaded_ = retained_;
@@ -714,7 +764,15 @@ class RowGen {
     k += "    const U row = rb" + grp + ";\n";
     k += "    const bool rv = row < rows;\n";
     const std::string rest = next + body + swap;
-    k += row_setup(in, "row", "", pf_ ? &rest : nullptr) + rest + "  }\n}\n";
+    // Peeled rows: this row's shift and its chunks (whole ones fc0 .. fc1 - 1).
+    std::string peel;
+    if (peel_ && cols_used_) {
+      const std::string w = S(v_.vw) + "u";
+      peel = in + "const U sh = (U)" + rb(v_.shift) + " & " + S(v_.vw - 1) + "u;\n";
+      peel += in + "const U nch = (cols + sh + " + S(v_.vw - 1) + "u) / " + w + ";\n";
+      peel += in + "const U fc0 = sh ? 1u : 0u, fc1 = (cols + sh) / " + w + ";\n";
+    }
+    k += row_setup(in, "row", "", pf_ ? &rest : nullptr) + peel + rest + "  }\n}\n";
     return k;
   }
 
@@ -852,17 +910,18 @@ void generate_rows(const Group& g, const Variant& v, Generated& out) { RowGen(g,
 
 namespace loom::cuda {
 
-int row_cache_bytes(const Group& g, int remat, int vw, bool retained_only) {
+int row_cache_bytes(const Group& g, int remat, int vw, bool retained_only, uint64_t novec) {
   // The launcher asks on every launch (about 1.8 us to plan a layer_norm): remembered per thread
   // by signature, which covers everything the answer depends on (ops, dtypes, stride classes).
-  thread_local std::map<std::tuple<uint64_t, int, int, bool>, int> memo;
-  std::tuple<uint64_t, int, int, bool> key{g.signature, remat, vw, retained_only};
+  thread_local std::map<std::tuple<uint64_t, int, int, bool, uint64_t>, int> memo;
+  std::tuple<uint64_t, int, int, bool, uint64_t> key{g.signature, remat, vw, retained_only, novec};
   if (g.signature != 0) {
     auto it = memo.find(key);
     if (it != memo.end()) return it->second;
     if (memo.size() > 4096) memo.clear();
   }
   gen::Emitter e(g);
+  e.novec = novec;
   gen::RowPlan p = gen::row_plan(g, e, remat);
   int bytes = 0;
   for (size_t i = 0; i < p.cached.size(); ++i)

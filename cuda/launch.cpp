@@ -173,6 +173,65 @@ int row_vector_width(const Group& g) {
   return W;
 }
 
+// Peeled chunks (Variant::shift) for a narrow row that row_vector_width cannot take in 16-byte
+// vectors (odd row lengths, views offset by an element): chunks on the 16-byte grid of the
+// first narrowest unit-stride leaf (the reference), each row's first and last partial. Every
+// unit-stride access whose pointer is 16-byte aligned and whose offset and kept-dim strides
+// equal the reference's modulo the width shares its grid and is taken in vectors; the others
+// are read element by element (novec): at `level` 1 only those that do not advance with the
+// row (a weight or bias row, L1-resident), at 2 any (an offset view's fresh output: element
+// stores). Rows of 4-byte types are not peeled (they reach 94-100% of copy at 4-byte loads).
+bool peel_rows(const Group& g, int level, Variant& v) {
+  int R = int(g.space.size()), K = g.n_kept, L = int(g.leaves.size());
+  int n_acc = L + int(g.outputs.size());
+  if (level <= 0 || R - K != 1 || n_acc > 64) return false;
+  auto unit = [&](int a) {
+    if (a < L && (!g.leaves[a].st || g.leaves[a].space != Space::Full)) return false;
+    return access_strides(g, a)[R - 1] == 1;
+  };
+  auto dtype = [&](int a) {
+    return a < L ? g.leaves[a].dtype : g.nodes[g.outputs[a - L].node].dtype;
+  };
+  size_t min_isz = 16;
+  for (int a = 0; a < n_acc; ++a)
+    if (unit(a)) min_isz = std::min(min_isz, itemsize(dtype(a)));
+  if (min_isz > 2) return false;
+  const int W = int(std::min<size_t>(8, 16 / min_isz));
+  // (Short rows stay as they are: their partial chunks would be much of the row.)
+  if (g.cols() < 8 * W || row_vector_width(g) >= W) return false;
+  // The reference: a leaf that advances with the row (not a weight row read by every row).
+  auto streams = [&](int a) {
+    for (int d = 0; d < K; ++d)
+      if (g.space[d] > 1 && access_strides(g, a)[d] != 0) return true;
+    return false;
+  };
+  int ref = -1;
+  for (int a = 0; a < L && ref < 0; ++a)
+    if (unit(a) && itemsize(dtype(a)) == min_isz && streams(a)) ref = a;
+  if (ref < 0) return false;
+  auto off = [&](int a) { return a < L ? g.leaves[a].offset : g.outputs[a - L].offset; };
+  auto aligned = [&](int a) {  // outputs not yet allocated count as aligned (256 bytes)
+    const Storage* mem = a < L ? g.leaves[a].st.get() : g.outputs[a - L].st.get();
+    return !mem || !mem->data() || reinterpret_cast<uintptr_t>(mem->data()) % 16 == 0;
+  };
+  auto same = [&](int64_t x, int64_t y) { return ((x - y) % W + W) % W == 0; };
+  if (!aligned(ref)) return false;
+  const Strides& rs = access_strides(g, ref);
+  uint64_t novec = 0;
+  for (int a = 0; a < n_acc; ++a) {
+    if (!unit(a)) continue;
+    const Strides& st = access_strides(g, a);
+    bool shared = aligned(a) && same(off(a), off(ref));
+    for (int d = 0; d < K; ++d)
+      if (g.space[d] > 1) shared = shared && same(st[d], rs[d]);
+    if (shared) continue;
+    if (streams(a) && level < 2) return false;
+    novec |= uint64_t(1) << a;
+  }
+  v.shift = ref, v.novec = novec, v.vw = W;
+  return true;
+}
+
 // Whether a row group reads or writes memory of a type narrower than 4 bytes (bf16, f16, int8).
 bool narrow_rows(const Group& g) {
   for (const GLeaf& l : g.leaves)
@@ -234,17 +293,31 @@ bool narrow_rows(const Group& g) {
 //                          and L2: the row is read once, as Inductor's evict_first loads), 2
 //                          stores as st.global.cs, 3 both. The L2 then keeps fewer dead input
 //                          lines beside the written output
+//   LOOM_CUDA_ROW_PEEL=0|1|2  narrow (bf16, f16) rows whose chunks cannot all be 16-byte vectors
+//                          (odd row lengths, offset views; Variant::shift, peel_rows): 0 the
+//                          element loads of before (H200, 2026-11-29: 1001 bf16 columns softmax /
+//                          layer_norm / rms_norm 59 / 63 / 56% of copy, an offset-1 view 66-77%);
+//                          1 (default) chunks on the input's 16-byte grid, the partial first and
+//                          last chunk of each row element by element, accesses at another
+//                          alignment element-wise when they do not advance with the row (weights);
+//                          2 also when they do (an offset view's output: element stores)
 //   LOOM_CUDA_COL_UNROLL=n column reductions (a thread a kept column, loop and split): rows a
 //                          thread loads a step, unguarded whole steps first so the n strided
-//                          loads issue together (default 1: today's loop; order of the sum
-//                          unchanged, so results are bit-identical)
+//                          loads issue together (order of the sum unchanged, so results are
+//                          bit-identical). Unset: 8 where a thread walks at least 256 rows (its
+//                          split segment or the whole column), else 1 (H200, 2026-11-29, f32
+//                          col_mean: [65536, 4096], 66 segments of 993 rows, 93-96% of copy
+//                          at 1, 98% at 8; [4096, 4096], segments of 64 rows, 62% at 1, 51%
+//                          at 8)
 struct RowKnobs {
   int tpr = 0, rpb = 0, chunks = 4, minb = -1;
   int remat = -1;
   RowGrid grid = RowGrid::Auto;
   bool sync1 = false, fexp = false;
   int evict = 0;
-  int col_unroll = 1, prefetch = -1;  // -1: 1 on rows of 4-byte types, 0 on narrow rows
+  int col_unroll = 0, prefetch = -1;  // col_unroll 0: by walk length; prefetch -1: 1 on rows
+                                      // of 4-byte types, 0 on narrow rows
+  int peel = 1;
 };
 const RowKnobs& row_knobs() {
   static const RowKnobs k = [] {
@@ -268,7 +341,9 @@ const RowKnobs& row_knobs() {
     r.prefetch = get("LOOM_CUDA_ROW_PREFETCH", 0, 2, -1);
     r.fexp = get("LOOM_CUDA_ROW_FASTEXP", 0, 1, 0) == 1;
     r.evict = get("LOOM_CUDA_ROW_EVICT", 0, 3, 0);
-    r.col_unroll = int(pow2ceil(get("LOOM_CUDA_COL_UNROLL", 1, 16, 1)));
+    const int cu = get("LOOM_CUDA_COL_UNROLL", 0, 16, 0);  // 0: by walk length
+    r.col_unroll = cu > 0 ? int(pow2ceil(cu)) : 0;
+    r.peel = get("LOOM_CUDA_ROW_PEEL", 0, 2, 1);
     return r;
   }();
   return k;
@@ -291,7 +366,7 @@ void row_geometry(const Group& g, int64_t nch, int vw, Variant& v) {
   const int tpr0 =
       kn.tpr > 0 ? kn.tpr : int(std::clamp<int64_t>(pow2ceil(cdiv(nch * vw, target)), 1, 1024));
   auto fit = [&](int remat) {
-    const int64_t bytes = std::max(1, row_cache_bytes(g, remat, vw));
+    const int64_t bytes = std::max(1, row_cache_bytes(g, remat, vw, false, v.novec));
     v.remat = remat, v.tpr = tpr0, v.k = 0;
     for (int tpr = tpr0; tpr <= (kn.tpr > 0 ? kn.tpr : 1024); tpr *= 2) {
       int64_t k = pow2ceil(std::max<int64_t>(1, cdiv(nch, tpr)));
@@ -321,14 +396,14 @@ void row_geometry(const Group& g, int64_t nch, int vw, Variant& v) {
 // 32 words needs 48). 0 (no cap) where that leaves one block.
 int row_min_blocks(const Group& g, const Variant& v) {
   if (v.k == 0) return 0;  // the loop kernels spill under any cap (32768 columns: 48-78 used)
-  int64_t held = cdiv(int64_t(v.k) * v.vw * row_cache_bytes(g, v.remat, v.vw), 4);
+  int64_t held = cdiv(int64_t(v.k) * v.vw * row_cache_bytes(g, v.remat, v.vw, false, v.novec), 4);
   // Prefetch holds the next row's vectors too: 2 always; 1 on narrow rows, where ptxas hoists
   // the reloads above the current chunk's conversions (sm_90, uncapped: a 4096 bf16 rms_norm
   // 32 -> 58 registers; f32 rows stay within 32 + 8). Narrow prefetching rows keep 24
   // registers beside the held words for their conversions (16 spilled 60-112 bytes).
   const bool narrow = narrow_rows(g);
   if (v.prefetch == 2 || (v.prefetch == 1 && narrow))
-    held += cdiv(int64_t(v.k) * v.vw * row_cache_bytes(g, v.remat, v.vw, true), 4);
+    held += cdiv(int64_t(v.k) * v.vw * row_cache_bytes(g, v.remat, v.vw, true, v.novec), 4);
   const int64_t spare = v.prefetch > 0 && narrow ? 24 : 16;
   int64_t need = (held + spare + 7) / 8 * 8, block = v.block();
   int64_t b = std::min(2048 / block, 65536 / (need * block));
@@ -389,6 +464,12 @@ int64_t row_grid(int64_t blocks, const Variant& v, int sm, RowGrid mode) {
   return std::min(blocks, int64_t(sm) * std::max(1, 2048 / v.block()) * 2);
 }
 
+// Rows a column-reduction thread loads a step when it walks `len` rows (LOOM_CUDA_COL_UNROLL).
+static int col_unroll(int64_t len) {
+  const int u = row_knobs().col_unroll;
+  return u > 0 ? u : len >= 256 ? 8 : 1;
+}
+
 Variant choose_variant(const Group& g, int sm) {
   Variant v;
   Layout layout = layout_of(g);
@@ -440,12 +521,16 @@ Variant choose_variant(const Group& g, int sm) {
   v.fexp = kn.fexp && std::any_of(g.nodes.begin(), g.nodes.end(), [](const GNode& n) {
              return n.op == Op::Exp && n.dtype == DType::Float32;
            });
+  int vw0 = 1;  // the chunk width without peeling
   if (layout == Layout::Columns) {
-    v.tpr = 1, v.rpb = 256, v.unroll = kn.col_unroll;
+    v.tpr = 1, v.rpb = 256, v.unroll = col_unroll(cols);
   } else {
     v.evict = kn.evict;
     v.vw = row_vector_width(g);
-    row_geometry(g, cols / v.vw, v.vw, v);
+    // Peeled rows take one chunk more than the row's whole ones (a partial one at each end).
+    vw0 = v.vw;
+    const bool peel = peel_rows(g, kn.peel, v);
+    row_geometry(g, peel ? cdiv(cols + v.vw - 1, v.vw) : cols / v.vw, v.vw, v);
     v.rpb = std::max(1, kn.rpb > 0 ? std::min(kn.rpb, 1024 / v.tpr) : 256 / v.tpr);
     // Prefetch only where its registers leave 1024 threads an SM (not a 4096 bf16 softmax:
     // its e values and both rows' inputs leave 2 blocks of 256), or where a 4-byte row takes a
@@ -458,7 +543,7 @@ Variant choose_variant(const Group& g, int sm) {
     // so there is no next row to prefetch: off (H200 21:14 UTC: f32 96-97% -> 98-99% of copy).
     const bool one_group = kn.grid == RowGrid::Rows || (kn.grid == RowGrid::Auto && v.tpr > 1);
     const int pf = kn.prefetch >= 0 ? kn.prefetch : narrow_rows(g) || one_group ? 0 : 1;
-    v.prefetch = v.k > 0 && v.remat > 0 ? pf : 0;
+    v.prefetch = v.k > 0 && v.remat > 0 && !peel ? pf : 0;  // (a row's nch is its own)
     const bool whole_sm = v.block() >= 1024 && v.prefetch == 1 && !narrow_rows(g);
     if (v.prefetch && !whole_sm && row_min_blocks(g, v) * v.block() < 1024) v.prefetch = 0;
     v.minb = kn.minb < 0 ? row_min_blocks(g, v) : v.k > 0 ? std::min(kn.minb, 2048 / v.block()) : 0;
@@ -469,7 +554,10 @@ Variant choose_variant(const Group& g, int sm) {
     s.split = true, s.k = 0;
     s.remat = 0, s.minb = 0, s.sync1 = false, s.prefetch = 0;
     if (layout != Layout::Columns) s.tpr = 256, s.rpb = 1;
-    if (split_segments(g, s, sm) > 1) return s;
+    if (s.shift >= 0) s.shift = -1, s.novec = 0, s.vw = vw0;  // segments: not peeled
+    const int64_t S = split_segments(g, s, sm);
+    if (layout == Layout::Columns) s.unroll = col_unroll(cdiv(cols, std::max<int64_t>(1, S)));
+    if (S > 1) return s;
   }
   if (layout == Layout::Columns) {  // a thread a row: persistent for rows of up to 16 columns
     int64_t k = pow2ceil(std::max<int64_t>(1, cols));

@@ -37,6 +37,15 @@ Group only(const Tensor& t) {
   return gs[0];
 }
 
+// The one reducing group of the plan that computes `t` (others may cast its weights).
+Group reducing(const Tensor& t) {
+  std::vector<Group> gs, all = plan_storage(t.storage());
+  for (const Group& g : all)
+    if (g.has_reduce()) gs.push_back(g);
+  REQUIRE(gs.size() == 1);
+  return gs[0];
+}
+
 // Occurrences of `what` in a generated source.
 int count(const std::string& s, const std::string& what) {
   int n = 0;
@@ -148,6 +157,19 @@ std::vector<lc::Variant> variants_for(const Group& g, bool all) {
         x.fexp = true, x.evict = 3, x.vw = 4, x.k = x.k > 0 ? 2 : 0;
         vs.push_back(x);
       }
+      // Peeled rows (LOOM_CUDA_ROW_PEEL): chunks of 8 on the grid of the first unit-stride
+      // leaf, the others element-wise, in a persistent (remat 1) and a loop kernel.
+      const int R = int(g.space.size());
+      int ref = -1;
+      for (int a = 0; a < int(g.leaves.size()) && ref < 0; ++a)
+        if (g.leaves[a].st && g.leaves[a].space == Space::Full && g.leaves[a].strides[R - 1] == 1)
+          ref = a;
+      if (ref >= 0)
+        for (lc::Variant x : {persist, loop}) {
+          x.vw = 8, x.k = x.k > 0 ? 2 : 0, x.remat = x.k > 0 ? 1 : 0, x.shift = ref;
+          x.novec = ~(uint64_t(1) << ref);
+          vs.push_back(x);
+        }
     }
     if (l == lc::Layout::Columns)
       for (lc::Variant u : {loop, split}) {
@@ -574,7 +596,11 @@ TEST_CASE("codegen: persistent rows hold narrow rows in their storage type") {
         if (cols == 32768) CHECK(r.k > 0);
         if (cols == 32768 && dt == DType::BFloat16) CHECK(r.remat == (op == 0 ? 2 : 1));
         CHECK((r.tpr & (r.tpr - 1)) == 0);
-        CHECK(r.vw == (cols % 2 ? 1 : dt == DType::Float32 ? 4 : 8));
+        // Odd f32 rows take single columns; odd bf16 rows 8-column chunks, peeled.
+        const bool peeled = cols % 2 && dt == DType::BFloat16 && !std::getenv("LOOM_CUDA_ROW_PEEL");
+        CHECK(r.vw == (peeled ? 8 : cols % 2 ? 1 : dt == DType::Float32 ? 4 : 8));
+        CHECK(r.shift == (peeled ? 0 : -1));
+        if (r.k > 0) CHECK(int64_t(r.k) * r.tpr >= (cols + (peeled ? 2 : 1) * (r.vw - 1)) / r.vw);
         // Under the stride grid f32 rows prefetch the next row at every length, a 32768-column
         // row too (its 1024 lanes are the SM's only block, so nothing else loads while it
         // reduces); under the default rows grid a block has no next row: no prefetch.
@@ -594,6 +620,71 @@ TEST_CASE("codegen: persistent rows hold narrow rows in their storage type") {
   if (!lc::nvrtc_available()) return;
   StrictGuard strict;
   CHECK_FALSE(lc::compile(lc::generate(sm_bf16, capped).source, "loom_rows", 9, 0).cubin.empty());
+}
+
+TEST_CASE("codegen: misaligned bf16 rows peel a partial chunk at each end") {
+  if (std::getenv("LOOM_CUDA_ROW_PEEL")) return;  // the defaults below
+  // 1001 columns: row r starts at element 1001 r, 2-byte aligned only; its 16-byte grid moves
+  // with r. A weight and a bias row ([1001], the same for every row) sit at another alignment.
+  Tensor hd = data({1024, 1001}, DType::BFloat16), fd = data({1024, 1001}, DType::Float32);
+  Tensor wd = data({1001}, DType::BFloat16, 2), bd = data({1001}, DType::BFloat16, 3);
+  Group sm = only(softmax(hd.clone(), 1)), rms = only(rms_norm(hd.clone(), {1001}));
+  Group ln = reducing(layer_norm(hd.clone(), {1001}, wd, bd));
+  Group smf = only(softmax(fd.clone(), 1));
+  // A view offset by one element of 4104-column rows (row starts at 4104 r + 1): the input is
+  // misaligned by one element on every row, its fresh output is aligned.
+  Tensor wide = data({1024, 4104}, DType::BFloat16);
+  Group off = only(softmax(wide.slice(1, 1, 4097), 1));
+  std::vector<std::string> srcs;
+  for (const Group* g : {&sm, &rms, &ln}) {
+    lc::Variant v = lc::choose_variant(*g, 132);
+    std::string src = lc::generate(*g, v).source;
+    INFO(v.key() << "\n" << src);
+    CHECK(v.shift == 0);  // x, the first leaf
+    CHECK(v.vw == 8);
+    CHECK(v.prefetch == 0);
+    CHECK(v.k > 0);
+    CHECK(int64_t(v.k) * v.tpr * v.vw >= 1001 + 7);  // a lane's chunks cover a shifted row
+    CHECK(v.key().find("_h0n") != std::string::npos);
+    // Weight and bias are read element by element (their rows keep one alignment); x and the
+    // output share x's grid: 16-byte chunks.
+    CHECK(v.novec == (g == &ln ? 0x6u : 0u));
+    CHECK(count(src, "const U sh = (U)b0 & 7u;") == 1);
+    CHECK(count(src, "const U nch = (cols + sh + 7u) / 8u;") == 1);
+    CHECK(count(src, "lr0[k] = *(const lm_vec<unsigned, 4>*)(L0 + (b0 - (I)sh") == 1);
+    // The partial chunks load, compute and store column by column, guarded.
+    CHECK(count(src, "if (col < cols) {") >= 2);
+    CHECK(count(src, "t[e] = c < cols ? L0[b0 + (I)c]") == 1);
+    CHECK(count(src, ") = op") == 1);  // whole chunks: one packed 16-byte store
+    if (g == &ln) CHECK(count(src, "L1[b1 + (I)col]") >= 2);  // the weight, element-wise
+    srcs.push_back(src);
+  }
+  // f32 rows are not peeled (4-byte loads already reach 94-100% of copy).
+  CHECK(lc::choose_variant(smf, 132).shift == -1);
+  CHECK(lc::choose_variant(smf, 132).vw == 1);
+  // The offset view: by default (level 1) an output at another alignment keeps the element
+  // kernel; level 2 (LOOM_CUDA_ROW_PEEL=2) stores it element by element from peeled chunks.
+  lc::Variant o = lc::choose_variant(off, 132);
+  CHECK(o.shift == -1);
+  CHECK(o.vw == 1);
+  lc::Variant o2 = o;
+  o2.shift = 0, o2.novec = 0x2, o2.vw = 8, o2.tpr = 128, o2.rpb = 2, o2.k = 4, o2.remat = 1;
+  std::string os = lc::generate(off, o2).source;
+  INFO(os);
+  CHECK(count(os, "lr0[k] = *(const lm_vec<unsigned, 4>*)(L0 + (b0 - (I)sh") == 1);
+  CHECK(count(os, ") = op") + count(os, ") = ow") == 0);  // no vector store
+  CHECK(count(os, "O0[b1 + (I)col] = ") == 2);            // whole and partial chunks
+  srcs.push_back(os);
+  // A loop (k = 0) peeled kernel: each pass walks the row's nch chunks.
+  lc::Variant lp = lc::choose_variant(sm, 132);
+  lp.k = 0, lp.remat = 0, lp.minb = 0;
+  std::string ls = lc::generate(sm, lp).source;
+  CHECK(count(ls, "for (U cb = lane; cb < nch;") >= 2);
+  srcs.push_back(ls);
+  if (!lc::nvrtc_available()) return;
+  StrictGuard strict;
+  for (const std::string& src : srcs)
+    CHECK_FALSE(lc::compile(src, "loom_row_peel", 9, 0).cubin.empty());
 }
 
 TEST_CASE("codegen: row knobs: one barrier a combine, next-row prefetch, column unroll") {
@@ -652,7 +743,17 @@ TEST_CASE("codegen: row knobs: one barrier a combine, next-row prefetch, column 
   Group cm = only(mean(cd.clone(), Dims{0}, false));
   lc::Variant c = lc::choose_variant(cm, 132);
   REQUIRE(c.tpr == 1);
-  CHECK(c.unroll == 1);
+  CHECK(c.unroll == 1);  // 1024 segments of 64 rows
+  // By default a thread that walks 256 rows or more loads 8 a step (132 blocks of 256 columns:
+  // no split, each thread walks the whole column).
+  if (!std::getenv("LOOM_CUDA_COL_UNROLL")) {
+    Tensor tall = data({256, 33792}, DType::Float32), flat = data({64, 33792}, DType::Float32);
+    lc::Variant t = lc::choose_variant(only(mean(tall.clone(), Dims{0}, false)), 132);
+    lc::Variant f = lc::choose_variant(only(mean(flat.clone(), Dims{0}, false)), 132);
+    CHECK_FALSE(t.split);
+    CHECK(t.unroll == 8);
+    CHECK(f.unroll == 1);
+  }
   lc::Variant c8 = c;
   c8.unroll = 8;
   std::string c1s = lc::generate(cm, c).source, c8s = lc::generate(cm, c8).source;

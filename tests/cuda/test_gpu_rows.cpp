@@ -22,6 +22,7 @@ const Device kGPU{DeviceKind::CUDA, 0};
 struct Case {
   int64_t rows, cols;
   DType dt;
+  int64_t offset = 0;  // > 0: x is columns offset .. offset + cols of rows of cols + 8
 };
 
 // Row-wise reference in double over host values x (rows x cols), mask (same shape), w and b
@@ -62,16 +63,19 @@ std::vector<double> reference(const std::string& op, const std::vector<double>& 
 void check_rows(const Device& dev, const std::vector<Case>& cases) {
   uint32_t seed = 40;
   for (const Case& c : cases) {
-    Tensor x = lt::random({c.rows, c.cols}, c.dt, ++seed);
+    Tensor xb = lt::random({c.rows, c.cols + (c.offset ? 8 : 0)}, c.dt, ++seed);
+    Tensor x = c.offset ? xb.slice(1, c.offset, c.offset + c.cols) : xb;
     Tensor mask = lt::random({c.rows, c.cols}, c.dt, ++seed);
     Tensor w = lt::random({c.cols}, c.dt, ++seed, 0.5, 1.5);
     Tensor b = lt::random({c.cols}, c.dt, ++seed);
     std::vector<double> hx = lt::host(x), hm = lt::host(mask), hw = lt::host(w), hb = lt::host(b);
-    Tensor gx = x.to(dev), gm = mask.to(dev), gw = w.to(dev), gb = b.to(dev);
+    Tensor gx = c.offset ? xb.to(dev).slice(1, c.offset, c.offset + c.cols) : x.to(dev);
+    Tensor gm = mask.to(dev), gw = w.to(dev), gb = b.to(dev);
     loom::sync();
     const bool f32 = c.dt == DType::Float32;
     for (std::string op : {"softmax", "masked softmax", "layer_norm", "rms_norm"}) {
-      INFO(op << " " << dtype_name(c.dt) << " " << c.rows << "x" << c.cols);
+      INFO(op << " " << dtype_name(c.dt) << " " << c.rows << "x" << c.cols << " offset "
+              << c.offset);
       Tensor y = op == "softmax"          ? softmax(gx, 1)
                  : op == "masked softmax" ? softmax(gx * 0.125 + gm, 1)
                  : op == "layer_norm"     ? layer_norm(gx, {c.cols}, gw, gb)
@@ -89,8 +93,10 @@ void check_rows(const Device& dev, const std::vector<Case>& cases) {
 
 // The reference and tolerances themselves, on the CPU device (the reference semantics).
 TEST_CASE("gpu: row kernel references agree with the CPU device") {
-  check_rows(Device{DeviceKind::CPU, 0},
-             {{300, 1001, DType::Float32}, {300, 1000, DType::BFloat16}});
+  check_rows(Device{DeviceKind::CPU, 0}, {{300, 1001, DType::Float32},
+                                          {300, 1000, DType::BFloat16},
+                                          {200, 1001, DType::BFloat16, 3},
+                                          {200, 1001, DType::Float16}});
 }
 
 TEST_CASE("gpu: row kernels over many rows match float64 references") {
@@ -109,4 +115,24 @@ TEST_CASE("gpu: row kernels over many rows match float64 references") {
                     {9000, 1001, DType::BFloat16},
                     {600, 32768, DType::BFloat16},
                     {600, 32768, DType::Float32}});
+}
+
+// Rows whose 16-byte grid moves from row to row (odd lengths: peeled chunks, LOOM_CUDA_ROW_PEEL),
+// an odd number of them (the storage's end is not 16-byte aligned), short rows (67 columns: 9-10
+// chunks, both ends partial), and views offset by 1 and 3 elements (the input misaligned on every
+// row, the output aligned; the weights at yet another alignment).
+TEST_CASE("gpu: misaligned rows (odd lengths, offset views) match float64 references") {
+  if (!backend_available(DeviceKind::CUDA)) {
+    MESSAGE("CUDA unavailable, skipping GPU row kernel tests");
+    return;
+  }
+  check_rows(kGPU, {{9001, 1001, DType::BFloat16},
+                    {4099, 67, DType::BFloat16},
+                    {3001, 4095, DType::BFloat16},
+                    {600, 32767, DType::BFloat16},
+                    {3000, 4096, DType::BFloat16, 1},
+                    {3000, 4096, DType::BFloat16, 3},
+                    {3001, 1001, DType::BFloat16, 1},
+                    {3000, 4096, DType::Float32, 1},
+                    {3001, 1001, DType::Float16}});
 }
