@@ -15,6 +15,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "cuda/block_cache.h"
 #include "cuda/codegen.h"
 #include "cuda/cublaslt.h"
 #include "cuda/disk_cache.h"
@@ -114,7 +115,17 @@ class CudaBackend : public Backend {
   cuda::Stream active() const { return resolve(active_stream(Device{DeviceKind::CUDA, dev_})); }
 
   void* alloc(size_t bytes) override {
-    return reinterpret_cast<void*>(uintptr_t(cuda::alloc(bytes, active())));
+    cuda::Stream s = active();
+    if (uint64_t p = blocks_.take(s.id, bytes)) return reinterpret_cast<void*>(uintptr_t(p));
+    try {
+      return reinterpret_cast<void*>(uintptr_t(cuda::alloc(bytes, s)));
+    } catch (const Error& e) {
+      // Out of memory with blocks kept: give them back to the pool (cuda::alloc trims it on
+      // its retry) and try once more.
+      if (e.kind() != ErrorKind::Memory || blocks_.held_bytes() == 0) throw;
+      drain_blocks();
+      return reinterpret_cast<void*>(uintptr_t(cuda::alloc(bytes, s)));
+    }
   }
   void free(void* p, size_t) override { cuda::free(cuda::DevicePtr(uintptr_t(p)), active()); }
   void release(Memory& m) override {
@@ -130,6 +141,9 @@ class CudaBackend : public Backend {
         return;
       }
       for (auto& u : m.users) cuda::stream_wait_stream(owner, resolve(u));
+      // Kept for the owner stream's next allocation of this size (cuda/block_cache.h): work on
+      // `owner` submitted from now on runs after every use of the block.
+      if (blocks_.put(owner.id, m.bytes, uint64_t(uintptr_t(m.ptr)))) return;
       cuda::free(cuda::DevicePtr(uintptr_t(m.ptr)), owner);
     } catch (const Error& e) {
       if (log_fusion()) std::cerr << "[loom] cuda free failed: " << e.what() << "\n";
@@ -140,6 +154,8 @@ class CudaBackend : public Backend {
   }
   void synchronize_stream(const StreamRef& s) override { cuda::stream_sync(resolve(s)); }
   void stream_retired(const StreamRef& s) override {
+    // The stream is idle (synchronized): its kept blocks go back to the pool on the default one.
+    blocks_.drain([&](uint64_t, uint64_t p) { cuda::free(p, default_); }, false, s.id);
     auto it = scratch_.find(s.id);
     if (it != scratch_.end()) {
       cuda::free(it->second.data, default_);  // the stream is idle: it was synchronized
@@ -173,6 +189,11 @@ class CudaBackend : public Backend {
 
   int device() const { return dev_; }
   int sm() const { return sm_; }
+  // Gives every kept block back to the pool once the device is idle (rare: out of memory).
+  void drain_blocks() {
+    cuda::device_sync(dev_);
+    blocks_.drain([&](uint64_t, uint64_t p) { cuda::free(p, default_); });
+  }
   void drop_modules() { modules_.clear(); }
 
   // The module for `source`: from this process's cache, the disk cache, or NVRTC.
@@ -258,6 +279,9 @@ class CudaBackend : public Backend {
   std::unordered_map<std::string, std::shared_ptr<Loaded>> modules_;
   std::unique_ptr<cuda::Matmul> matmul_;
   std::unordered_map<uint64_t, Scratch> scratch_;  // by stream id
+  // Freed blocks kept per stream and size. LOOM_CUDA_BLOCK_CACHE (read once a device): the
+  // bytes kept, default 64 MiB; 0 frees every block to the driver's pool as before.
+  cuda::BlockCache blocks_{size_t(env_int("LOOM_CUDA_BLOCK_CACHE", 64ll << 20))};
   cuda::Staging staging_;
 };
 

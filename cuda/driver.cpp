@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "cuda/call_times.h"
 #include "tensor/device.h"
 #include "tensor/env.h"
 #include "tensor/error.h"
@@ -194,6 +195,34 @@ const char* bind(void* lib, Api& a) {
   return missing;
 }
 
+// The calls a flush, a sync or an allocation makes (LOOM_CUDA_CALL_TIMES, cuda/call_times.h).
+void time_calls(Api& a) {
+  using call_times::Timed;
+#define LOOM_TIME(f) Timed<&Api::f>::wrap(a, #f)
+  LOOM_TIME(cuCtxGetCurrent);
+  LOOM_TIME(cuCtxSetCurrent);
+  LOOM_TIME(cuCtxSynchronize);
+  LOOM_TIME(cuStreamSynchronize);
+  LOOM_TIME(cuStreamQuery);
+  LOOM_TIME(cuStreamWaitEvent);
+  LOOM_TIME(cuEventCreate);
+  LOOM_TIME(cuEventRecord);
+  LOOM_TIME(cuEventSynchronize);
+  LOOM_TIME(cuEventQuery);
+  LOOM_TIME(cuMemAllocAsync);
+  LOOM_TIME(cuMemFreeAsync);
+  LOOM_TIME(cuMemcpyHtoDAsync);
+  LOOM_TIME(cuMemcpyDtoHAsync);
+  LOOM_TIME(cuMemcpyDtoDAsync);
+  LOOM_TIME(cuMemsetD8Async);
+  LOOM_TIME(cuModuleLoadData);
+  LOOM_TIME(cuModuleGetFunction);
+  LOOM_TIME(cuFuncSetAttribute);
+  LOOM_TIME(cuLaunchKernel);
+#undef LOOM_TIME
+  std::atexit(call_times::print_call_times);
+}
+
 Driver* open_driver() {
   auto* d = new Driver();
   if (env_flag("LOOM_DISABLE_CUDA", false)) {
@@ -211,6 +240,7 @@ Driver* open_driver() {
     d->reason = std::string("libcuda.so.1 lacks ") + missing + " (driver too old)";
     return d;
   }
+  if (env_flag("LOOM_CUDA_CALL_TIMES", false)) time_calls(d->api);
   if (CUresult r = d->api.cuInit(0); r != kSuccess) {
     d->reason = "cuInit failed: " + result_name(d->api, r);
     return d;

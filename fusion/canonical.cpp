@@ -60,7 +60,7 @@ int GroupBuilder::add_load(const Input& in, Space sp, const Shape& node_shape) {
 
 int GroupBuilder::add_node(const Node& n, Space sp, const int* args, int nargs) {
   GNode g{n.op, n.dtype, sp};
-  const Shape& own = n.base ? n.region.shape : n.shape;
+  const Shape& own = n.base ? n.region->shape : n.shape;
   if (n.op == Op::Const) {  // materializing a constant: a row scalar copied over the space
     g = GNode{Op::Copy, n.dtype, sp};
     g.a = args[0];
@@ -96,8 +96,8 @@ int GroupBuilder::add_node(const Node& n, Space sp, const int* args, int nargs) 
 void GroupBuilder::add_output(GOutput o, const Node& n) {
   const GNode& g = g_.nodes[o.node];
   if (n.base) {
-    o.strides = to_space(n.region.strides, S_, false);
-    o.offset = n.region.offset;
+    o.strides = to_space(n.region->strides, S_, false);
+    o.offset = n.region->offset;
   } else {
     o.strides = to_space(contiguous_strides(n.shape), n.shape, g.space == Space::Row);
   }

@@ -169,7 +169,7 @@ class Planner {
       if (!G.axes.empty() && G.axes != n.axes) return std::nullopt;
       return Space::Row;
     }
-    const Shape& Sn = n.base ? n.region.shape : n.shape;
+    const Shape& Sn = n.base ? n.region->shape : n.shape;
     if (pp.space == Space::Full) {
       if (linear_identity(in.view, *pp.n) && Sn == G.S) return Space::Full;
       return std::nullopt;
@@ -216,7 +216,7 @@ class Planner {
       groups_[g].opaque = true;
       return;
     }
-    Shape own = n.base ? n.region.shape : is_reduce(n.op) ? n.in[0].view.shape : n.shape;
+    Shape own = n.base ? n.region->shape : is_reduce(n.op) ? n.in[0].view.shape : n.shape;
     std::vector<int> axes = is_reduce(n.op) ? n.axes : std::vector<int>{};
     if (!fuse_) {
       new_group(own, axes, i);
@@ -430,7 +430,7 @@ class Planner {
           args.push_back(scalar_of(p));
         } else {
           Space ls = is_reduce(n.op) ? Space::Full : pn.space;
-          args.push_back(b.add_load(in, ls, n.base ? n.region.shape : n.shape));
+          args.push_back(b.add_load(in, ls, n.base ? n.region->shape : n.shape));
         }
       }
       size_t before = b.scalars();

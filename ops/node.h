@@ -22,24 +22,27 @@ struct Input {
   DType dtype;
 };
 
+// Field order: what every node sets or destroys (and the inputs in use) first, so recording and
+// freeing a node touch few cache lines; the unused inline input slots are last and never
+// touched. Rare parts (the region of a region write) are held apart.
 struct Node {
   Op op;
   DType dtype;  // of the result
-  Shape shape;  // the result is laid out contiguously in this shape (unless region write)
-  SmallVec<Input, 3> in;
-  Scalar value;            // Const
-  int dim = 0;             // Iota
-  uint64_t seed = 0;       // Rand/Randn: key, and the counter offset of element 0
+  int dim = 0;  // Iota
+  Device device;
+  Scalar value;       // Const
+  uint64_t seed = 0;  // Rand/Randn: key, and the counter offset of element 0
   uint64_t offset = 0;
-  std::vector<int> axes;   // reductions: sorted axes of in[0]; the result keeps them as size 1
-  // Region write: the result is `base` with the elements of `region` replaced by this node's
-  // values (laid out per `shape` == region.shape). Null base: a fresh contiguous storage.
+  // Region write: the result is `base` with the elements of `*region` replaced by this node's
+  // values (laid out per `shape` == region->shape). Null base: a fresh contiguous storage.
   std::shared_ptr<Storage> base;
-  View region;
+  std::unique_ptr<View> region;  // set with base
   // A whole-buffer in-place update: the result may take over this storage's memory when
   // nothing else still reads it (keeps eager in-place memory use).
   std::weak_ptr<Storage> reuse;
-  Device device;
+  std::vector<int> axes;  // reductions: sorted axes of in[0]; the result keeps them as size 1
+  Shape shape;  // the result is laid out contiguously in this shape (unless region write)
+  SmallVec<Input, 3> in;
 };
 
 }  // namespace loom

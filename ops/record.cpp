@@ -133,7 +133,7 @@ void assign_inplace(Tensor& t, const Tensor& value) {
     auto n = new_node(Op::Copy, t.dtype(), t.shape(), t.device());
     n->in.push_back(as_input(value));
     n->base = old;
-    n->region = t.view_info();
+    n->region = std::make_unique<View>(t.view_info());
     t.buf_->cur = record(std::move(n));
   }
   track(t.buf_, t.device());
