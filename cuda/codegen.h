@@ -20,7 +20,9 @@
 //              to 1024: a block). A row is walked in chunks of `vw` columns, lane l taking
 //              chunks l, l + tpr, ...; a unit-stride access of a chunk is one vector (16 bytes
 //              of the narrowest unit-stride type, when the row is contiguous, cols % vw == 0 and
-//              every pointer and row base is aligned), and each lane loads all its chunks of an
+//              every pointer and row base is aligned; narrow rows that are not, peeled: chunks
+//              on a reference access's 16-byte grid, a row's partial end chunks element by
+//              element, see Variant::shift), and each lane loads all its chunks of an
 //              iteration before any arithmetic (memory-level parallelism). With k > 0 each
 //              thread caches its k chunks of every value a later pass needs in registers, so a
 //              normalization reads its input once (persistent row); with `remat` a cached
