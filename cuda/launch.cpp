@@ -551,10 +551,11 @@ Variant choose_variant(const Group& g, int sm) {
     // registers, no spills, as without prefetch).
     // Default (H200, 2026-11-29, [65536, 4096], % of copy): under the stride grid prefetch 1
     // took f32 softmax / layer_norm / rms_norm 88/89/90 -> 91/92/93 but bf16 90/89/93 ->
-    // 85/80/82 (its registers). Under the rows grid (the default) a block runs one row group,
-    // so there is no next row to prefetch: off (H200 21:14 UTC: f32 96-97% -> 98-99% of copy).
-    const bool one_group = kn.grid == RowGrid::Rows || (kn.grid == RowGrid::Auto && v.tpr > 1);
-    const int pf = kn.prefetch >= 0 ? kn.prefetch : narrow_rows(g) || one_group ? 0 : 1;
+    // 85/80/82 (its registers). Under the rows grid (the default) a block runs one row group
+    // and the next-row load never fires, but the prefetching kernel's shape (the first row
+    // loaded above the row loop) still schedules better: H200 21:58 UTC, rms_norm f32 of 1001
+    // columns 81-82% of copy without it, 96% with; [65536, 4096] f32 within noise either way.
+    const int pf = kn.prefetch >= 0 ? kn.prefetch : narrow_rows(g) ? 0 : 1;
     v.prefetch = v.k > 0 && v.remat > 0 && !peel ? pf : 0;  // (a row's nch is its own)
     const bool whole_sm = v.block() >= 1024 && v.prefetch == 1 && !narrow_rows(g);
     if (v.prefetch && !whole_sm && row_min_blocks(g, v) * v.block() < 1024) v.prefetch = 0;

@@ -24,7 +24,6 @@
 #include "fusion/group.h"
 #include "fusion/trace.h"
 #include "loom.h"
-#include "tensor/env.h"
 
 using namespace loom;
 namespace lc = loom::cuda;
@@ -605,13 +604,10 @@ TEST_CASE("codegen: persistent rows hold narrow rows in their storage type") {
         CHECK(r.vw == (peeled ? 8 : cols % 2 ? 1 : dt == DType::Float32 ? 4 : 8));
         CHECK(r.shift == (peeled ? 1 : -1));  // the output's grid
         if (r.k > 0) CHECK(int64_t(r.k) * r.tpr >= (cols + (peeled ? 2 : 1) * (r.vw - 1)) / r.vw);
-        // Under the stride grid f32 rows prefetch the next row at every length, a 32768-column
-        // row too (its 1024 lanes are the SM's only block, so nothing else loads while it
-        // reduces); under the default rows grid a block has no next row: no prefetch.
-        if (!std::getenv("LOOM_CUDA_ROW_PREFETCH")) {
-          const std::string grid = env_str("LOOM_CUDA_ROW_GRID");
-          CHECK(r.prefetch == (dt == DType::Float32 && grid == "stride" ? 1 : 0));
-        }
+        // f32 rows take the prefetching kernel at every length, a 32768-column row too: its
+        // 1024 lanes are the SM's only block, so nothing else loads while it reduces.
+        if (!std::getenv("LOOM_CUDA_ROW_PREFETCH"))
+          CHECK(r.prefetch == (dt == DType::Float32 && !peeled ? 1 : 0));
         if (cols == 32768 && dt == DType::Float32) CHECK(r.tpr * r.rpb == 1024);
       }
     }
@@ -795,13 +791,11 @@ TEST_CASE("codegen: row knobs: one barrier a combine, next-row prefetch, column 
       srcs.push_back(src);
     }
   }
-  // Under the stride grid the launcher prefetches f32 rows (prefetch 1) but not narrow ones
-  // (their registers: measured slower on the H200); under the rows grid (the default) neither,
-  // unless LOOM_CUDA_ROW_PREFETCH says otherwise.
+  // By default the launcher prefetches f32 rows (prefetch 1) but not narrow ones (their
+  // registers: measured slower on the H200), unless LOOM_CUDA_ROW_PREFETCH says otherwise.
   if (!std::getenv("LOOM_CUDA_ROW_PREFETCH")) {
-    const bool stride = env_str("LOOM_CUDA_ROW_GRID") == "stride";
-    CHECK(chosen.prefetch == (stride ? 1 : 0));
-    CHECK((chosen.key().find("_p1") != std::string::npos) == stride);
+    CHECK(chosen.prefetch == 1);
+    CHECK(chosen.key().find("_p1") != std::string::npos);
     CHECK(lc::choose_variant(rms, 132).prefetch == 0);
     CHECK(lc::choose_variant(rms, 132).key().find("_p") == std::string::npos);
   }
