@@ -13,6 +13,18 @@ namespace {
 
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+DType out_dtype(const Group& g, int o) { return g.nodes[g.outputs[o].node].dtype; }
+
+// Elements from the 16-byte boundary at or below `st`'s data pointer to it. A zero-copy view
+// (DLPack from torch: base[:, 1:]) arrives as a pointer to its first element, so its
+// misalignment is in the pointer, not in the offset; kernels get the pointer rounded down and
+// the offset raised by this (the same addresses), so every alignment decision reads offsets.
+int64_t ptr_residue(const Storage* st, DType dt) {
+  const uintptr_t p = st ? reinterpret_cast<uintptr_t>(st->data()) : 0;
+  const size_t isz = itemsize(dt);
+  return p % isz == 0 ? int64_t((p % 16) / isz) : 0;
+}
+
 // Pointwise launch policy, from the environment once (A/B runs on the GPU, issue 7):
 //   LOOM_CUDA_PW_UNROLL=1|2|4     vectors a thread per iteration (default: 4 / 2 / 1 for
 //                                 1 / 2 / more arrays read as vectors; 1 when the lanes roll)
@@ -214,10 +226,15 @@ bool peel_rows(const Group& g, int level, Variant& v) {
   for (int a = 0; a < L && ref < 0; ++a)
     if (unit(a) && itemsize(dtype(a)) == min_isz && streams(a)) ref = a;
   if (ref < 0) return false;
-  auto off = [&](int a) { return a < L ? g.leaves[a].offset : g.outputs[a - L].offset; };
-  auto aligned = [&](int a) {  // outputs not yet allocated count as aligned (256 bytes)
-    const Storage* mem = a < L ? g.leaves[a].st.get() : g.outputs[a - L].st.get();
-    return !mem || !mem->data() || reinterpret_cast<uintptr_t>(mem->data()) % 16 == 0;
+  // Offsets from the 16-byte boundary below each pointer (ptr_residue: pack_params passes the
+  // same); outputs not yet allocated count as aligned (256 bytes).
+  auto mem = [&](int a) { return a < L ? g.leaves[a].st.get() : g.outputs[a - L].st.get(); };
+  auto off = [&](int a) {
+    return (a < L ? g.leaves[a].offset : g.outputs[a - L].offset) + ptr_residue(mem(a), dtype(a));
+  };
+  auto aligned = [&](int a) {
+    const Storage* m = mem(a);
+    return !m || !m->data() || reinterpret_cast<uintptr_t>(m->data()) % itemsize(dtype(a)) == 0;
   };
   auto same = [&](int64_t x, int64_t y) { return ((x - y) % W + W) % W == 0; };
   if (!aligned(ref)) return false;
@@ -634,9 +651,13 @@ void pack_params(const Group& g, const ParamSpec& spec, const LaunchConfig& lc,
     else if (a == kCounters)
       p = scratch[2];
     else if (a < L)
-      p = uint64_t(reinterpret_cast<uintptr_t>(g.leaves[a].st->data()));
+      p = uint64_t(reinterpret_cast<uintptr_t>(g.leaves[a].st->data())) -
+          uint64_t(ptr_residue(g.leaves[a].st.get(), g.leaves[a].dtype) *
+                   int64_t(itemsize(g.leaves[a].dtype)));
     else
-      p = uint64_t(reinterpret_cast<uintptr_t>(g.outputs[a - L].st->data()));
+      p = uint64_t(reinterpret_cast<uintptr_t>(g.outputs[a - L].st->data())) -
+          uint64_t(ptr_residue(g.outputs[a - L].st.get(), out_dtype(g, a - L)) *
+                   int64_t(itemsize(out_dtype(g, a - L))));
     std::memcpy(b.data() + 8 * i, &p, 8);
   }
   for (int s = 0; s < spec.scalars; ++s) {
@@ -666,8 +687,12 @@ void pack_params(const Group& g, const ParamSpec& spec, const LaunchConfig& lc,
       case ValueSlot::Stride:
         x = access_strides(g, vs.access)[vs.dim];
         break;
-      case ValueSlot::Offset:
-        x = vs.access < L ? g.leaves[vs.access].offset : g.outputs[vs.access - L].offset;
+      case ValueSlot::Offset:  // (with the pointers' residues, as above)
+        x = vs.access < L
+                ? g.leaves[vs.access].offset +
+                      ptr_residue(g.leaves[vs.access].st.get(), g.leaves[vs.access].dtype)
+                : g.outputs[vs.access - L].offset +
+                      ptr_residue(g.outputs[vs.access - L].st.get(), out_dtype(g, vs.access - L));
         break;
       case ValueSlot::SegLen:
         x = lc.seglen;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -715,6 +716,52 @@ TEST_CASE("codegen: misaligned bf16 rows peel a partial chunk at each end") {
   StrictGuard strict;
   for (const std::string& src : srcs)
     CHECK_FALSE(lc::compile(src, "loom_row_peel", 9, 0).cubin.empty());
+}
+
+// A view handed over as DLPack does (torch's x[:, 1:]): a zero-copy tensor whose pointer is its
+// first element, 2 bytes past a 16-byte boundary, with offset 0. The launcher reads the
+// misalignment from the pointer: the same variant and kernel as the offset view of the same
+// memory, and parameters with the pointer rounded down and the offset raised (same addresses).
+TEST_CASE("codegen: a zero-copy view with a misaligned pointer is realigned like an offset view") {
+  if (std::getenv("LOOM_CUDA_ROW_PEEL")) return;  // the defaults below
+  Tensor wide = data({1024, 4104}, DType::BFloat16);
+  const char* base = static_cast<const char*>(wide.data_ptr());
+  REQUIRE(reinterpret_cast<uintptr_t>(base) % 16 == 0);
+  Tensor ext = from_external(const_cast<char*>(base) + 2, {1024, 4096}, {4104, 1},
+                             DType::BFloat16, kCPU, [wide] {});
+  Group gv = only(softmax(wide.slice(1, 1, 4097), 1)), ge = only(softmax(ext, 1));
+  lc::Variant vv = lc::choose_variant(gv, 132), ve = lc::choose_variant(ge, 132);
+  CHECK(ve.key() == vv.key());
+  CHECK(ve.dshift == 1);
+  lc::Generated kv = lc::generate(gv, vv), ke = lc::generate(ge, ve);
+  CHECK(ke.source == kv.source);
+  // Leaf 0's pointer and offset as the kernel receives them.
+  auto leaf0 = [](const Group& g, const lc::Generated& k, const lc::Variant& v) {
+    std::vector<char> b;
+    const uint64_t scratch[3] = {0, 0, 0};
+    lc::pack_params(g, k.params, lc::launch_config(g, v, 132), scratch, b);
+    uint64_t ptr = 0;
+    int64_t off = -1;
+    for (size_t i = 0; i < k.params.ptrs.size(); ++i)
+      if (k.params.ptrs[i] == 0) std::memcpy(&ptr, b.data() + 8 * i, 8);
+    for (size_t i = 0; i < k.params.values.size(); ++i) {
+      const lc::ValueSlot& s = k.params.values[i];
+      if (s.kind != lc::ValueSlot::Offset || s.access != 0) continue;
+      const char* at = b.data() + k.params.values_offset() + i * (k.params.index64 ? 8 : 4);
+      int32_t o32 = 0;
+      if (k.params.index64)
+        std::memcpy(&off, at, 8);
+      else
+        std::memcpy(&o32, at, 4), off = o32;
+    }
+    return std::pair<uint64_t, int64_t>{ptr, off};
+  };
+  auto [pv, ov] = leaf0(gv, kv, vv);
+  auto [pe, oe] = leaf0(ge, ke, ve);
+  CHECK(pv == uint64_t(reinterpret_cast<uintptr_t>(base)));
+  CHECK(ov == 1);
+  CHECK(pe == pv);  // rounded down to the 16-byte boundary
+  CHECK(oe == 1);   // the residue moved into the offset
 }
 
 // The index arithmetic the peeled kernels emit (sh, nch, fc0, fc1, the realigned vectors'

@@ -23,6 +23,9 @@ struct Case {
   int64_t rows, cols;
   DType dt;
   int64_t offset = 0;  // > 0: x is columns offset .. offset + cols of rows of cols + 8
+  // On the GPU the offset view arrives as DLPack hands it over: a zero-copy tensor whose
+  // pointer is its first element (misaligned), not an offset into an aligned storage.
+  bool external = false;
 };
 
 // Row-wise reference in double over host values x (rows x cols), mask (same shape), w and b
@@ -70,12 +73,17 @@ void check_rows(const Device& dev, const std::vector<Case>& cases) {
     Tensor b = lt::random({c.cols}, c.dt, ++seed);
     std::vector<double> hx = lt::host(x), hm = lt::host(mask), hw = lt::host(w), hb = lt::host(b);
     Tensor gx = c.offset ? xb.to(dev).slice(1, c.offset, c.offset + c.cols) : x.to(dev);
+    if (c.external) {
+      Tensor base = gx;  // kept alive by the deleter
+      gx = from_external(const_cast<void*>(base.data_ptr()), {c.rows, c.cols}, {c.cols + 8, 1},
+                         c.dt, dev, [base] {});
+    }
     Tensor gm = mask.to(dev), gw = w.to(dev), gb = b.to(dev);
     loom::sync();
     const bool f32 = c.dt == DType::Float32;
     for (std::string op : {"softmax", "masked softmax", "layer_norm", "rms_norm"}) {
-      INFO(op << " " << dtype_name(c.dt) << " " << c.rows << "x" << c.cols << " offset "
-              << c.offset);
+      INFO(op << " " << dtype_name(c.dt) << " " << c.rows << "x" << c.cols << " offset " << c.offset
+              << (c.external ? " (external)" : ""));
       Tensor y = op == "softmax"          ? softmax(gx, 1)
                  : op == "masked softmax" ? softmax(gx * 0.125 + gm, 1)
                  : op == "layer_norm"     ? layer_norm(gx, {c.cols}, gw, gb)
@@ -137,5 +145,8 @@ TEST_CASE("gpu: misaligned rows (odd lengths, offset views) match float64 refere
                     {3001, 1001, DType::BFloat16, 1},
                     {3000, 4096, DType::Float32, 1},
                     {3001, 1001, DType::Float16},
-                    {3000, 4096, DType::Float16, 1}});
+                    {3000, 4096, DType::Float16, 1},
+                    {3000, 4096, DType::BFloat16, 1, true},
+                    {3001, 1001, DType::BFloat16, 3, true},
+                    {3000, 4096, DType::Float32, 1, true}});
 }
