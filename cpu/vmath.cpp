@@ -270,15 +270,43 @@ struct Tail {
   }
 };
 
+// The ops before f (PreOps) as fmas v * m + d, each exact but for the op's own rounding (as
+// Tail's): Add v * 1 + k, Sub v * 1 + -k or v * -1 + k, Mul v * k + -0 (-0 keeps a -0 product).
+struct Pre {
+  int n = 0;
+  float m[PreOps::kMax] = {1.f, 1.f, 1.f}, d[PreOps::kMax] = {-0.f, -0.f, -0.f};
+  explicit Pre(const PreOps& p) : n(p.n) {
+    for (int s = 0; s < p.n; ++s) {
+      if (p.op[s] == Op::Mul)
+        m[s] = p.k[s];
+      else if (p.op[s] == Op::Sub && p.k_first[s])
+        m[s] = -1.f, d[s] = p.k[s];
+      else
+        d[s] = p.op[s] == Op::Sub ? -p.k[s] : p.k[s];
+    }
+  }
+  float apply(float v) const {
+    for (int s = 0; s < n; ++s) v = std::fma(v, m[s], d[s]);
+    return v;
+  }
+};
+
 #if defined(__AVX512F__)
 template <Op I, Op O, bool Swap, bool Relu, typename F>
 void pair_unary_loop(const float* a, int sa, const float* c, int sc, F f, const float* b,
-                     float* out, int64_t n, const Tail& tail, bool stream) {
+                     float* out, int64_t n, const Tail& tail, bool stream, const Pre& pre) {
   const Tail t = tail;  // a local copy: stores to `out` cannot alias it, so it stays in registers
+  const int np = pre.n;
+  const __m512 m0 = _mm512_set1_ps(pre.m[0]), d0 = _mm512_set1_ps(pre.d[0]);
+  const __m512 m1 = _mm512_set1_ps(pre.m[1]), d1 = _mm512_set1_ps(pre.d[1]);
+  const __m512 m2 = _mm512_set1_ps(pre.m[2]), d2 = _mm512_set1_ps(pre.d[2]);
   const __m512 mv = _mm512_set1_ps(t.m);
   const __m512 av = _mm512_set1_ps(a[0]), cv = _mm512_set1_ps(c[0]);
   const __m512 wb = t.w ? _mm512_set1_ps(t.w[0]) : _mm512_setzero_ps();
   auto body = [&](__m512 x, __m512 y, __m512 z, __m512 wv) {
+    if (np > 0) z = _mm512_fmadd_ps(z, m0, d0);
+    if (np > 1) z = _mm512_fmadd_ps(z, m1, d1);
+    if (np > 2) z = _mm512_fmadd_ps(z, m2, d2);
     __m512 v = t.apply(arith<O, Swap>(arith<I, false>(x, y), f(z)), wv, mv);
     // relu as unary() has it: max(0, v) keeps a NaN v; + 0 turns -0 into +0
     if constexpr (Relu)
@@ -309,18 +337,19 @@ void pair_unary_loop(const float* a, int sa, const float* c, int sc, F f, const 
 
 void pair_unary_f32(Op inner, const float* a, int sa, const float* c, int sc, Op outer, bool first,
                     Op f, const float* b, bool relu, float* out, int64_t n, Op tail,
-                    bool tail_first, const float* w, int sw, bool stream) {
+                    bool tail_first, const float* w, int sw, bool stream, const PreOps& pre_ops) {
   const Tail t(tail, tail_first, w, sw);
+  const Pre pre(pre_ops);
 #if defined(__AVX512F__)
   auto run = [&](auto fn) {
     with_op(inner, false, [&](auto I, auto) {
       with_op(outer, !first, [&](auto O, auto swap) {
         if (relu)
           pair_unary_loop<I.value, O.value, swap.value, true>(a, sa, c, sc, fn, b, out, n, t,
-                                                              stream);
+                                                              stream, pre);
         else
           pair_unary_loop<I.value, O.value, swap.value, false>(a, sa, c, sc, fn, b, out, n, t,
-                                                               stream);
+                                                               stream, pre);
       });
     });
   };
@@ -332,6 +361,10 @@ void pair_unary_f32(Op inner, const float* a, int sa, const float* c, int sc, Op
   (void)stream;  // plain stores
   // f(b) through memory first (no contraction into the ops after it), then the pair.
   std::vector<float> fb(static_cast<size_t>(n));
+  if (pre.n > 0) {  // the ops before f, through fb
+    for (int64_t i = 0; i < n; ++i) fb[size_t(i)] = pre.apply(b[i]);
+    b = fb.data();
+  }
   (f == Op::Exp ? exp_f32 : f == Op::Tanh ? tanh_f32 : sigmoid_f32)(b, fb.data(), n);
   with_op(inner, false, [&](auto I, auto) {
     with_op(outer, !first, [&](auto O, auto swap) {
