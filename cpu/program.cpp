@@ -194,7 +194,8 @@ void fuse_pairs(Program& p, const Group& g) {
 // f(u) op w, with f exp, tanh or sigmoid and the f node read by nothing else: the op's loop
 // computes f too (cpu/vmath.h pair_unary_f32), so f's result is never written out and read
 // back: the transcendental loops are port-bound with room for an op or two. Only the `b`
-// operand of a folded pair; either operand of a plain op (the other becomes `a`). Where u is
+// operand of a folded pair; either operand of a plain op, relu'd or not (the other becomes
+// `a`). Where u is
 // itself an Add/Sub/Mul of a tensor by constants (u = x * 1.5 + 0.5, a plain op or a folded
 // pair) nothing else reads, the loop computes u from x too (Program::pre): one pass less.
 void fold_unary_operands(Program& p, const Group& g) {
@@ -240,13 +241,16 @@ void fold_unary_operands(Program& p, const Group& g) {
         !f32(n.a) || !f32(n.b))
       continue;
     bool plain = p.pair_op[i] == Op::Const;
+    // the relu fold's form of a plain op (Copy of `a`, first): f may be its `a` as well
+    bool relu_plain = p.pair_op[i] == Op::Copy && p.pair_first[i];
     if (!plain && !f32(n.c)) continue;
     if (unary_foldable(p, uses, n.b, n.pass)) {
       if (plain) n.c = n.a, p.pair_op[i] = Op::Copy, p.pair_first[i] = 1;
       int d = n.b;
       p.pair_f[i] = p.nodes[d].op;
       n.b = input(d, i);
-    } else if (plain && unary_foldable(p, uses, n.a, n.pass)) {  // f(u) op w: w in `a`, u `b`
+    } else if ((plain || relu_plain) &&
+               unary_foldable(p, uses, n.a, n.pass)) {  // f(u) op w: w in `a`, u `b`
       int d = n.a;
       n.a = n.b, n.c = n.b;
       p.pair_op[i] = Op::Copy, p.pair_first[i] = 0;

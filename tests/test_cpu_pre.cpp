@@ -192,3 +192,37 @@ TEST_CASE("cpu pre fold: f(x) * y + w is one instruction, not a pair and f") {
               lt::check_close(lt::make(got, s, DType::Float64), want, lt::tol(DType::Float32));
             }
 }
+
+// relu(f(x) op y) and relu(y op f(x)): the relu fold leaves the op's node in place, dead; the
+// reader counts see only live nodes, so f still has one reader and folds (in either operand).
+TEST_CASE("cpu pre fold: relu of an op with an f operand is one instruction") {
+  uint32_t seed = 17000;
+  for (Shape s : {Shape{3, 37}, Shape{70001}})
+    for (char f : {'t', 's', 'e'})
+      for (char op : {'+', '-', '*'})
+        for (bool f_first : {true, false}) {
+          INFO("cols " << s.back() << " f " << f << " op " << op << " f first " << f_first);
+          Tensor x = lt::random(s, DType::Float32, ++seed, -3, 3),
+                 y = lt::random(s, DType::Float32, ++seed);
+          auto prog = [&] {
+            Tensor fx = ft(f, x);
+            Tensor r = f_first ? (op == '+'   ? fx + y
+                                  : op == '-' ? fx - y
+                                              : fx * y)
+                               : (op == '+'   ? y + fx
+                                  : op == '-' ? y - fx
+                                              : y * fx);
+            return relu(r);
+          };
+          std::vector<double> hx = lt::host(x), hy = lt::host(y), want(hx.size());
+          for (size_t i = 0; i < hx.size(); ++i) {
+            double fx = f64(f, hx[i]);
+            want[i] = std::max(f_first ? arith(op, fx, hy[i]) : arith(op, hy[i], fx), 0.0);
+          }
+          bool folds = cpu::vmath_on() && env_flag("LOOM_CPU_UNARY_FOLD", true);
+          if (folds && env_flag("LOOM_CPU_PAIRS", true))
+            CHECK(instructions(explain(prog()), 2) == 1);
+          std::vector<double> got = lt::check_fused_matches_unfused(prog, {}, cpu::vmath_on());
+          lt::check_close(lt::make(got, s, DType::Float64), want, lt::tol(DType::Float32));
+        }
+}
