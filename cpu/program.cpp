@@ -195,9 +195,9 @@ void fuse_pairs(Program& p, const Group& g) {
 // computes f too (cpu/vmath.h pair_unary_f32), so f's result is never written out and read
 // back: the transcendental loops are port-bound with room for an op or two. Only the `b`
 // operand of a folded pair; either operand of a plain op, relu'd or not (the other becomes
-// `a`). Where u is
-// itself an Add/Sub/Mul of a tensor by constants (u = x * 1.5 + 0.5, a plain op or a folded
-// pair) nothing else reads, the loop computes u from x too (Program::pre): one pass less.
+// `a`). Where u is itself an Add/Sub/Mul of a tensor by constants (u = x * 1.5 + 0.5, a
+// plain op or a folded pair) nothing else reads, the loop computes u from x too
+// (Program::pre): one pass less.
 void fold_unary_operands(Program& p, const Group& g) {
   int nn = int(p.nodes.size());
   p.pair_f.assign(nn, Op::Const);
