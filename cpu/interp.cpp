@@ -530,11 +530,20 @@ class Runner {
     }
     if (is_binary(op) && p_.pair_f[id] != Op::Const) {  // float32, `b` a register (program.cpp)
       bool tail = p_.tail_arg[id] >= 0;                 // then a[3] (a, b and c are all set)
+      PreOps pre;  // f's input from `b` and constants (Program::pre)
+      for (auto& st : p_.pre[id]) {
+        if (st.op == Op::Const) continue;
+        // the value the Const node has as a float32 row value (eval_row)
+        const Scalar& k = g_.scalars[p_.nodes[st.k].scalar];
+        pre.op[pre.n] = st.op, pre.k_first[pre.n] = st.k_first;
+        pre.k[pre.n++] = k.kind == Scalar::Kind::Float ? float(k.f) : float(k.i);
+      }
       pair_unary_f32(p_.pair_op[id], static_cast<const float*>(a[0].p), a[0].s,
                      static_cast<const float*>(a[2].p), a[2].s, op, p_.pair_first[id],
                      p_.pair_f[id], static_cast<const float*>(a[1].p), p_.pair_relu[id],
                      static_cast<float*>(out), len, p_.tail_op[id], p_.tail_first[id],
-                     tail ? static_cast<const float*>(a[3].p) : nullptr, tail ? a[3].s : 0, nt);
+                     tail ? static_cast<const float*>(a[3].p) : nullptr, tail ? a[3].s : 0, nt,
+                     pre);
       return;
     }
     if (is_binary(op) && p_.pair_op[id] != Op::Const) {

@@ -1,6 +1,7 @@
 #include "cpu/program.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <sstream>
 
@@ -56,15 +57,71 @@ std::vector<int> closure(const Program& p, std::vector<int> targets) {
   return out;
 }
 
-// Readers of each node: its arguments' uses plus one per group output (the folds below only
-// merge a node nothing else reads).
+// Readers of each node among the live ones (reachable from the outputs and reductions through
+// the arguments as the folds so far left them: a folded node stays in place, read by nothing
+// live), plus one per group output; the folds merge only a node with one reader. A Copy
+// pair's `c` is its `a` again, not a second read.
 std::vector<int> count_uses(const Program& p, const Group& g) {
-  std::vector<int> uses(p.nodes.size(), 0);
-  for (auto& n : p.nodes)
-    for (int a : {n.a, n.b, n.c})
-      if (a >= 0) uses[a]++;
+  int nn = int(p.nodes.size());
+  auto args = [&](int i) {
+    const GNode& n = p.nodes[i];
+    bool copy = i < int(p.pair_op.size()) && p.pair_op[i] == Op::Copy;
+    return std::array<int, 4>{n.a, n.b, copy ? -1 : n.c,
+                              i < int(p.tail_arg.size()) ? p.tail_arg[i] : -1};
+  };
+  std::vector<uint8_t> live(nn, 0);
+  std::vector<int> todo;
+  for (auto& o : g.outputs) todo.push_back(o.node);
+  for (int i = 0; i < nn; ++i)
+    if (is_reduce(p.nodes[i].op)) todo.push_back(i);
+  while (!todo.empty()) {
+    int t = todo.back();
+    todo.pop_back();
+    if (t < 0 || live[t]) continue;
+    live[t] = 1;
+    for (int a : args(t)) todo.push_back(a);
+  }
+  std::vector<int> uses(nn, 0);
+  for (int i = 0; i < nn; ++i)
+    if (live[i])
+      for (int a : args(i))
+        if (a >= 0) uses[a]++;
   for (auto& o : g.outputs) uses[o.node]++;
   return uses;
+}
+
+// The fold switches, each read once: LOOM_CPU_UNARY_FOLD=0, LOOM_CPU_TAIL_FOLD=0,
+// LOOM_CPU_PRE_FOLD=0 turn a fold off (A/B timing, or to rule it out).
+bool unary_fold_on() {
+  static const bool on = env_flag("LOOM_CPU_UNARY_FOLD", true) && vmath_on();
+  return on;
+}
+bool tail_fold_on() {
+  static const bool on = env_flag("LOOM_CPU_TAIL_FOLD", true);
+  return on;
+}
+bool pre_fold_on() {
+  static const bool on = env_flag("LOOM_CPU_PRE_FOLD", true);
+  return on;
+}
+
+bool vmath_unary(Op op) { return op == Op::Exp || op == Op::Tanh || op == Op::Sigmoid; }
+
+bool const_f32(const Program& p, int id) {
+  return id >= 0 && p.ct[id] == CT::F32 && p.nodes[id].op == Op::Const && p.nodes[id].scalar >= 0;
+}
+
+// An exp/tanh/sigmoid (float32, of a Full float32 value) nothing else reads, computed no later
+// than pass `pass`: fold_unary_operands computes it in its reader's loop. An exp(x - k) that
+// build_program made one exp_sub instruction too, where k is a float32 constant: its
+// subtraction becomes a pre step (Program::pre).
+bool unary_foldable(const Program& p, const std::vector<int>& uses, int d, int pass) {
+  if (d < 0 || uses[d] != 1) return false;
+  const GNode& dn = p.nodes[d];
+  if (p.exp_sub[d] && !(pre_fold_on() && const_f32(p, dn.b))) return false;
+  return dn.space == Space::Full && vmath_unary(dn.op) && dn.leaf < 0 && p.ct[d] == CT::F32 &&
+         dn.pass <= pass && dn.a >= 0 && p.ct[dn.a] == CT::F32 &&
+         p.nodes[dn.a].space == Space::Full;
 }
 
 bool pairable(Op op) { return op == Op::Add || op == Op::Sub || op == Op::Mul; }
@@ -86,6 +143,14 @@ void fuse_pairs(Program& p, const Group& g) {
            p.ct[id] == c && p.ct[n.a] == c && p.ct[n.b] == c && !p.exp_sub[id] &&
            p.pair_op[id] == Op::Const && n.leaf < 0;
   };
+  // f(x) * y + w: the pair would fold f(x) * y and leave f its own instruction (f folds only
+  // into a pair's `b`), where the unary fold (f in f(x) * y's loop) and the tail fold (+ w in
+  // it too) make it one. Such an inner op is left to them, unless w is an f(...) as well.
+  const bool tails = unary_fold_on() && tail_fold_on();
+  auto has_f = [&](int id, int pass) {
+    return unary_foldable(p, uses, p.nodes[id].a, pass) ||
+           unary_foldable(p, uses, p.nodes[id].b, pass);
+  };
   for (int i = 0; i < nn; ++i) {
     CT c = p.ct[i];
     if ((c != CT::F32 && c != CT::F64) || !fits(i, c)) continue;
@@ -95,6 +160,8 @@ void fuse_pairs(Program& p, const Group& g) {
       if (uses[d] != 1 || !fits(d, c) || p.nodes[d].pass > n.pass) continue;
       const GNode& dn = p.nodes[d];
       int other = first ? n.b : n.a;
+      if (tails && c == CT::F32 && has_f(d, dn.pass) && !unary_foldable(p, uses, other, n.pass))
+        continue;
       p.pair_op[i] = dn.op;
       p.pair_first[i] = first;
       n.a = dn.a, n.c = dn.b, n.b = other;
@@ -124,26 +191,49 @@ void fuse_pairs(Program& p, const Group& g) {
   }
 }
 
-bool vmath_unary(Op op) { return op == Op::Exp || op == Op::Tanh || op == Op::Sigmoid; }
-
 // f(u) op w, with f exp, tanh or sigmoid and the f node read by nothing else: the op's loop
 // computes f too (cpu/vmath.h pair_unary_f32), so f's result is never written out and read
 // back: the transcendental loops are port-bound with room for an op or two. Only the `b`
-// operand of a folded pair; either operand of a plain op (the other becomes `a`).
+// operand of a folded pair; either operand of a plain op, relu'd or not (the other becomes
+// `a`). Where u is itself an Add/Sub/Mul of a tensor by constants (u = x * 1.5 + 0.5, a
+// plain op or a folded pair) nothing else reads, the loop computes u from x too
+// (Program::pre): one pass less.
 void fold_unary_operands(Program& p, const Group& g) {
   int nn = int(p.nodes.size());
   p.pair_f.assign(nn, Op::Const);
+  p.pre.assign(nn, {});
   if (int(p.pair_relu.size()) != nn) p.pair_relu.assign(nn, 0);  // LOOM_CPU_PAIRS=0 left it empty
-  // LOOM_CPU_UNARY_FOLD=0 turns this off (A/B timing, or to rule it out); read once.
-  static const bool on = env_flag("LOOM_CPU_UNARY_FOLD", true);
-  if (!on || !vmath_on()) return;
+  if (!unary_fold_on()) return;
   std::vector<int> uses = count_uses(p, g);
   auto f32 = [&](int id) { return id >= 0 && p.ct[id] == CT::F32; };
-  auto foldable = [&](int d, int i) {
-    if (d < 0 || uses[d] != 1 || p.exp_sub[d]) return false;
+  auto is_k = [&](int id) { return const_f32(p, id); };
+  auto is_x = [&](int id) { return f32(id) && p.nodes[id].space == Space::Full; };
+  // f's input for instruction i: u itself, or x with u's steps in p.pre[i] (u = x op k or a
+  // folded pair (x op k) op k', either order, nothing else reading it), then exp_sub's - k
+  auto input = [&](int d, int i) {
     const GNode& dn = p.nodes[d];
-    return dn.space == Space::Full && vmath_unary(dn.op) && dn.leaf < 0 && f32(d) &&
-           dn.pass <= p.nodes[i].pass && f32(dn.a) && p.nodes[dn.a].space == Space::Full;
+    int u = dn.a, x = u, n = 0;
+    auto& st = p.pre[i];
+    const GNode& un = p.nodes[u];
+    Op inner = p.pair_op[u];
+    if (pre_fold_on() && uses[u] == 1 && un.space == Space::Full && pairable(un.op) &&
+        un.leaf < 0 && !p.exp_sub[u] && !p.pair_relu[u] && p.pair_f[u] == Op::Const &&
+        un.pass <= p.nodes[i].pass) {
+      if (inner == Op::Const) {  // x op k or k op x
+        bool kf = is_k(un.a);
+        int k = kf ? un.a : un.b, t = kf ? un.b : un.a;
+        if (is_k(k) && is_x(t)) st[n++] = {un.op, k, kf}, x = t;
+      } else if (pairable(inner) && is_k(un.b)) {  // (a inner c) op b, b the constant
+        bool kf = is_k(un.a);
+        int k = kf ? un.a : un.c, t = kf ? un.c : un.a;
+        if (is_k(k) && is_x(t)) {
+          st[n++] = {inner, k, kf}, x = t;
+          st[n++] = {un.op, un.b, !p.pair_first[u]};
+        }
+      }
+    }
+    if (p.exp_sub[d]) st[n++] = {Op::Sub, dn.b, false};  // exp(u - k)
+    return x;
   };
   for (int i = 0; i < nn; ++i) {
     GNode& n = p.nodes[i];
@@ -151,16 +241,21 @@ void fold_unary_operands(Program& p, const Group& g) {
         !f32(n.a) || !f32(n.b))
       continue;
     bool plain = p.pair_op[i] == Op::Const;
+    // the relu fold's form of a plain op (Copy of `a`, first): f may be its `a` as well
+    bool relu_plain = p.pair_op[i] == Op::Copy && p.pair_first[i];
     if (!plain && !f32(n.c)) continue;
-    if (foldable(n.b, i)) {
+    if (unary_foldable(p, uses, n.b, n.pass)) {
       if (plain) n.c = n.a, p.pair_op[i] = Op::Copy, p.pair_first[i] = 1;
-      p.pair_f[i] = p.nodes[n.b].op;
-      n.b = p.nodes[n.b].a;
-    } else if (plain && foldable(n.a, i)) {  // f(u) op w = w' with w in `a`, f(u) as `b`
+      int d = n.b;
+      p.pair_f[i] = p.nodes[d].op;
+      n.b = input(d, i);
+    } else if ((plain || relu_plain) &&
+               unary_foldable(p, uses, n.a, n.pass)) {  // f(u) op w: w in `a`, u `b`
       int d = n.a;
-      n.a = n.b, n.c = n.b, n.b = p.nodes[d].a;
+      n.a = n.b, n.c = n.b;
       p.pair_op[i] = Op::Copy, p.pair_first[i] = 0;
       p.pair_f[i] = p.nodes[d].op;
+      n.b = input(d, i);
     }
   }
 }
@@ -173,30 +268,8 @@ void fold_tails(Program& p, const Group& g) {
   p.tail_op.assign(nn, Op::Const);
   p.tail_arg.assign(nn, -1);
   p.tail_first.assign(nn, 0);
-  // LOOM_CPU_TAIL_FOLD=0 turns this off (A/B timing, or to rule it out); read once.
-  static const bool on = env_flag("LOOM_CPU_TAIL_FOLD", true);
-  if (!on || int(p.pair_f.size()) != nn) return;
-  // Readers among the live nodes only: the earlier folds leave the nodes they merged in
-  // place (relu(v - w)'s `v - w` still reads v), unreachable from the outputs. A Copy
-  // pair's `c` is its `a` again, not read.
-  std::vector<uint8_t> live(nn, 0);
-  std::vector<int> todo;
-  for (auto& o : g.outputs) todo.push_back(o.node);
-  for (int i = 0; i < nn; ++i)
-    if (is_reduce(p.nodes[i].op)) todo.push_back(i);
-  while (!todo.empty()) {
-    int t = todo.back();
-    todo.pop_back();
-    if (t < 0 || live[t]) continue;
-    live[t] = 1;
-    for (int a : {p.nodes[t].a, p.nodes[t].b, p.nodes[t].c}) todo.push_back(a);
-  }
-  std::vector<int> uses(nn, 0);
-  for (int i = 0; i < nn; ++i)
-    if (live[i])
-      for (int a : {p.nodes[i].a, p.nodes[i].b, p.pair_op[i] == Op::Copy ? -1 : p.nodes[i].c})
-        if (a >= 0) uses[a]++;
-  for (auto& o : g.outputs) uses[o.node]++;
+  if (!tail_fold_on() || !unary_fold_on()) return;
+  std::vector<int> uses = count_uses(p, g);
   auto f32 = [&](int id) { return id >= 0 && p.ct[id] == CT::F32; };
   for (int i = 0; i < nn; ++i) {
     GNode& n = p.nodes[i];
@@ -214,6 +287,7 @@ void fold_tails(Program& p, const Group& g) {
       p.tail_op[i] = n.op, p.tail_arg[i] = w, p.tail_first[i] = first;
       n.op = dn.op, n.a = dn.a, n.b = dn.b, n.c = dn.c;
       p.pair_op[i] = p.pair_op[d], p.pair_first[i] = p.pair_first[d], p.pair_f[i] = p.pair_f[d];
+      p.pre[i] = p.pre[d];
       break;
     }
   }
@@ -289,6 +363,14 @@ std::string Program::text() const {
   // instructions that end in a folded op (fold_tails), with its other operand
   for (int i : single.nodes)
     if (!tail_arg.empty() && tail_arg[i] >= 0) os << "  %" << i << " tail %" << tail_arg[i] << "\n";
+  // instructions that compute their f's input from constants too (Program::pre)
+  for (int i : single.nodes)
+    if (!pre.empty() && pre[i][0].op != Op::Const) {
+      os << "  %" << i << " pre";
+      for (auto& st : pre[i])
+        if (st.op != Op::Const) os << " " << op_name(st.op) << " %" << st.k;
+      os << "\n";
+    }
   for (int k = 0; k < passes; ++k) {
     os << "  pass " << k << " rows:";
     for (int r : row_nodes[k]) os << " %" << r;

@@ -1,6 +1,7 @@
 #pragma once
 // The tile program of a group: which nodes each pass evaluates, in what order, in which
 // register, and when reductions accumulate and outputs store. Built once per signature.
+#include <array>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,16 @@ struct Program {
   // this Add/Sub/Mul (pair or plain: a plain op becomes pair_op Copy); `b` is then that unary's
   // input and the instruction applies it in the same loop. Op::Const where none.
   std::vector<Op> pair_f;
+  // Per node with pair_f: up to three Add/Sub/Mul of `b` by a float32 Const applied before f
+  // (tanh(x * 1.5 + 0.5)): the op (or folded pair) nothing else read, in f's loop instead of
+  // its own, and an exp_sub's - k; `b` is then the tensor operand. Op::Const where a step is
+  // unused; k the Const node; k_first: the constant was the op's first argument.
+  struct PreStep {
+    Op op = Op::Const;
+    int k = -1;
+    bool k_first = false;
+  };
+  std::vector<std::array<PreStep, 3>> pre;
   // Per node: a float32 Add/Sub/Mul (relu'd or not) of a pair_f instruction nothing else reads
   // and another value w, folded into that instruction as a last step: the node takes its
   // fields, tail_op is the op (Op::Const where none), tail_arg w's node (-1 where none) and

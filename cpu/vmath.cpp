@@ -1,8 +1,10 @@
 #include "cpu/vmath.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdlib>
+#include <type_traits>
 #include <vector>
 
 #include "cpu/arith.h"
@@ -251,10 +253,9 @@ struct Tail {
     if (!none && op == Op::Sub && !first) m = -1.f;  // w - v
   }
 #if defined(__AVX512F__)
-  // mv: m in every lane
-  __m512 apply(__m512 v, __m512 wv, __m512 mv) const {
+  // The op (where there is one); mv: m in every lane.
+  __m512 apply_op(__m512 v, __m512 wv, __m512 mv) const {
     const __m512 nz = _mm512_set1_ps(-0.f);
-    if (none) return v;
     // v as computed: without this the compiler sees fma(v, 1, w) as v + w and contracts a
     // product v into one fma with it, one rounding fewer than the ops run one at a time
     __asm__("" : "+v"(v));
@@ -270,38 +271,88 @@ struct Tail {
   }
 };
 
+// The ops before f (PreOps) as fmas v * m + d, each exact but for the op's own rounding (as
+// Tail's): Add v * 1 + k, Sub v * 1 + -k or v * -1 + k, Mul v * k + -0 (-0 keeps a -0 product).
+struct Pre {
+  int n = 0;
+  float m[PreOps::kMax] = {1.f, 1.f, 1.f}, d[PreOps::kMax] = {-0.f, -0.f, -0.f};
+  explicit Pre(const PreOps& p) : n(p.n) {
+    for (int s = 0; s < p.n; ++s) {
+      if (p.op[s] == Op::Mul)
+        m[s] = p.k[s];
+      else if (p.op[s] == Op::Sub && p.k_first[s])
+        m[s] = -1.f, d[s] = p.k[s];
+      else
+        d[s] = p.op[s] == Op::Sub ? -p.k[s] : p.k[s];
+    }
+  }
+  float apply(float v) const {
+    for (int s = 0; s < n; ++s) v = std::fma(v, m[s], d[s]);
+    return v;
+  }
+};
+
 #if defined(__AVX512F__)
 template <Op I, Op O, bool Swap, bool Relu, typename F>
 void pair_unary_loop(const float* a, int sa, const float* c, int sc, F f, const float* b,
-                     float* out, int64_t n, const Tail& tail, bool stream) {
+                     float* out, int64_t n, const Tail& tail, bool stream, const Pre& pre) {
   const Tail t = tail;  // a local copy: stores to `out` cannot alias it, so it stays in registers
+  const int np = pre.n;
+  const __m512 m0 = _mm512_set1_ps(pre.m[0]), d0 = _mm512_set1_ps(pre.d[0]);
+  const __m512 m1 = _mm512_set1_ps(pre.m[1]), d1 = _mm512_set1_ps(pre.d[1]);
+  const __m512 m2 = _mm512_set1_ps(pre.m[2]), d2 = _mm512_set1_ps(pre.d[2]);
   const __m512 mv = _mm512_set1_ps(t.m);
-  const __m512 av = _mm512_set1_ps(a[0]), cv = _mm512_set1_ps(c[0]);
-  const __m512 wb = t.w ? _mm512_set1_ps(t.w[0]) : _mm512_setzero_ps();
-  auto body = [&](__m512 x, __m512 y, __m512 z, __m512 wv) {
-    __m512 v = t.apply(arith<O, Swap>(arith<I, false>(x, y), f(z)), wv, mv);
+  // A one-value operand is read from 16 copies of it at index i * 0: every operand load is
+  // then the same instruction, with no branch a vector (those branch uops took issue slots
+  // from the vector ports: ~7% of the loop in llvm-mca's model).
+  alignas(64) float splat[3][16];
+  auto one = [&](const float* p, int st, float* buf) {
+    if (st) return p;
+    std::fill_n(buf, 16, p ? p[0] : 0.f);
+    return static_cast<const float*>(buf);
+  };
+  const float *pa = one(a, sa, splat[0]), *pc = one(c, sc, splat[1]),
+              *pw = one(t.w, t.sw, splat[2]);
+  const int64_t ka = sa ? 1 : 0, kc = sc ? 1 : 0, kw = t.sw ? 1 : 0;
+  // tl: whether there is a tail op (else w is not read)
+  auto body = [&](__m512 x, __m512 y, __m512 z, __m512 wv, auto tl) {
+    if (np > 0) z = _mm512_fmadd_ps(z, m0, d0);
+    if (np > 1) z = _mm512_fmadd_ps(z, m1, d1);
+    if (np > 2) z = _mm512_fmadd_ps(z, m2, d2);
+    __m512 v = arith<O, Swap>(arith<I, false>(x, y), f(z));
+    if constexpr (decltype(tl)::value) v = t.apply_op(v, wv, mv);
     // relu as unary() has it: max(0, v) keeps a NaN v; + 0 turns -0 into +0
     if constexpr (Relu)
       v = _mm512_add_ps(_mm512_max_ps(_mm512_setzero_ps(), v), _mm512_setzero_ps());
     return v;
   };
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    __m512 x = sa ? _mm512_loadu_ps(a + i) : av, y = sc ? _mm512_loadu_ps(c + i) : cv;
-    __m512 wv = t.sw ? _mm512_loadu_ps(t.w + i) : wb;
-    __m512 r = body(x, y, _mm512_loadu_ps(b + i), wv);
-    if (stream)
-      _mm512_stream_ps(out + i, r);
-    else
-      _mm512_storeu_ps(out + i, r);
-  }
-  if (i < n) {
-    __mmask16 m = __mmask16((1u << (n - i)) - 1);
-    __m512 x = sa ? _mm512_maskz_loadu_ps(m, a + i) : av;
-    __m512 y = sc ? _mm512_maskz_loadu_ps(m, c + i) : cv;
-    __m512 wv = t.sw ? _mm512_maskz_loadu_ps(m, t.w + i) : wb;
-    _mm512_mask_storeu_ps(out + i, m, body(x, y, _mm512_maskz_loadu_ps(m, b + i), wv));
-  }
+  // Streaming and the tail's presence as constants of each loop (their branches, per
+  // vector, cost issue slots as the operand ones did).
+  auto loop = [&](auto nt, auto tl) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      __m512 x = _mm512_loadu_ps(pa + i * ka), y = _mm512_loadu_ps(pc + i * kc);
+      __m512 wv = decltype(tl)::value ? _mm512_loadu_ps(pw + i * kw) : _mm512_setzero_ps();
+      __m512 r = body(x, y, _mm512_loadu_ps(b + i), wv, tl);
+      if constexpr (decltype(nt)::value)
+        _mm512_stream_ps(out + i, r);
+      else
+        _mm512_storeu_ps(out + i, r);
+    }
+    if (i < n) {
+      __mmask16 m = __mmask16((1u << (n - i)) - 1);
+      __m512 x = _mm512_maskz_loadu_ps(m, pa + i * ka);
+      __m512 y = _mm512_maskz_loadu_ps(m, pc + i * kc);
+      __m512 wv = _mm512_maskz_loadu_ps(m, pw + i * kw);
+      _mm512_mask_storeu_ps(out + i, m, body(x, y, _mm512_maskz_loadu_ps(m, b + i), wv, tl));
+    }
+  };
+  const std::true_type yes;
+  const std::false_type no;
+  if (stream)
+    t.none ? loop(yes, no) : loop(yes, yes);
+  else
+    t.none ? loop(no, no) : loop(no, yes);
 }
 #endif
 
@@ -309,18 +360,19 @@ void pair_unary_loop(const float* a, int sa, const float* c, int sc, F f, const 
 
 void pair_unary_f32(Op inner, const float* a, int sa, const float* c, int sc, Op outer, bool first,
                     Op f, const float* b, bool relu, float* out, int64_t n, Op tail,
-                    bool tail_first, const float* w, int sw, bool stream) {
+                    bool tail_first, const float* w, int sw, bool stream, const PreOps& pre_ops) {
   const Tail t(tail, tail_first, w, sw);
+  const Pre pre(pre_ops);
 #if defined(__AVX512F__)
   auto run = [&](auto fn) {
     with_op(inner, false, [&](auto I, auto) {
       with_op(outer, !first, [&](auto O, auto swap) {
         if (relu)
           pair_unary_loop<I.value, O.value, swap.value, true>(a, sa, c, sc, fn, b, out, n, t,
-                                                              stream);
+                                                              stream, pre);
         else
           pair_unary_loop<I.value, O.value, swap.value, false>(a, sa, c, sc, fn, b, out, n, t,
-                                                               stream);
+                                                               stream, pre);
       });
     });
   };
@@ -332,6 +384,10 @@ void pair_unary_f32(Op inner, const float* a, int sa, const float* c, int sc, Op
   (void)stream;  // plain stores
   // f(b) through memory first (no contraction into the ops after it), then the pair.
   std::vector<float> fb(static_cast<size_t>(n));
+  if (pre.n > 0) {  // the ops before f, through fb
+    for (int64_t i = 0; i < n; ++i) fb[size_t(i)] = pre.apply(b[i]);
+    b = fb.data();
+  }
   (f == Op::Exp ? exp_f32 : f == Op::Tanh ? tanh_f32 : sigmoid_f32)(b, fb.data(), n);
   with_op(inner, false, [&](auto I, auto) {
     with_op(outer, !first, [&](auto O, auto swap) {

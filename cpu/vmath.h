@@ -30,10 +30,19 @@ void exp_sub_f32(const float* a, int sa, const float* b, int sb, float* out, int
 // !tail_first) before the relu, rounded as that op alone would; w: stride sw, 1 or 0.
 // stream: `out` is 64-byte aligned and its whole vectors are written with non-temporal
 // stores (an output too large for the caches; the caller fences before others read it).
+// pre: up to three Add/Sub/Mul of b by a constant applied before f (tanh(x * 1.5 + 0.5)),
+// each rounded as that op alone.
+struct PreOps {
+  static constexpr int kMax = 3;
+  int n = 0;                                  // steps used
+  Op op[kMax] = {Op::Add, Op::Add, Op::Add};  // Add, Sub or Mul
+  float k[kMax] = {0.f, 0.f, 0.f};
+  bool k_first[kMax] = {false, false, false};  // k op v rather than v op k
+};
 void pair_unary_f32(Op inner, const float* a, int sa, const float* c, int sc, Op outer, bool first,
                     Op f, const float* b, bool relu, float* out, int64_t n, Op tail = Op::Const,
                     bool tail_first = true, const float* w = nullptr, int sw = 0,
-                    bool stream = false);
+                    bool stream = false, const PreOps& pre = {});
 
 // The scalar forms (what builds without AVX-512 run), for tests: the vector code must give
 // the same bits.
