@@ -292,7 +292,7 @@ bool same_variant(const cuda::Variant& a, const cuda::Variant& b) {
   return a.reduce == b.reduce && a.vec == b.vec && a.tpr == b.tpr && a.rpb == b.rpb && a.k == b.k &&
          a.vw == b.vw && a.split == b.split && a.unroll == b.unroll && a.roll == b.roll &&
          a.remat == b.remat && a.minb == b.minb && a.sync1 == b.sync1 && a.prefetch == b.prefetch &&
-         a.fexp == b.fexp && a.evict == b.evict && a.shift == b.shift && a.novec == b.novec &&
+         a.fexp == b.fexp && a.shift == b.shift && a.novec == b.novec &&
          a.dshift == b.dshift && a.shifted == b.shifted;
 }
 

@@ -23,7 +23,6 @@ std::string Variant::key() const {
     if (sync1) os << "_s1";
     if (prefetch) os << "_p" << prefetch;
     if (fexp) os << "_x";
-    if (evict) os << "_e" << evict;
     if (shift >= 0) os << "_h" << shift << "n" << std::hex << novec << std::dec;
     if (shifted) os << "d" << dshift << "s" << std::hex << shifted << std::dec;
   }
@@ -106,30 +105,6 @@ const Snippet kSnippets[] = {
      "__device__ __forceinline__ float lm_rh(float f) { return lm_h2f(lm_f2h(f)); }\n"},
     {"rb", "b2f f2b",
      "__device__ __forceinline__ float lm_rb(float f) { return lm_b2f(lm_f2b(f)); }\n"},
-    // Streaming (.cs: evict-first in L1 and L2) chunk loads and stores of row kernels.
-    {"ldcs", "",
-     "template <class T>\n__device__ __forceinline__ T lm_ldcs(const T* p) {\n  T r;\n"
-     "  unsigned* w = (unsigned*)&r;\n  if constexpr (sizeof(T) == 16)\n"
-     "    asm(\"ld.global.cs.v4.u32 {%0, %1, %2, %3}, [%4];\"\n"
-     "        : \"=r\"(w[0]), \"=r\"(w[1]), \"=r\"(w[2]), \"=r\"(w[3]) : \"l\"(p));\n"
-     "  else if constexpr (sizeof(T) == 8)\n"
-     "    asm(\"ld.global.cs.v2.u32 {%0, %1}, [%2];\" : \"=r\"(w[0]), \"=r\"(w[1]) : \"l\"(p));\n"
-     "  else if constexpr (sizeof(T) == 4)\n"
-     "    asm(\"ld.global.cs.u32 %0, [%1];\" : \"=r\"(w[0]) : \"l\"(p));\n"
-     "  else\n    r = *p;\n  return r;\n}\n"},
-    // No "memory" clobber on the stores: what reads memory after a row's stores is the next
-    // row's or chunk's loads, at other addresses.
-    {"stcs", "",
-     "template <class T>\n__device__ __forceinline__ void lm_stcs(T* p, const T& v) {\n"
-     "  const unsigned* w = (const unsigned*)&v;\n  if constexpr (sizeof(T) == 16)\n"
-     "    asm volatile(\"st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};\"\n"
-     "                 :: \"l\"(p), \"r\"(w[0]), \"r\"(w[1]), \"r\"(w[2]), \"r\"(w[3]));\n"
-     "  else if constexpr (sizeof(T) == 8)\n"
-     "    asm volatile(\"st.global.cs.v2.u32 [%0], {%1, %2};\" :: \"l\"(p), \"r\"(w[0]), "
-     "\"r\"(w[1]));\n"
-     "  else if constexpr (sizeof(T) == 4)\n"
-     "    asm volatile(\"st.global.cs.u32 [%0], %1;\" :: \"l\"(p), \"r\"(w[0]));\n"
-     "  else\n    *p = v;\n}\n"},
     {"fexp", "",  // exp as 2^(x log2 e): FMUL + MUFU.EX2 (expf: ~9 SASS instructions)
      "__device__ __forceinline__ float lm_fexp(float x) {\n  float y;\n"
      "  asm(\"ex2.approx.ftz.f32 %0, %1;\" : \"=f\"(y) : \"f\"(x * 1.44269504088896341f));\n"

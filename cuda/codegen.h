@@ -65,7 +65,6 @@ struct Variant {
                        // this one reduces (1: into the same registers after their last read;
                        // 2: into a second set at the row's start)
   bool fexp = false;   // rows: f32 exp as ex2.approx of x log2 e (LOOM_CUDA_ROW_FASTEXP)
-  int evict = 0;       // rows: streaming (.cs) chunk accesses: 1 loads of persistent rows, 2 stores
   // rows (not split), misaligned narrow rows (LOOM_CUDA_ROW_PEEL): access `shift` (a leaf)
   // fixes each row's chunk grid to 16-byte boundaries of memory: sh = its row base % vw, chunk
   // ch covers columns ch * vw - sh .. + vw - 1, so the first and last chunks of a row are

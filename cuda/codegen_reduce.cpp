@@ -283,18 +283,13 @@ class RowGen {
   std::string leaf_vec_t(int leaf) const {
     return words(leaf) ? "lm_vec<unsigned, " + S(v_.vw / 2) + ">" : vec_t(leaf);
   }
-  // A chunk load or store of `type` at `addr`: plain, or streaming (.cs) where Variant::evict
-  // asks. Loads only in persistent rows, which read the row once (a loop kernel reads it again
-  // each pass, from L2).
+  // A chunk load or store of `type` at `addr`. (Streaming .cs hints lost 4-5 points of copy on
+  // the H200, 2026-11-29: plain accesses only.)
   std::string vload(const std::string& type, const std::string& addr) {
-    if (!(v_.evict & 1) || v_.k == 0) return "*(const " + type + "*)(" + addr + ")";
-    e_.need("ldcs");
-    return "lm_ldcs((const " + type + "*)(" + addr + "))";
+    return "*(const " + type + "*)(" + addr + ")";
   }
   std::string vstore(const std::string& type, const std::string& addr, const std::string& val) {
-    if (!(v_.evict & 2)) return "*(" + type + "*)(" + addr + ") = " + val + ";\n";
-    e_.need("stcs");
-    return "lm_stcs((" + type + "*)(" + addr + "), " + val + ");\n";
+    return "*(" + type + "*)(" + addr + ") = " + val + ";\n";
   }
   std::string chunk_addr(int a, const std::string& pre = "") {
     if (peel_) return e_.ptr(a) + " + (" + rb(a) + " - (I)sh + (I)(ch * " + S(v_.vw) + "u))";

@@ -281,7 +281,7 @@ bool narrow_rows(const Group& g) {
 //                          else 1 (a bf16 element has half the instructions per byte to spare)
 //   LOOM_CUDA_ROW_MINB=n   __launch_bounds__ min blocks an SM for persistent rows (caps
 //                          registers); 0 none (before 2026-11-29); unset: row_min_blocks
-//   LOOM_CUDA_ROW_GRID=rows|stride|even  grid of (not split) row and column kernels. Unset:
+//   LOOM_CUDA_ROW_GRID=rows|stride  grid of (not split) row and column kernels. Unset:
 //                          rows for row kernels, stride for a thread a row (column reductions:
 //                          H200 [65536, 4096] f32 column mean 93% of copy with rows, 96% with
 //                          stride). rows (row kernels since 2026-11-29 19:00): a block a row group,
@@ -289,11 +289,8 @@ bool narrow_rows(const Group& g) {
 //                          slot the next row, no tail of blocks with one row more (H200, [65536,
 //                          4096]: the six row cases 90-93% -> 95-97% of copy); stride: at most
 //                          2 waves (2 x the blocks an SM's 2048 threads hold) walking the rows
-//                          in a grid-stride loop (65536 rows: 31 or 32 each); even: one wave of
-//                          the blocks the register cap (minb) guarantees resident, sized so
-//                          every block but the last takes the same number of row groups
-//                          (65536 rows, 1056 slots: 1041 blocks of 63 rows); stride where the
-//                          residency is unknown (minb 0, loop kernels)
+//                          in a grid-stride loop (65536 rows: 31 or 32 each). (One even wave
+//                          of resident blocks lost 6-9 points to rows, H200 2026-11-29: removed)
 //   LOOM_CUDA_ROW_SYNC=1|2 __syncthreads a block-wide combine (tpr > 32, not split): 2
 //                          (default) write, barrier, read, barrier; 1 parity-buffered slots
 //                          and no barrier after the reads (Variant::sync1)
@@ -316,11 +313,6 @@ bool narrow_rows(const Group& g) {
 //                          REMAT=2 a bf16 softmax recomputes e instead of caching it: 64 -> 32
 //                          registers, 4 -> 8 blocks an SM (624 instructions). Error: ex2.approx's
 //                          ~2 ulp plus the rounding of x log2 e, |x| 2^-24 relative (as Triton)
-//   LOOM_CUDA_ROW_EVICT=n  streaming cache hints on row chunks (Variant::evict, a bit mask; default
-//                          0): 1 loads of persistent rows as ld.global.cs (evict-first in L1
-//                          and L2: the row is read once, as Inductor's evict_first loads), 2
-//                          stores as st.global.cs, 3 both. The L2 then keeps fewer dead input
-//                          lines beside the written output
 //   LOOM_CUDA_ROW_PEEL=0|1|2  narrow (bf16, f16) rows whose chunks cannot all be 16-byte vectors
 //                          (odd row lengths, offset views; Variant::shift, peel_rows): 0 the
 //                          element loads of before (H200, 2026-11-29: 1001 bf16 columns softmax /
@@ -343,7 +335,6 @@ struct RowKnobs {
   int remat = -1;
   RowGrid grid = RowGrid::Auto;
   bool sync1 = false, fexp = false;
-  int evict = 0;
   int col_unroll = 0, prefetch = -1;  // col_unroll 0: by walk length; prefetch -1: 1 on rows
                                       // of 4-byte types, 0 on narrow rows
   int peel = 2;
@@ -363,13 +354,11 @@ const RowKnobs& row_knobs() {
     r.remat = get("LOOM_CUDA_ROW_REMAT", 0, 2, -1);
     const std::string gs = env_str("LOOM_CUDA_ROW_GRID");
     r.grid = gs == "stride" ? RowGrid::Stride
-             : gs == "even" ? RowGrid::Even
              : gs == "rows" ? RowGrid::Rows
                             : RowGrid::Auto;
     r.sync1 = get("LOOM_CUDA_ROW_SYNC", 1, 2, 2) == 1;
     r.prefetch = get("LOOM_CUDA_ROW_PREFETCH", 0, 2, -1);
     r.fexp = get("LOOM_CUDA_ROW_FASTEXP", 0, 1, 0) == 1;
-    r.evict = get("LOOM_CUDA_ROW_EVICT", 0, 3, 0);
     const int cu = get("LOOM_CUDA_COL_UNROLL", 0, 16, 0);  // 0: by walk length
     r.col_unroll = cu > 0 ? int(pow2ceil(cu)) : 0;
     r.peel = get("LOOM_CUDA_ROW_PEEL", 0, 2, 2);
@@ -483,13 +472,6 @@ int inner_vector_width(const Group& g) {
 int64_t row_grid(int64_t blocks, const Variant& v, int sm, RowGrid mode) {
   if (mode == RowGrid::Auto) mode = v.tpr > 1 ? RowGrid::Rows : RowGrid::Stride;
   if (mode == RowGrid::Rows) return blocks;
-  // Blocks an SM surely holds: the register cap's; a persistent 1024-thread block left uncapped
-  // (row_min_blocks: held registers past 32) is the SM's only one.
-  const int64_t resident = v.minb > 0 ? v.minb : v.k > 0 && v.block() >= 1024 ? 1 : 0;
-  if (mode == RowGrid::Even && resident > 0) {
-    const int64_t slots = int64_t(sm) * resident, per = cdiv(blocks, slots);
-    return cdiv(blocks, per);
-  }
   return std::min(blocks, int64_t(sm) * std::max(1, 2048 / v.block()) * 2);
 }
 
@@ -554,7 +536,6 @@ Variant choose_variant(const Group& g, int sm) {
   if (layout == Layout::Columns) {
     v.tpr = 1, v.rpb = 256, v.unroll = col_unroll(cols);
   } else {
-    v.evict = kn.evict;
     v.vw = row_vector_width(g);
     // Peeled rows take one chunk more than the row's whole ones (a partial one at each end).
     vw0 = v.vw;

@@ -152,10 +152,9 @@ std::vector<lc::Variant> variants_for(const Group& g, bool all) {
         m.sync1 = true, m.prefetch = pf;
         vs.push_back(m);
       }
-      // f32 exp as ex2.approx (LOOM_CUDA_ROW_FASTEXP) and streaming loads and stores
-      // (LOOM_CUDA_ROW_EVICT=3), in a persistent and a loop kernel.
+      // f32 exp as ex2.approx (LOOM_CUDA_ROW_FASTEXP), in a persistent and a loop kernel.
       for (lc::Variant x : {persist, loop}) {
-        x.fexp = true, x.evict = 3, x.vw = 4, x.k = x.k > 0 ? 2 : 0;
+        x.fexp = true, x.vw = 4, x.k = x.k > 0 ? 2 : 0;
         vs.push_back(x);
       }
       // Peeled rows (LOOM_CUDA_ROW_PEEL): chunks of 8 on the grid of the first unit-stride
@@ -902,28 +901,6 @@ TEST_CASE("codegen: row knobs: fast exp, streaming accesses, even grid") {
     CHECK(count(b, "ex2.approx.ftz.f32") == 1);
     srcs.push_back(b);
   }
-  // EVICT: every chunk load of a persistent row (the first row, the passes, the prefetch) and
-  // every chunk store become .cs; a loop kernel (which reads the row each pass) keeps its loads.
-  for (const Group* g : {&sf, &sh, &ln}) {
-    lc::Variant v = lc::choose_variant(*g, 132), e = v;
-    REQUIRE(v.k > 0);
-    v.evict = 0, e.evict = 3;
-    std::string a = lc::generate(*g, v).source, b = lc::generate(*g, e).source;
-    INFO(e.key() << "\n" << b);
-    CHECK(e.key() == v.key() + "_e3");
-    const int loads = count(a, "] = *(const lm_vec"), stores = count(a, "*)(O0 + (b");
-    CHECK(loads >= 1);
-    CHECK(stores == 1);
-    CHECK(count(b, "] = *(const lm_vec") == 0);
-    CHECK(count(b, "lm_ldcs((const lm_vec") == loads);
-    CHECK(count(b, "lm_stcs((lm_vec") == stores);
-    lc::Variant lp = e;
-    lp.k = 0, lp.remat = 0, lp.prefetch = 0, lp.minb = 0;
-    std::string c = lc::generate(*g, lp).source;
-    CHECK(count(c, "lm_ldcs") == 0);
-    CHECK(count(c, "lm_stcs((lm_vec") == 1);
-    srcs.push_back(b), srcs.push_back(c);
-  }
   {
     lc::Variant v = lc::choose_variant(sd, 132);
     v.fexp = true;
@@ -932,34 +909,18 @@ TEST_CASE("codegen: row knobs: fast exp, streaming accesses, even grid") {
     CHECK(count(src, "exp(") > 0);
   }
   // Grid modes for 65536 rows of the f32 softmax (256 threads, 8 blocks an SM, 132 SMs):
-  // stride 2 waves (2112 blocks: 64 of them take a 32nd row), rows one a block, even one
-  // wave of 1041 blocks, 1040 of them taking 63 rows (the least a resident block can).
+  // stride 2 waves (2112 blocks: 64 of them take a 32nd row), rows one a block.
   lc::Variant v = lc::choose_variant(sf, 132);
   REQUIRE(v.block() == 256);
   REQUIRE(v.rpb == 1);
   REQUIRE(v.minb == 8);
   CHECK(lc::row_grid(65536, v, 132, lc::RowGrid::Stride) == 2112);
   CHECK(lc::row_grid(65536, v, 132, lc::RowGrid::Rows) == 65536);
-  CHECK(lc::row_grid(65536, v, 132, lc::RowGrid::Even) == 1041);
   CHECK(lc::row_grid(65536, v, 132, lc::RowGrid::Auto) == 65536);  // a row kernel: rows
   lc::Variant col = v;
   col.tpr = 1, col.rpb = 256;  // a thread a row, as column reductions launch: stride
   CHECK(lc::row_grid(65536, col, 132, lc::RowGrid::Auto) ==
         lc::row_grid(65536, col, 132, lc::RowGrid::Stride));
-  for (int64_t blocks : {1, 7, 1055, 1056, 1057, 4096, 65536, 100003}) {
-    const int64_t slots = 132 * 8, g = lc::row_grid(blocks, v, 132, lc::RowGrid::Even);
-    const int64_t per = (blocks + g - 1) / g, least = (blocks + slots - 1) / slots;
-    INFO(blocks << " row groups: " << g << " blocks");
-    CHECK(g <= slots);
-    CHECK(g <= blocks);
-    CHECK(per == least);                   // no block takes more than a full wave needs
-    CHECK((g - 1) * per < blocks);         // every block has rows
-    CHECK(blocks - (g - 1) * per <= per);  // the last takes the rest
-  }
-  lc::Variant u = v;
-  u.minb = 0, u.k = 0;  // a loop kernel, residency unknown: the stride grid
-  CHECK(lc::row_grid(65536, u, 132, lc::RowGrid::Even) ==
-        lc::row_grid(65536, u, 132, lc::RowGrid::Stride));
   // 8192 rows of 32768 f32 columns: 1024 lanes of 8 chunks, uncapped, one block an SM.
   Tensor wd = data({160, 32768}, DType::Float32);  // rows enough not to split
   lc::Variant w = lc::choose_variant(only(softmax(wd.clone(), 1)), 132);
@@ -967,7 +928,6 @@ TEST_CASE("codegen: row knobs: fast exp, streaming accesses, even grid") {
   REQUIRE(w.k > 0);
   CHECK(w.minb == 0);
   CHECK(lc::row_grid(8192, w, 132, lc::RowGrid::Stride) == 528);
-  CHECK(lc::row_grid(8192, w, 132, lc::RowGrid::Even) == 131);
   if (!lc::nvrtc_available()) return;
   StrictGuard strict;
   for (const std::string& src : srcs)
