@@ -353,9 +353,7 @@ const RowKnobs& row_knobs() {
     r.minb = get("LOOM_CUDA_ROW_MINB", 0, 32, -1);
     r.remat = get("LOOM_CUDA_ROW_REMAT", 0, 2, -1);
     const std::string gs = env_str("LOOM_CUDA_ROW_GRID");
-    r.grid = gs == "stride" ? RowGrid::Stride
-             : gs == "rows" ? RowGrid::Rows
-                            : RowGrid::Auto;
+    r.grid = gs == "stride" ? RowGrid::Stride : gs == "rows" ? RowGrid::Rows : RowGrid::Auto;
     r.sync1 = get("LOOM_CUDA_ROW_SYNC", 1, 2, 2) == 1;
     r.prefetch = get("LOOM_CUDA_ROW_PREFETCH", 0, 2, -1);
     r.fexp = get("LOOM_CUDA_ROW_FASTEXP", 0, 1, 0) == 1;
