@@ -2,17 +2,13 @@
 // Relu into the op it alone reads (cpu/program.cpp fuse_pairs): every op pair, both argument
 // orders, scalar / tensor / per-row operands, short and long rows, float32 and float64, must
 // match fusion-off and a float64 reference.
+#include "fold_ops.h"
 #include "helpers.h"
 
 using namespace loom;
+using namespace lt::fold;
 
 namespace {
-
-double arith(char op, double x, double y) { return op == '+' ? x + y : op == '-' ? x - y : x * y; }
-
-Tensor arith(char op, const Tensor& x, const Tensor& y) {
-  return op == '+' ? x + y : op == '-' ? x - y : x * y;
-}
 
 // The operand the outer op combines with the inner result.
 enum class Other { Scalar, Tensor, RowMax };

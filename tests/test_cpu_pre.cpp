@@ -5,26 +5,14 @@
 // pair of them, the three instruction forms, short rows, long rows, vector tails; bit for
 // bit against fusion-off (each op rounds as alone) and against a float64 reference.
 #include "cpu/vmath.h"
+#include "fold_ops.h"
 #include "helpers.h"
 #include "tensor/env.h"
 
 using namespace loom;
+using namespace lt::fold;
 
 namespace {
-
-double arith(char op, double x, double y) { return op == '+' ? x + y : op == '-' ? x - y : x * y; }
-
-Tensor arith(char op, const Tensor& x, double k) {
-  return op == '+' ? x + k : op == '-' ? x - k : x * k;
-}
-Tensor arith(char op, double k, const Tensor& x) {
-  return op == '+' ? k + x : op == '-' ? k - x : k * x;
-}
-
-double f64(char f, double v) {
-  return f == 't' ? std::tanh(v) : f == 's' ? 1.0 / (1.0 + std::exp(-v)) : std::exp(v);
-}
-Tensor ft(char f, const Tensor& v) { return f == 't' ? tanh(v) : f == 's' ? sigmoid(v) : exp(v); }
 
 // Whether the fold is on: the own kernels and the unary fold it extends (the library's rule).
 bool pre_fold_on() {

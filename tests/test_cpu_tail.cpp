@@ -4,30 +4,14 @@
 // three forms of the instruction, short rows, long rows (one and several), tails of 16-lane
 // vectors; against fusion-off and a float64 reference.
 #include "cpu/vmath.h"
+#include "fold_ops.h"
 #include "helpers.h"
 #include "tensor/env.h"
 
 using namespace loom;
+using namespace lt::fold;
 
 namespace {
-
-double arith(char op, double x, double y) { return op == '+' ? x + y : op == '-' ? x - y : x * y; }
-
-Tensor arith(char op, const Tensor& x, const Tensor& y) {
-  return op == '+' ? x + y : op == '-' ? x - y : x * y;
-}
-
-Tensor arith(char op, const Tensor& x, double y) {
-  return op == '+' ? x + y : op == '-' ? x - y : x * y;
-}
-Tensor arith(char op, double x, const Tensor& y) {
-  return op == '+' ? x + y : op == '-' ? x - y : x * y;
-}
-
-double f64(char f, double v) {
-  return f == 't' ? std::tanh(v) : f == 's' ? 1.0 / (1.0 + std::exp(-v)) : std::exp(v);
-}
-Tensor ft(char f, const Tensor& v) { return f == 't' ? tanh(v) : f == 's' ? sigmoid(v) : exp(v); }
 
 // Whether the fold is on: the own kernels, and neither it nor the unary fold it builds on
 // turned off (LOOM_CPU_TAIL_FOLD=0, LOOM_CPU_UNARY_FOLD=0).
