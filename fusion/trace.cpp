@@ -242,14 +242,15 @@ void run_pending(Device d, const std::vector<std::shared_ptr<Storage>>& roots, b
     if (log) std::cerr << os->str();
     throw;
   }
-  for (auto& st : dag)
-    if (st->node && st->node->op == Op::Empty) st->node.reset();
-  // Dead intermediates (only `dag` holds them) drop their nodes consumers first, so each drop
-  // is local (the node's inputs are still held by `dag`). Dropping `dag` producers first freed
-  // them as one recursive chain from the last consumer down, a dependent cache miss a node
-  // (a tenth of a tiny-op loop's time on the stand-in driver, issue 7).
-  for (size_t i = dag.size(); i-- > 0;)
-    if (dag[i].use_count() == 1) dag[i]->node.reset();
+  // Allocations (Empty) are done, and dead intermediates (only `dag` holds them) drop their
+  // nodes, consumers first so each drop is local (the node's inputs are still held by `dag`).
+  // Dropping `dag` producers first freed them as one recursive chain from the last consumer
+  // down, a dependent cache miss a node (a tenth of a tiny-op loop's time on the stand-in
+  // driver, issue 7).
+  for (size_t i = dag.size(); i-- > 0;) {
+    Storage& st = *dag[i];
+    if (st.node && (dag[i].use_count() == 1 || st.node->op == Op::Empty)) st.node.reset();
+  }
   if (log) std::cerr << os->str();
 }
 
