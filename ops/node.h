@@ -41,7 +41,7 @@ struct Node {
   // nothing else still reads it (keeps eager in-place memory use).
   std::weak_ptr<Storage> reuse;
   std::vector<int> axes;  // reductions: sorted axes of in[0]; the result keeps them as size 1
-  Shape shape;  // the result is laid out contiguously in this shape (unless region write)
+  Shape shape;            // the result is laid out contiguously in this shape (unless region write)
   SmallVec<Input, 3> in;
 };
 

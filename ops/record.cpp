@@ -39,11 +39,14 @@ std::shared_ptr<Node> new_node(Op op, DType dt, Shape shape, Device d) {
 }
 
 Tensor record_node(std::shared_ptr<Node> n) {
-  // Hold the node until its shape is read: once record() returns, another thread's flush may
-  // run it and drop the storage's reference (TSan saw the Node freed under this read).
-  std::shared_ptr<Node> keep = n;
+  // Read the node before record(): once it returns, another thread's flush may run it and drop
+  // it (TSan saw the Node freed under a later read). Copying the shape (inline) is cheaper than
+  // the two atomic reference count updates of holding the node.
+  Shape shape = n->shape;
+  DType dt = n->dtype;
+  Device d = n->device;
   auto st = record(std::move(n));
-  return make_result(std::move(st), keep->shape, keep->dtype, keep->device);
+  return make_result(std::move(st), shape, dt, d);
 }
 
 Tensor const_tensor(Scalar s, DType dt, Device d, const Shape& shape) {
