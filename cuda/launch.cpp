@@ -303,8 +303,11 @@ bool narrow_rows(const Group& g) {
 //                          loads overlap the last pass, the row outputs and the loop); 2: into
 //                          a second set at the top of the row (overlaps every reduction; twice
 //                          the held registers, so fewer blocks an SM under the min-blocks cap)
-//   LOOM_CUDA_ROW_FASTEXP=1  f32 exp in row kernels as ex2.approx of x log2 e (Variant::fexp,
-//                          lm_fexp: 2 SASS instructions; expf ~9). Default off. A 4096-column
+//   LOOM_CUDA_ROW_FASTEXP=0|1  f32 exp in row kernels as ex2.approx of x log2 e (Variant::fexp,
+//                          lm_fexp: 2 SASS instructions; expf ~9). Unset: on where every
+//                          output is narrow (bf16, f16: the error is far below their rounding;
+//                          H200 2026-11-29 22:25 UTC, bf16 softmax of 32768 columns 86% -> 100%
+//                          of copy; 4096 columns unchanged), off elsewhere. A 4096-column
 //                          f32 softmax lane evaluates 32 exps a row (remat 2 recomputes e for
 //                          the stores): its kernel, mostly the row loop, 752 -> 440 SASS
 //                          instructions (~38 -> ~18 an element of a lane's 16, division
@@ -334,7 +337,8 @@ struct RowKnobs {
   int tpr = 0, rpb = 0, chunks = 4, minb = -1;
   int remat = -1;
   RowGrid grid = RowGrid::Auto;
-  bool sync1 = false, fexp = false;
+  bool sync1 = false;
+  int fexp = -1;  // -1: on where every output is narrow
   int col_unroll = 0, prefetch = -1;  // col_unroll 0: by walk length; prefetch -1: 1 on rows
                                       // of 4-byte types, 0 on narrow rows
   int peel = 2;
@@ -356,7 +360,7 @@ const RowKnobs& row_knobs() {
     r.grid = gs == "stride" ? RowGrid::Stride : gs == "rows" ? RowGrid::Rows : RowGrid::Auto;
     r.sync1 = get("LOOM_CUDA_ROW_SYNC", 1, 2, 2) == 1;
     r.prefetch = get("LOOM_CUDA_ROW_PREFETCH", 0, 2, -1);
-    r.fexp = get("LOOM_CUDA_ROW_FASTEXP", 0, 1, 0) == 1;
+    r.fexp = get("LOOM_CUDA_ROW_FASTEXP", 0, 1, -1);
     const int cu = get("LOOM_CUDA_COL_UNROLL", 0, 16, 0);  // 0: by walk length
     r.col_unroll = cu > 0 ? int(pow2ceil(cu)) : 0;
     r.peel = get("LOOM_CUDA_ROW_PEEL", 0, 2, 2);
@@ -527,7 +531,11 @@ Variant choose_variant(const Group& g, int sm) {
   v.reduce = true;
   int64_t cols = g.cols();
   const RowKnobs& kn = row_knobs();
-  v.fexp = kn.fexp && std::any_of(g.nodes.begin(), g.nodes.end(), [](const GNode& n) {
+  const bool narrow_out = std::all_of(g.outputs.begin(), g.outputs.end(), [&](const GOutput& o) {
+    return itemsize(g.nodes[o.node].dtype) < 4;
+  });
+  v.fexp = (kn.fexp >= 0 ? kn.fexp == 1 : narrow_out) &&
+           std::any_of(g.nodes.begin(), g.nodes.end(), [](const GNode& n) {
              return n.op == Op::Exp && n.dtype == DType::Float32;
            });
   int vw0 = 1;  // the chunk width without peeling
