@@ -338,7 +338,7 @@ struct RowKnobs {
   int remat = -1;
   RowGrid grid = RowGrid::Auto;
   bool sync1 = false;
-  int fexp = -1;  // -1: on where every output is narrow
+  int fexp = -1;                      // -1: on where every output is narrow
   int col_unroll = 0, prefetch = -1;  // col_unroll 0: by walk length; prefetch -1: 1 on rows
                                       // of 4-byte types, 0 on narrow rows
   int peel = 2;
@@ -535,9 +535,8 @@ Variant choose_variant(const Group& g, int sm) {
     return itemsize(g.nodes[o.node].dtype) < 4;
   });
   v.fexp = (kn.fexp >= 0 ? kn.fexp == 1 : narrow_out) &&
-           std::any_of(g.nodes.begin(), g.nodes.end(), [](const GNode& n) {
-             return n.op == Op::Exp && n.dtype == DType::Float32;
-           });
+           std::any_of(g.nodes.begin(), g.nodes.end(),
+                       [](const GNode& n) { return n.op == Op::Exp && n.dtype == DType::Float32; });
   int vw0 = 1;  // the chunk width without peeling
   if (layout == Layout::Columns) {
     v.tpr = 1, v.rpb = 256, v.unroll = col_unroll(cols);
