@@ -13,8 +13,6 @@ namespace {
 
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-DType out_dtype(const Group& g, int o) { return g.nodes[g.outputs[o].node].dtype; }
-
 // Elements from the 16-byte boundary at or below `st`'s data pointer to it. A zero-copy view
 // (DLPack from torch: base[:, 1:]) arrives as a pointer to its first element, so its
 // misalignment is in the pointer, not in the offset; kernels get the pointer rounded down and
@@ -132,6 +130,29 @@ const Strides& access_strides(const Group& g, int a) {
   int L = int(g.leaves.size());
   return a < L ? g.leaves[a].strides : g.outputs[a - L].strides;
 }
+// Access `a`'s element type, storage (null for index leaves) and offset (leaves 0..L-1, then
+// outputs), and its offset and pointer as a kernel receives them (ptr_residue moved over).
+DType access_dtype(const Group& g, int a) {
+  int L = int(g.leaves.size());
+  return a < L ? g.leaves[a].dtype : g.nodes[g.outputs[a - L].node].dtype;
+}
+const Storage* access_storage(const Group& g, int a) {
+  int L = int(g.leaves.size());
+  return a < L ? g.leaves[a].st.get() : g.outputs[a - L].st.get();
+}
+int64_t access_offset(const Group& g, int a) {
+  int L = int(g.leaves.size());
+  return a < L ? g.leaves[a].offset : g.outputs[a - L].offset;
+}
+int64_t kernel_offset(const Group& g, int a) {
+  return access_offset(g, a) + ptr_residue(access_storage(g, a), access_dtype(g, a));
+}
+uint64_t kernel_ptr(const Group& g, int a) {
+  const Storage* st = access_storage(g, a);
+  const DType dt = access_dtype(g, a);
+  return uint64_t(reinterpret_cast<uintptr_t>(st->data())) -
+         uint64_t(ptr_residue(st, dt) * int64_t(itemsize(dt)));
+}
 
 // Split rows when the row blocks cannot fill the machine and the rows are long enough to cut:
 // segments enough for about 8 blocks of 256 threads an SM (a full wave; 2 an SM measured at
@@ -155,9 +176,7 @@ int row_vector_width(const Group& g) {
     if (a < L && (!g.leaves[a].st || g.leaves[a].space != Space::Full)) return false;
     return access_strides(g, a)[R - 1] == 1;
   };
-  auto dtype = [&](int a) {
-    return a < L ? g.leaves[a].dtype : g.nodes[g.outputs[a - L].node].dtype;
-  };
+  auto dtype = [&](int a) { return access_dtype(g, a); };
   int n_acc = L + int(g.outputs.size());
   size_t min_isz = 16;
   for (int a = 0; a < n_acc; ++a)
@@ -171,8 +190,8 @@ int row_vector_width(const Group& g) {
       const Strides& st = access_strides(g, a);
       for (int d = 0; d < K; ++d)
         if (st[d] % W != 0) return false;
-      const Storage* mem = a < L ? g.leaves[a].st.get() : g.outputs[a - L].st.get();
-      int64_t off = a < L ? g.leaves[a].offset : g.outputs[a - L].offset;
+      const Storage* mem = access_storage(g, a);
+      int64_t off = access_offset(g, a);
       if (off % W != 0) return false;
       size_t align = std::min<size_t>(16, W * itemsize(dtype(a)));
       // Outputs not yet allocated count as aligned (allocations are 256-byte aligned).
@@ -204,9 +223,7 @@ bool peel_rows(const Group& g, int level, Variant& v) {
     if (a < L && (!g.leaves[a].st || g.leaves[a].space != Space::Full)) return false;
     return access_strides(g, a)[R - 1] == 1;
   };
-  auto dtype = [&](int a) {
-    return a < L ? g.leaves[a].dtype : g.nodes[g.outputs[a - L].node].dtype;
-  };
+  auto dtype = [&](int a) { return access_dtype(g, a); };
   size_t min_isz = 16;
   for (int a = 0; a < n_acc; ++a)
     if (unit(a)) min_isz = std::min(min_isz, itemsize(dtype(a)));
@@ -228,12 +245,9 @@ bool peel_rows(const Group& g, int level, Variant& v) {
   if (ref < 0) return false;
   // Offsets from the 16-byte boundary below each pointer (ptr_residue: pack_params passes the
   // same); outputs not yet allocated count as aligned (256 bytes).
-  auto mem = [&](int a) { return a < L ? g.leaves[a].st.get() : g.outputs[a - L].st.get(); };
-  auto off = [&](int a) {
-    return (a < L ? g.leaves[a].offset : g.outputs[a - L].offset) + ptr_residue(mem(a), dtype(a));
-  };
+  auto off = [&](int a) { return kernel_offset(g, a); };
   auto aligned = [&](int a) {
-    const Storage* m = mem(a);
+    const Storage* m = access_storage(g, a);
     return !m || !m->data() || reinterpret_cast<uintptr_t>(m->data()) % itemsize(dtype(a)) == 0;
   };
   auto same = [&](int64_t x, int64_t y) { return ((x - y) % W + W) % W == 0; };
@@ -437,9 +451,7 @@ int row_min_blocks(const Group& g, const Variant& v) {
 int inner_vector_width(const Group& g) {
   int R = int(g.space.size()), L = int(g.leaves.size()), n_acc = L + int(g.outputs.size());
   if (R < 2) return 0;
-  auto dtype = [&](int a) {
-    return a < L ? g.leaves[a].dtype : g.nodes[g.outputs[a - L].node].dtype;
-  };
+  auto dtype = [&](int a) { return access_dtype(g, a); };
   size_t min_isz = 16;
   for (int a = 0; a < n_acc; ++a) {
     if (a < L && !g.leaves[a].st) continue;
@@ -456,8 +468,8 @@ int inner_vector_width(const Group& g) {
       if (st[R - 1] != 1) continue;
       for (int d = 0; d < R - 1; ++d)
         if (st[d] % V != 0) return false;
-      const Storage* mem = a < L ? g.leaves[a].st.get() : g.outputs[a - L].st.get();
-      int64_t off = a < L ? g.leaves[a].offset : g.outputs[a - L].offset;
+      const Storage* mem = access_storage(g, a);
+      int64_t off = access_offset(g, a);
       if (off % V != 0) return false;
       size_t align = std::min<size_t>(16, V * itemsize(dtype(a)));
       if (mem && mem->data() && uint64_t(reinterpret_cast<uintptr_t>(mem->data())) % align != 0)
@@ -509,17 +521,16 @@ Variant choose_variant(const Group& g, int sm) {
       int64_t s = access_strides(g, a)[0];
       if (a >= L && s != 1) return v;
       if (s != 1) continue;
-      DType dt = a < L ? g.leaves[a].dtype : g.nodes[g.outputs[a - L].node].dtype;
-      min_isz = std::min(min_isz, itemsize(dt));
+      min_isz = std::min(min_isz, itemsize(access_dtype(g, a)));
     }
     int V = int(std::min<size_t>(8, 16 / min_isz));
     if (V <= 1 || g.space[0] < V) return v;
     for (int a = 0; a < n_acc; ++a) {
       if (a < L && !g.leaves[a].st) continue;
       if (access_strides(g, a)[0] != 1) continue;
-      const Storage* st = a < L ? g.leaves[a].st.get() : g.outputs[a - L].st.get();
-      DType dt = a < L ? g.leaves[a].dtype : g.nodes[g.outputs[a - L].node].dtype;
-      int64_t off = a < L ? g.leaves[a].offset : g.outputs[a - L].offset;
+      const Storage* st = access_storage(g, a);
+      DType dt = access_dtype(g, a);
+      int64_t off = access_offset(g, a);
       size_t align = std::min<size_t>(16, V * itemsize(dt));
       uint64_t addr = uint64_t(reinterpret_cast<uintptr_t>(st->data())) + off * itemsize(dt);
       if (st->data() && addr % align != 0) return v;  // outputs not yet allocated count as aligned
@@ -636,14 +647,8 @@ void pack_params(const Group& g, const ParamSpec& spec, const LaunchConfig& lc,
       p = scratch[1];
     else if (a == kCounters)
       p = scratch[2];
-    else if (a < L)
-      p = uint64_t(reinterpret_cast<uintptr_t>(g.leaves[a].st->data())) -
-          uint64_t(ptr_residue(g.leaves[a].st.get(), g.leaves[a].dtype) *
-                   int64_t(itemsize(g.leaves[a].dtype)));
     else
-      p = uint64_t(reinterpret_cast<uintptr_t>(g.outputs[a - L].st->data())) -
-          uint64_t(ptr_residue(g.outputs[a - L].st.get(), out_dtype(g, a - L)) *
-                   int64_t(itemsize(out_dtype(g, a - L))));
+      p = kernel_ptr(g, a);
     std::memcpy(b.data() + 8 * i, &p, 8);
   }
   for (int s = 0; s < spec.scalars; ++s) {
@@ -673,12 +678,8 @@ void pack_params(const Group& g, const ParamSpec& spec, const LaunchConfig& lc,
       case ValueSlot::Stride:
         x = access_strides(g, vs.access)[vs.dim];
         break;
-      case ValueSlot::Offset:  // (with the pointers' residues, as above)
-        x = vs.access < L
-                ? g.leaves[vs.access].offset +
-                      ptr_residue(g.leaves[vs.access].st.get(), g.leaves[vs.access].dtype)
-                : g.outputs[vs.access - L].offset +
-                      ptr_residue(g.outputs[vs.access - L].st.get(), out_dtype(g, vs.access - L));
+      case ValueSlot::Offset:  // (with the pointer's residue, as kernel_ptr)
+        x = kernel_offset(g, vs.access);
         break;
       case ValueSlot::SegLen:
         x = lc.seglen;
