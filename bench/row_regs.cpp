@@ -5,8 +5,9 @@
 // spill bytes a thread, the blocks an SM that fit (registers, threads, 32 blocks), and the rows
 // and input bytes an SM then holds in flight: what a row kernel at the memory wall lives on.
 //
-// Last, the suite's column mean (mean over dim 0 of [65536, 4096] f32): a thread a column.
+// Last, column means (mean over dim 0; the suite's is [65536, 4096] f32) of f32 and bf16.
 // LOOM_ROW_REGS_SRC=1 prints each generated source too (to read what a knob changed).
+// LOOM_ROW_REGS_OFFSET=d takes the row kernels' input as a view offset by d columns.
 //
 //   loom_row_regs [cols...]   (default 128 1000 4096 8192 32768)
 #include <cstdio>
@@ -38,13 +39,17 @@ int main(int argc, char** argv) {
   const std::regex regs_re("Used ([0-9]+) registers"), spill_re("([0-9]+) bytes spill stores");
   const char* show = std::getenv("LOOM_ROW_REGS_SRC");
   const bool src = show && std::string(show) == "1";
+  const char* offs = std::getenv("LOOM_ROW_REGS_OFFSET");
+  const int64_t off = offs ? std::atoll(offs) : 0;
   for (const char* op : {"softmax", "layer_norm", "rms_norm"})
     for (DType dt : {DType::Float32, DType::BFloat16})
       for (int64_t cols : cols_list) {
         manual_seed(1);
-        Tensor x = cast(rand({1024, cols}), dt);
+        // LOOM_ROW_REGS_OFFSET=d: the input is a view offset by d columns into rows of cols + 8
+        // (peeled rows, realigned by d; LOOM_CUDA_ROW_PEEL), read directly (no copy).
+        Tensor x = cast(rand({1024, cols + (off ? 8 : 0)}), dt);
         loom::sync();
-        Tensor xc = x.clone();
+        Tensor xc = off ? x.slice(1, off, off + cols) : x.clone();
         std::string o = op;
         Tensor y = o == "softmax"      ? softmax(xc, 1)
                    : o == "layer_norm" ? layer_norm(xc, {cols})
@@ -74,22 +79,42 @@ int main(int argc, char** argv) {
                     blocks, (long long)rows, double(rows * row_bytes) / 1024.0);
         if (src) std::printf("%s\n", k.source.c_str());
       }
-  {
-    // Column mean: registers and spills of each of its kernels (split: one per pass).
+  // Column means (mean over dim 0): a thread a column, or with vector columns (LOOM_CUDA_COL_VEC)
+  // cv adjacent columns a thread; registers of each kernel (split: one per pass).
+  // LOOM_ROW_REGS_DIR=dir writes each column kernel's source there as col_<dtype>_<cols>.cu, for
+  // `nvcc -ptx -arch=sm_90` (are the walk's loads ld.global.v4?).
+  const char* dir = std::getenv("LOOM_ROW_REGS_DIR");
+  struct ColCase {
+    DType dt;
+    int64_t rows, cols;
+  };
+  for (ColCase c : {ColCase{DType::Float32, 65536, 4096}, ColCase{DType::Float32, 16384, 1000},
+                    ColCase{DType::BFloat16, 16384, 4096}, ColCase{DType::BFloat16, 16384, 1000},
+                    ColCase{DType::BFloat16, 16384, 1001}}) {
     manual_seed(1);
-    Tensor x = rand({65536, 4096});
+    Tensor x = cast(rand({c.rows, c.cols}), c.dt);
     loom::sync();
     Tensor y = mean(x.clone(), Dims{0}, false);
     std::vector<Group> gs = plan_storage(y.storage());
-    if (gs.size() == 1) {
-      lc::Variant v = lc::choose_variant(gs[0], 132);
-      lc::Generated k = lc::generate(gs[0], v);
-      lc::CompileResult r = lc::compile(k.source, "col_regs", 9, 0, {"--ptxas-options=-v"});
-      std::string regs;
-      for (std::sregex_iterator it(r.log.begin(), r.log.end(), regs_re), end; it != end; ++it)
-        regs += (regs.empty() ? "" : ",") + (*it)[1].str();
-      std::printf("%-24s %-26s %5s\n", "column mean f32 65536", v.key().c_str(), regs.c_str());
-      if (src) std::printf("%s\n", k.source.c_str());
+    if (gs.size() != 1) continue;
+    lc::Variant v = lc::choose_variant(gs[0], 132);
+    lc::Generated k = lc::generate(gs[0], v);
+    lc::CompileResult r = lc::compile(k.source, "col_regs", 9, 0, {"--ptxas-options=-v"});
+    std::string regs;
+    for (std::sregex_iterator it(r.log.begin(), r.log.end(), regs_re), end; it != end; ++it)
+      regs += (regs.empty() ? "" : ",") + (*it)[1].str();
+    char name[64];
+    std::snprintf(name, sizeof name, "col mean %s %lldx%lld", dtype_name(c.dt), (long long)c.rows,
+                  (long long)c.cols);
+    std::printf("%-24s %-26s %5s\n", name, v.key().c_str(), regs.c_str());
+    if (src) std::printf("%s\n", k.source.c_str());
+    if (dir) {
+      std::string path =
+          std::string(dir) + "/col_" + dtype_name(c.dt) + "_" + std::to_string(c.cols) + ".cu";
+      if (FILE* f = std::fopen(path.c_str(), "w")) {
+        std::fputs(k.source.c_str(), f);
+        std::fclose(f);
+      }
     }
   }
   return 0;

@@ -177,6 +177,12 @@ std::vector<lc::Variant> variants_for(const Group& g, bool all) {
       for (lc::Variant u : {loop, split}) {
         u.unroll = 8;
         vs.push_back(u);
+        // Vector columns (LOOM_CUDA_COL_VEC): 4 columns a thread 8 rows a step, 2 at 1.
+        if (g.n_kept < 1) continue;
+        u.vec = 4;
+        vs.push_back(u);
+        u.vec = 2, u.unroll = 1;
+        vs.push_back(u);
       }
   }
   return vs;
@@ -726,8 +732,8 @@ TEST_CASE("codegen: a zero-copy view with a misaligned pointer is realigned like
   Tensor wide = data({1024, 4104}, DType::BFloat16);
   const char* base = static_cast<const char*>(wide.data_ptr());
   REQUIRE(reinterpret_cast<uintptr_t>(base) % 16 == 0);
-  Tensor ext = from_external(const_cast<char*>(base) + 2, {1024, 4096}, {4104, 1},
-                             DType::BFloat16, kCPU, [wide] {});
+  Tensor ext = from_external(const_cast<char*>(base) + 2, {1024, 4096}, {4104, 1}, DType::BFloat16,
+                             kCPU, [wide] {});
   Group gv = only(softmax(wide.slice(1, 1, 4097), 1)), ge = only(softmax(ext, 1));
   lc::Variant vv = lc::choose_variant(gv, 132), ve = lc::choose_variant(ge, 132);
   CHECK(ve.key() == vv.key());
@@ -875,6 +881,97 @@ TEST_CASE("codegen: row knobs: one barrier a combine, next-row prefetch, column 
   StrictGuard strict;
   for (const std::string& src : srcs)
     CHECK_FALSE(lc::compile(src, "loom_row_knobs", 9, 0).cubin.empty());
+}
+
+// Column reductions over contiguous columns (LOOM_CUDA_COL_VEC, default 1): a thread takes 16
+// bytes of adjacent columns as one vector load a walked row; each column keeps its own
+// accumulator and the scalar kernel's order. Strided, odd or misaligned columns take narrower
+// vectors or one column a thread.
+TEST_CASE("codegen: column reductions load adjacent columns as one vector") {
+  const char* knob = std::getenv("LOOM_CUDA_COL_VEC");
+  const bool on = !knob || std::string(knob) != "0";
+  auto mean0 = [](const Tensor& x) { return only(mean(x, Dims{0}, false)); };
+  Tensor f = data({4096, 1000}, DType::Float32), h = data({4096, 4096}, DType::BFloat16);
+  Tensor f4 = data({4096, 4096}, DType::Float32), d = data({512, 1000}, DType::Float64);
+  Tensor o = data({4096, 1001}, DType::Float32), ho = data({4096, 1001}, DType::BFloat16);
+  struct Want {
+    Group g;
+    int vec;
+    const char* what;
+  };
+  const std::vector<Want> wants = {
+      {mean0(f.clone()), 4, "f32 1000"},
+      {mean0(f4.clone()), 4, "f32 4096"},
+      {mean0(h.clone()), 8, "bf16 4096"},
+      {mean0(h.slice(1, 0, 1000)), 8, "bf16 1000 columns of 4096"},
+      {mean0(d.clone()), 2, "f64 1000"},
+      {mean0(o.clone()), 0, "f32 1001: rows 4-byte aligned only"},
+      {mean0(ho.clone()), 0, "bf16 1001"},
+      {mean0(f.t()), 0, "transposed: the kept dim strided"},
+      {mean0(f.slice(1, 1, 997)), 0, "offset 1"},
+      {mean0(f.slice(1, 2, 998)), 2, "offset 2: 8-byte vectors"},
+      {mean0(f.slice(1, 4, 1000)), 4, "offset 4"},
+      {mean0(f.slice(0, 0, 4096, 2)), 4, "every other row"},
+      {mean0(f.slice(1, 0, 1000, 2)), 0, "every other column"},
+      // A Full leaf constant along the kept dim broadcasts to each column; weights per column
+      // (a Row leaf) are read element by element.
+      {only(sum(f.clone() * data({4096, 2}, DType::Float32, 5).slice(1, 0, 1), {0})), 4,
+       "row-broadcast factor"},
+      {only(sum(f.clone(), {0}) * data({1000}, DType::Float32, 6)), 4, "column weights"},
+  };
+  std::vector<std::string> srcs;
+  for (const Want& w : wants) {
+    lc::Variant v = lc::choose_variant(w.g, 132);
+    INFO(w.what << ": " << v.key());
+    REQUIRE(lc::layout_of(w.g) == lc::Layout::Columns);
+    CHECK(v.vec == (on ? w.vec : 0));
+    if (v.vec < 2) continue;
+    CHECK(v.key().find("_c" + std::to_string(v.vec)) != std::string::npos);
+    std::string src = lc::generate(w.g, v).source;
+    INFO(src);
+    // One vector load a leaf a walked row, each column accumulated in its own array slot.
+    const DType dt = w.g.leaves[0].dtype;
+    const std::string vt = dt == DType::BFloat16 ? "lm_vec<unsigned, " + std::to_string(v.vec / 2)
+                                                 : std::string("lm_vec<") +
+                                                       (dt == DType::Float64 ? "double" : "float") +
+                                                       ", " + std::to_string(v.vec);
+    CHECK(count(src, "lw0[k] = *(const " + vt + ">*)") == (v.unroll > 1 ? 2 : 1));
+    CHECK(count(src, "for (int e = 0; e < " + std::to_string(v.vec) + "; ++e)") >= 3);
+    CHECK(count(src, "& a") >= 1);
+    // The launch covers each group of vec columns once.
+    lc::LaunchConfig c = lc::launch_config(w.g, v, 132);
+    CHECK(int64_t(c.grid_x) * c.block * v.vec >= w.g.rows());
+    if (v.split) CHECK(int64_t(c.grid_x - 1) * c.block * v.vec < w.g.rows());
+    srcs.push_back(src);
+  }
+  // Same columns, same order: the sum's walk visits rows as the scalar kernel does (8 a step,
+  // then the guarded rest), the combine of a split visits segments in order.
+  lc::Variant v = lc::choose_variant(wants[0].g, 132);
+  if (on) {
+    REQUIRE(v.split);
+    v.unroll = 8;
+    lc::Variant s = v;
+    s.vec = 0;
+    std::string vs = lc::generate(wants[0].g, v).source, ss = lc::generate(wants[0].g, s).source;
+    CHECK(count(vs, "for (; cb + 7u < ch1; cb += 8u)") == 1);
+    CHECK(count(ss, "for (; cb + 7u < ch1; cb += 8u)") == 1);
+    CHECK(count(vs, "for (U s = 0; s < gridDim.y; s += 1)") == 1);
+    CHECK(count(vs, "const U row = ((U)blockIdx.x * 256u + grp) * 4u;") == 1);
+    // The loop kernel (no split) walks groups of 4 rows.
+    lc::Variant l = v;
+    l.split = false;
+    CHECK(count(lc::generate(wants[0].g, l).source, "rb < rows / 4u") == 1);
+    srcs.push_back(lc::generate(wants[0].g, l).source);
+  }
+  // A persistent column kernel (rows of up to 16) is never vectorized.
+  Tensor shortc = data({8, 1024}, DType::Float32);
+  lc::Variant p = lc::choose_variant(mean0(shortc.clone()), 132);
+  CHECK(p.k > 0);
+  CHECK(p.vec == 0);
+  if (!lc::nvrtc_available()) return;
+  StrictGuard strict;
+  for (const std::string& src : srcs)
+    CHECK_FALSE(lc::compile(src, "loom_col_vec", 9, 0).cubin.empty());
 }
 
 TEST_CASE("codegen: row knobs: fast exp, grid modes") {
