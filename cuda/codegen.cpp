@@ -17,6 +17,7 @@ std::string Variant::key() const {
     if (vec > 1) os << "_u" << unroll << (roll ? "_roll" : "");
   } else {
     os << (split ? "split" : "row") << "_t" << tpr << "_r" << rpb << "_k" << k << "_w" << vw;
+    if (vec > 1) os << "_c" << vec;
     if (remat) os << "_m" << (remat > 1 ? "2" : "");
     if (minb > 0) os << "_b" << minb;
     if (unroll > 1) os << "_u" << unroll;
@@ -25,7 +26,6 @@ std::string Variant::key() const {
     if (fexp) os << "_x";
     if (shift >= 0) os << "_h" << shift << "n" << std::hex << novec << std::dec;
     if (shifted) os << "d" << dshift << "s" << std::hex << shifted << std::dec;
-    if (vec > 1) os << "_c" << vec;
   }
   return os.str();
 }

@@ -16,7 +16,8 @@
 //              `roll` keep the lane loop rolled so the element body is compiled once.
 //              (codegen_pointwise.cpp says how.)
 //   rows       reductions and normalizations: a group of `tpr` threads per row (1: a thread per
-//              row, for column reductions whose kept dim is the contiguous one; 32: a warp; up
+//              row, for column reductions whose kept dim is the contiguous one, or with vec > 1
+//              vec adjacent rows a thread read as one vector a walked row; 32: a warp; up
 //              to 1024: a block). A row is walked in chunks of `vw` columns, lane l taking
 //              chunks l, l + tpr, ...; a unit-stride access of a chunk is one vector (16 bytes
 //              of the narrowest unit-stride type, when the row is contiguous, cols % vw == 0 and
@@ -86,7 +87,7 @@ struct Variant {
                             // "split_t256_r1_k0_w4", "split_t1_r256_k0_w1_u8", "row_t256_..._s1",
                             // "row_t128_r2_k4_w8_m_h0n4" (peeled: shift 0, novec 0x4),
                             // "row_..._h1n0d1s1" (leaf 0 realigned by 1),
-                            // "split_t1_r256_k0_w1_u8_c4" (vec 4: 4 columns a thread)
+                            // "split_t1_r256_k0_w1_c4_u8" (vec 4: 4 columns a thread)
 };
 
 // A runtime value the kernel reads from its parameter block (p.v[i]).

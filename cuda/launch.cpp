@@ -388,6 +388,15 @@ bool narrow_rows(const Group& g) {
 //                          alignment element-wise (odd row lengths); 2 (default) also inputs
 //                          offset from that grid by d elements on every row as two vectors a
 //                          chunk, realigned in registers (an offset view)
+//   LOOM_CUDA_ROW_PEEL_REMAT=1|2  narrow peeled rows with an exp (a bf16 softmax of odd length or
+//                          of an offset view): 1 remat 1 like the other narrow rows (before
+//                          2026-11-30; H200 offset-1 [65536, 4096] bf16 softmax 54-59% of copy,
+//                          layer_norm 82%, rms_norm 88%); 2 (default) remat 2, its exps
+//                          recomputed: ptxas sm_90 64 -> 32 registers, 4 -> 8 blocks an SM, 4 ->
+//                          8 rows (32 -> 64 KB) in flight an SM at 4096 columns, 32 -> 64 rows at
+//                          1001 (bench/row_regs.cpp with LOOM_ROW_REGS_OFFSET=1); an exp is
+//                          2 instructions (fast exp, on for narrow outputs). LOOM_CUDA_ROW_REMAT
+//                          overrides both
 //   LOOM_CUDA_COL_UNROLL=n column reductions (a thread a kept column, loop and split): rows a
 //                          thread loads a step, unguarded whole steps first so the n strided
 //                          loads issue together (order of the sum unchanged, so results are
@@ -415,6 +424,7 @@ struct RowKnobs {
   int col_unroll = 0, prefetch = -1;  // col_unroll 0: by walk length; prefetch -1: 1 on rows
                                       // of 4-byte types, 0 on narrow rows
   int peel = 2;
+  int peel_remat = 2;
 };
 const RowKnobs& row_knobs() {
   static const RowKnobs k = [] {
@@ -437,6 +447,7 @@ const RowKnobs& row_knobs() {
     const int cu = get("LOOM_CUDA_COL_UNROLL", 0, 16, 0);  // 0: by walk length
     r.col_unroll = cu > 0 ? int(pow2ceil(cu)) : 0;
     r.peel = get("LOOM_CUDA_ROW_PEEL", 0, 2, 2);
+    r.peel_remat = get("LOOM_CUDA_ROW_PEEL_REMAT", 1, 2, 2);
     return r;
   }();
   return k;
@@ -473,11 +484,17 @@ void row_geometry(const Group& g, int64_t nch, int vw, Variant& v) {
     v.remat = 0;  // nothing held: keep the loop kernels' key
     return false;
   };
+  // Peeled narrow rows with an exp (a softmax; LOOM_CUDA_ROW_PEEL_REMAT): remat 2. Their extra
+  // chunk takes a 4096-column row to 256 lanes of about 2 chunks each, so at remat 1's 64
+  // registers 4 blocks an SM hold 4 rows (32 KB) against the norms' 8; remat 2 keeps 32.
+  const bool peel_exp =
+      kn.peel_remat == 2 && v.shift >= 0 &&
+      std::any_of(g.nodes.begin(), g.nodes.end(), [](auto& n) { return n.op == Op::Exp; });
   if (kn.remat >= 0) {
     fit(kn.remat);
   } else if (!narrow_rows(g)) {
     fit(2);
-  } else if (!fit(1)) {
+  } else if (!fit(peel_exp ? 2 : 1)) {
     fit(2);
   }
 }
