@@ -62,36 +62,37 @@ struct Case {
   int64_t offset = 0;
 };
 
-// The input on the CPU (x, values rounded to dt) and the same layout on the GPU.
-std::pair<Tensor, Tensor> inputs(const Case& c, uint32_t seed) {
+// The input on the CPU (x, values rounded to dt) and the same layout on `dev`.
+std::pair<Tensor, Tensor> inputs(const Case& c, uint32_t seed, const Device& dev) {
   switch (c.form) {
     case Form::Contiguous: {
       Tensor x = lt::random({c.rows, c.cols}, c.dt, seed);
-      return {x, x.to(kGPU)};
+      return {x, x.to(dev)};
     }
     case Form::Offset: {
       Tensor b = lt::random({c.rows, c.cols + 8}, c.dt, seed);
       return {b.slice(1, c.offset, c.offset + c.cols),
-              b.to(kGPU).slice(1, c.offset, c.offset + c.cols)};
+              b.to(dev).slice(1, c.offset, c.offset + c.cols)};
     }
     case Form::EveryOther: {
       Tensor b = lt::random({c.rows, 2 * c.cols}, c.dt, seed);
-      return {b.slice(1, 0, 2 * c.cols, 2), b.to(kGPU).slice(1, 0, 2 * c.cols, 2)};
+      return {b.slice(1, 0, 2 * c.cols, 2), b.to(dev).slice(1, 0, 2 * c.cols, 2)};
     }
     case Form::EveryOtherRow: {
       Tensor b = lt::random({2 * c.rows, c.cols}, c.dt, seed);
-      return {b.slice(0, 0, 2 * c.rows, 2), b.to(kGPU).slice(0, 0, 2 * c.rows, 2)};
+      return {b.slice(0, 0, 2 * c.rows, 2), b.to(dev).slice(0, 0, 2 * c.rows, 2)};
     }
   }
   return {};
 }
 
-void check_cols(const std::vector<Case>& cases) {
+// Every op on `dev` against the float64 reference (argmax: against the CPU device).
+void check_cols(const Device& dev, const std::vector<Case>& cases) {
   uint32_t seed = 70;
   for (const Case& c : cases) {
-    auto [x, gx] = inputs(c, ++seed);
+    auto [x, gx] = inputs(c, ++seed, dev);
     Tensor w = lt::random({c.cols}, c.dt, ++seed, 0.5, 1.5);
-    Tensor gw = w.to(kGPU);
+    Tensor gw = w.to(dev);
     const std::vector<double> hx = lt::host(x), hw = lt::host(w);
     loom::sync();
     const bool f32 = c.dt == DType::Float32;
@@ -128,20 +129,30 @@ void check_cols(const std::vector<Case>& cases) {
 
 }  // namespace
 
+// The references and tolerances themselves, on the CPU device (the reference semantics).
+TEST_CASE("gpu: column reduction references agree with the CPU device") {
+  const Device cpu{DeviceKind::CPU, 0};
+  check_cols(cpu, {{2000, 1000, DType::Float32},
+                   {2000, 1000, DType::BFloat16},
+                   {300, 996, DType::BFloat16, Form::Offset, 2},
+                   {300, 1000, DType::Float32, Form::EveryOther},
+                   {300, 1000, DType::BFloat16, Form::EveryOtherRow}});
+}
+
 // Columns of every form: tall (split: [20000, n] and [3000, 4096]), short (a loop kernel over
 // 100 rows) and many (a loop kernel over 140000 columns), 1000 / 4096 / 1001 columns.
 TEST_CASE("gpu: column reductions of contiguous columns match float64 references") {
   if (skip()) return;
-  check_cols({{20000, 1000, DType::Float32},
-              {20000, 1000, DType::BFloat16},
-              {3000, 4096, DType::Float32},
-              {3000, 4096, DType::BFloat16},
-              {20000, 1001, DType::Float32},
-              {20000, 1001, DType::BFloat16},
-              {100, 4096, DType::BFloat16},
-              {100, 1000, DType::Float32},
-              {40, 140000, DType::Float32},
-              {40, 140000, DType::BFloat16}});
+  check_cols(kGPU, {{20000, 1000, DType::Float32},
+                    {20000, 1000, DType::BFloat16},
+                    {3000, 4096, DType::Float32},
+                    {3000, 4096, DType::BFloat16},
+                    {20000, 1001, DType::Float32},
+                    {20000, 1001, DType::BFloat16},
+                    {100, 4096, DType::BFloat16},
+                    {100, 1000, DType::Float32},
+                    {40, 140000, DType::Float32},
+                    {40, 140000, DType::BFloat16}});
 }
 
 // Views: offset by 2 and 4 columns (f32: 8- and 16-byte vectors; bf16 offset 2: 4-byte ones),
@@ -149,12 +160,12 @@ TEST_CASE("gpu: column reductions of contiguous columns match float64 references
 // column) and every other row (vectors: the row stride keeps them aligned).
 TEST_CASE("gpu: column reductions of strided and offset columns match float64 references") {
   if (skip()) return;
-  check_cols({{5000, 996, DType::Float32, Form::Offset, 2},
-              {5000, 996, DType::Float32, Form::Offset, 4},
-              {5000, 996, DType::BFloat16, Form::Offset, 2},
-              {5000, 996, DType::BFloat16, Form::Offset, 1},
-              {5000, 1000, DType::Float32, Form::EveryOther},
-              {5000, 1000, DType::BFloat16, Form::EveryOther},
-              {5000, 1000, DType::Float32, Form::EveryOtherRow},
-              {5000, 1000, DType::BFloat16, Form::EveryOtherRow}});
+  check_cols(kGPU, {{5000, 996, DType::Float32, Form::Offset, 2},
+                    {5000, 996, DType::Float32, Form::Offset, 4},
+                    {5000, 996, DType::BFloat16, Form::Offset, 2},
+                    {5000, 996, DType::BFloat16, Form::Offset, 1},
+                    {5000, 1000, DType::Float32, Form::EveryOther},
+                    {5000, 1000, DType::BFloat16, Form::EveryOther},
+                    {5000, 1000, DType::Float32, Form::EveryOtherRow},
+                    {5000, 1000, DType::BFloat16, Form::EveryOtherRow}});
 }
