@@ -158,7 +158,7 @@ uint64_t kernel_ptr(const Group& g, int a) {
 int col_vec_mode() {
   static const int m = [] {
     const std::string e = env_str("LOOM_CUDA_COL_VEC");
-    return e.empty() ? 1 : std::clamp(std::atoi(e.c_str()), 0, 2);
+    return e.empty() ? 0 : std::clamp(std::atoi(e.c_str()), 0, 2);
   }();
   return m;
 }
@@ -409,12 +409,15 @@ bool narrow_rows(const Group& g) {
 //                          col_vector_width): 0 a thread a column, its 2 or 4 bytes a walked row
 //                          (before 2026-11-30; H200: bf16 [65536, 4096] col mean 59-72% of copy,
 //                          f32 1000 columns 76-82%: a bf16 warp loads half a 128-byte line a
-//                          row); 1 (default) a thread takes 16 bytes of adjacent columns a row
-//                          (4 f32, 8 bf16) as one vector load, the segments of a split as for
-//                          0 (vec times fewer threads, each with vec times the bytes in flight);
-//                          2 as 1 with vec times the segments (as many threads as 0; vec times
-//                          the partial sums). Each column is summed in the same order at every
-//                          level: results are bit-identical.
+//                          row); 1 a thread takes 16 bytes of adjacent columns a row (4 f32,
+//                          8 bf16) as one vector load, the segments of a split as for 0 (vec
+//                          times fewer threads, each with vec times the bytes in flight); 2 as 1
+//                          with vec times the segments (as many threads as 0; vec times the
+//                          partial sums). Each column is summed in the same order at every
+//                          level: results are bit-identical. Default 0: on the H200
+//                          (2026-11-30 00:45, rows_sweep A/B) level 1 lost everywhere: f32 1000
+//                          columns 77 -> 66% of copy, 4096 95 -> 91%, bf16 1000 61 -> 35%,
+//                          4096 68 -> 62%.
 struct RowKnobs {
   int tpr = 0, rpb = 0, chunks = 4, minb = -1;
   int remat = -1;
