@@ -7,11 +7,13 @@
 //   [tanh|sigmoid|exp] (default all three): every float32 input (2^32) through the vector
 //     kernels and through the fused loop that inlines them (pair_unary_f32, as -0 + f(x)),
 //     against the scalar forms, which divide with IEEE division: minutes a function.
-// --ulp: also the worst error against float64 (slower). LOOM_CPU_RCP=0 runs the vdivps forms.
-// Result (Xeon, Sapphire Rapids class, 2026-11-30, gcc 12 -O3 -march=native): --div 0 of
-// 2113929216 reciprocals and 0 of 1065353217 quotients differ; tanh, sigmoid and exp: 0 of 2^32
-// inputs differ, vector or fused loop (without the e nudge of v_rcp: 82 reciprocals, the b with
-// all-ones significands, and 6291459 sigmoid inputs differ).
+//   --relu: the fused loop's relu on every float32, against the scalar relu.
+// --ulp: also the worst error against float64 (slower). Run with LOOM_CPU_RCP=1 to check the
+// reciprocal forms (vdivps is the default).
+// Result (Xeon, Sapphire Rapids class, 2026-11-30, gcc 12 Release, -march=native): --div: 0 of
+// 2113929216 reciprocals and 0 of 1065353217 quotients differ; LOOM_CPU_RCP=1: RESULT_PENDING.
+// Without v_rcp's nudge of e, 82 reciprocals in [1, 2^82) (the all-ones significand of each
+// binade) and 6291459 sigmoid inputs differed.
 #include <algorithm>
 #include <bit>
 #include <chrono>
@@ -89,6 +91,26 @@ int64_t check_div(bool rcp, uint32_t lo, uint32_t hi) {
   return bad;
 }
 
+// The fused loop's relu (one vfixupimmps) on every float v, as relu(v * exp(0)), against the
+// scalar relu (v > 0 ? v : NaN kept : +0). Returns the number that differ.
+int64_t check_relu() {
+  constexpr int64_t kChunk = 1 << 20;
+  std::vector<float> v(kChunk), zero(kChunk, 0.f), got(kChunk);
+  int64_t bad = 0;
+  for (uint64_t base = 0; base < (uint64_t(1) << 32); base += kChunk) {
+    for (int64_t i = 0; i < kChunk; ++i) v[size_t(i)] = std::bit_cast<float>(uint32_t(base + i));
+    cpu::pair_unary_f32(Op::Copy, v.data(), 1, v.data(), 1, Op::Mul, true, Op::Exp, zero.data(),
+                        true, got.data(), kChunk);
+    for (int64_t i = 0; i < kChunk; ++i) {
+      float x = v[size_t(i)], want = x > 0 ? x : (x != x ? x : 0.f);
+      if (!same(got[size_t(i)], want) && ++bad <= 10)
+        std::printf("  relu(%a): %a, want %a\n", x, got[size_t(i)], want);
+    }
+  }
+  std::printf("relu: %lld of 2^32 differ\n", (long long)bad);
+  return bad;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -97,6 +119,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--ulp")) {
       ulp = true;
+    } else if (!std::strcmp(argv[i], "--relu")) {
+      return check_relu() ? 1 : 0;
     } else if (!std::strcmp(argv[i], "--div")) {
       // every normal divisor below 2^126 (past it 1 / b is subnormal); m from -0 down to -1, +0
       int64_t bad = check_div(true, std::bit_cast<uint32_t>(0x1p-126f),
@@ -140,11 +164,12 @@ int main(int argc, char** argv) {
     }
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf(
-        "%-8s 2^32 inputs: %lld vector and %lld fused-loop results differ from the scalar "
-        "form",
+        "%-8s of 2^32 inputs, %lld vector and %lld fused-loop results differ from the "
+        "scalar form",
         f.name, (long long)bad, (long long)bad_fused);
     if (ulp) std::printf("; worst %.3f ulp vs float64 at %a", worst, worst_at);
     std::printf(" (%.0f s)\n", s);
+    std::fflush(stdout);
     bad_total += bad + bad_fused > 0;
   }
   return bad_total ? 1 : 0;
