@@ -227,10 +227,11 @@ bool vmath_on() {
 #if defined(__AVX512F__)
 // Whether tanh and sigmoid divide by v_rcp / v_div or by vdivps (default): LOOM_CPU_RCP=1 / 0,
 // read once; the same bits either way. vdivps by default: on this Sapphire Rapids class box the
-// kernels are bound by the two vector ports (p0, p5) at ~10 cycles a vector, the divider (~8-10)
-// runs beside them, and v_div's 8 extra uops (v_rcp's 5) made tanh and the chain8 pair loops
-// ~40% slower (2026-11-30). A core whose divider is the bottleneck (more vector ports, a slower
-// divider) may differ: A/B with loom_bench --chain8.
+// kernels are bound by the two vector ports (p0, p5) and the divider about equally (~10 cycles
+// a vector each: the divider runs beside the ports), so v_div's 8 extra port uops (v_rcp's 5)
+// cost more than the divider saves: tanh ~50% and sigmoid ~20% slower a vector, chain8 fused
+// 10.0-10.4 ms -> 11.2-13.2 ms (2026-11-30). A core with a slower divider or more vector ports
+// may differ: A/B with loom_bench --chain8.
 static bool rcp_on() {
   static const bool on = env_flag("LOOM_CPU_RCP", false);
   return on;
