@@ -161,6 +161,49 @@ TEST_CASE("cpu vmath: special values, signs and NaN") {
   CHECK(ulp_error(y, ref_sigmoid(-100.0)) <= 1);
 }
 
+// The division tanh and sigmoid can use (LOOM_CPU_RCP=1: vrcp14ps, Newton steps, a
+// correction) against IEEE division, bit for bit, on its hard cases and random ones (the full
+// proof: bench/vmath_exhaustive.cpp --div). Odd lengths: the masked tail too.
+TEST_CASE("cpu vmath: reciprocal-and-Newton division gives IEEE division's bits") {
+  std::mt19937 g(11);
+  std::vector<float> b;
+  // every all-ones significand (2 - 2^-23) 2^e, where a plain second Newton step ties the wrong
+  // way, its neighbours, and powers of two, both signs
+  for (int e = -126; e < 125; ++e)
+    for (int d = -3; d <= 3; ++d) {
+      float v = std::bit_cast<float>(std::bit_cast<uint32_t>(std::ldexp(1.f, e + 1)) + d);
+      b.push_back(v);
+      b.push_back(-v);
+    }
+  std::uniform_int_distribution<uint32_t> bits(std::bit_cast<uint32_t>(0x1p-126f),
+                                               std::bit_cast<uint32_t>(0x1p126f) - 1);
+  for (int i = 0; i < 1 << 18; ++i) b.push_back(std::bit_cast<float>(bits(g)));
+  b.push_back(0.7f);  // sigmoid's divisor range: [0.7, 2^116]
+  std::vector<float> got(b.size());
+  cpu::rcp_f32(b.data(), got.data(), int64_t(b.size()));
+  int64_t bad = 0;
+  float at = 0;
+  for (size_t i = 0; i < b.size(); ++i)
+    if (std::bit_cast<uint32_t>(got[i]) != std::bit_cast<uint32_t>(1.f / b[i])) ++bad, at = b[i];
+  INFO("1 / b differs at b = " << at);
+  CHECK(bad == 0);
+  // tanh's m / (-2 - m), m in [-1, 0]: tiny m (divisor -2 + ulp: the tie above) and random
+  std::vector<float> m = {0.f,         -0.f,       -1.f,       -0x1p-23f,        -0x1p-24f,
+                          -0x1.8p-23f, -0x1p-149f, -0x1p-126f, -0x1.8f5c02p-19f, -0.5f};
+  std::uniform_int_distribution<uint32_t> mb(std::bit_cast<uint32_t>(-0.f),
+                                             std::bit_cast<uint32_t>(-1.f));
+  for (int i = 0; i < 1 << 18; ++i) m.push_back(std::bit_cast<float>(mb(g)));
+  m.push_back(-0x1.fffffep-1f);
+  std::vector<float> den(m.size()), q(m.size());
+  for (size_t i = 0; i < m.size(); ++i) den[i] = -2.f - m[i];
+  cpu::div_f32(m.data(), den.data(), q.data(), int64_t(m.size()));
+  bad = 0;
+  for (size_t i = 0; i < m.size(); ++i)
+    if (std::bit_cast<uint32_t>(q[i]) != std::bit_cast<uint32_t>(m[i] / den[i])) ++bad, at = m[i];
+  INFO("m / (-2 - m) differs at m = " << at);
+  CHECK(bad == 0);
+}
+
 TEST_CASE("cpu vmath: the same value at every position (masked tails) and exp_sub") {
   std::mt19937 g(3);
   std::normal_distribution<float> nd(0.f, 4.f);
