@@ -7,7 +7,8 @@
 
 namespace loom {
 
-GroupBuilder::GroupBuilder(Shape S, std::vector<int> axes) : S_(std::move(S)), axes_(std::move(axes)) {}
+GroupBuilder::GroupBuilder(Shape S, std::vector<int> axes)
+    : S_(std::move(S)), axes_(std::move(axes)) {}
 
 int GroupBuilder::push(GNode g) {
   g_.nodes.push_back(g);
@@ -35,10 +36,10 @@ Strides GroupBuilder::to_space(const Strides& st, const Shape& shape, bool row) 
   return out;
 }
 
-int GroupBuilder::add_const(const Node& c) {
-  GNode g{Op::Const, c.dtype, Space::Row};
+int GroupBuilder::add_scalar(Scalar v, DType dt) {
+  GNode g{Op::Const, dt, Space::Row};
   g.scalar = int(g_.scalars.size());
-  g_.scalars.push_back(c.value);
+  g_.scalars.push_back(v);
   return push(g);
 }
 

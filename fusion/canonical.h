@@ -13,7 +13,9 @@ class GroupBuilder {
  public:
   GroupBuilder(Shape S, std::vector<int> axes);
   // A constant's value as a scalar node (the caller adds each constant once).
-  int add_const(const Node& c);
+  int add_const(const Node& c) { return add_scalar(c.value, c.dtype); }
+  // A scalar operand (kernel argument) of dtype `dt` as a row-space node.
+  int add_scalar(Scalar v, DType dt);
   int add_load(const Input& in, Space sp, const Shape& node_shape);
   // `args`: the builder ids of n's inputs (for a materialized constant, its add_const id).
   int add_node(const Node& n, Space sp, const int* args, int nargs);

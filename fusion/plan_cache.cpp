@@ -110,6 +110,10 @@ bool describe(Cache& c, const std::vector<std::shared_ptr<Storage>>& dag,
     for (int64_t x : n.shape) k.push_back(uint64_t(x));
     for (int a : n.axes) k.push_back(uint64_t(a));
     for (auto& in : n.in) {
+      if (!in.st) {  // the scalar operand: its dtype and kind (a signature holds the kind)
+        k.push_back(uint64_t(in.dtype) << 32 | uint64_t(1) << 43 | uint64_t(n.value.kind) << 44);
+        continue;
+      }
       Storage& s = *in.st;
       if (s.mark_epoch != e) {  // a ready input (or pending elsewhere): its class
         s.mark_epoch = e;
@@ -147,9 +151,11 @@ uint64_t hash_of(const std::vector<uint64_t>& k) {
 // The code of a storage of the plan (marks as set by describe; the planner keeps dag marks).
 int32_t code_of(const Storage* s) { return s ? int32_t(s->mark) : kNoStorage; }
 
+// Const, or a node's scalar operand: its value; Rand/Randn: seed, offset (as the builder adds
+// them).
 Scalar scalar_value(const Node& n, int part) {
-  if (n.op == Op::Const) return n.value;
-  return Scalar(int64_t(part == 0 ? n.seed : n.offset));  // Rand/Randn, as the builder adds them
+  if (n.op == Op::Rand || n.op == Op::Randn) return Scalar(int64_t(part == 0 ? n.seed : n.offset));
+  return n.value;
 }
 
 }  // namespace

@@ -70,7 +70,7 @@ class Planner {
       if (pn.n->base && idx(pn.n->base.get()) >= 0) nodes_[idx(pn.n->base.get())].in_memory = true;
       if (is_opaque(pn.n->op))
         for (auto& in : pn.n->in)
-          if (idx(in.st.get()) >= 0) nodes_[idx(in.st.get())].in_memory = true;
+          if (in.st && idx(in.st.get()) >= 0) nodes_[idx(in.st.get())].in_memory = true;
     }
   }
 
@@ -97,9 +97,10 @@ class Planner {
   std::vector<std::vector<int>> gdeps_;
   std::vector<int> member_id_, const_id_, set_;  // build(): builder ids by planner index
 
-  // Index of the pending producer of an input in this flush, or -1 (ready memory).
+  // Index of the pending producer of an input in this flush, or -1 (ready memory, or a scalar
+  // operand: no storage).
   int producer(const Input& in) const {
-    if (!in.st->pending()) return -1;
+    if (!in.st || !in.st->pending()) return -1;
     return idx(in.st.get());
   }
   bool is_const(int p) const { return p >= 0 && nodes_[p].n->op == Op::Const; }
@@ -326,6 +327,7 @@ class Planner {
   }
   void count_leaves(int g, int i) {
     for (auto& in : nodes_[i].n->in) {
+      if (!in.st) continue;  // a scalar operand: a kernel argument, not memory
       int p = producer(in);
       if (p < 0 || (nodes_[p].group != g && !is_const(p))) groups_[g].leaves++;
     }
@@ -424,7 +426,11 @@ class Planner {
       if (n.op == Op::Const) args.push_back(scalar_of(m));
       for (auto& in : n.in) {
         int p = producer(in);
-        if (p >= 0 && nodes_[p].group == gi && !is_const(p)) {
+        if (!in.st) {  // the node's scalar operand: a scalar slot of its own
+          size_t before = b.scalars();
+          args.push_back(b.add_scalar(n.value, in.dtype));
+          note_scalars(before, m);
+        } else if (p >= 0 && nodes_[p].group == gi && !is_const(p)) {
           args.push_back(member_id_[p]);
         } else if (is_const(p)) {
           args.push_back(scalar_of(p));
@@ -469,7 +475,7 @@ class Planner {
 int default_max_group_nodes() {
   static const int n = [] {
     int x = int(env_int("LOOM_MAX_GROUP_NODES", 0));
-    return x >= 1 ? x : 96;
+    return x >= 1 ? x : 128;
   }();
   return n;
 }

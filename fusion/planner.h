@@ -7,9 +7,10 @@
 
 namespace loom {
 
-// Ops a kernel by default: LOOM_MAX_GROUP_NODES (read once; unset: 96). An A/B knob for the GPU
-// (issue 7): bench's 100 tiny ops on 1024 elements make two kernels a flush at 96 and one at 100
-// or more (a launch, an allocation and a free less), while bigger kernels compile longer.
+// Ops a kernel by default: LOOM_MAX_GROUP_NODES (read once; unset: 128). Scalar operands and
+// loads are not ops here. Bench's 100 tiny ops on 1024 elements are one kernel a flush (two at
+// the old 96: a launch more); a 100-op kernel's cold NVRTC compile took about as long as the 96-
+// and 4-op kernels together (1.45 s vs 1.46 + 0.41 s, this 2-core box under load, 2026-11-30).
 int default_max_group_nodes();
 
 struct PlanLimits {
@@ -17,8 +18,8 @@ struct PlanLimits {
   int max_leaves = 24;                        // memory inputs per kernel (kernel-parameter bytes)
 };
 
-// Where a group's scalar slot takes its value from: node `node` of the dag (its Const value,
-// or for Rand/Randn its seed (`part` 0) and counter offset (`part` 1)).
+// Where a group's scalar slot takes its value from: node `node` of the dag (its Const value or
+// scalar operand, or for Rand/Randn its seed (`part` 0) and counter offset (`part` 1)).
 struct ScalarSrc {
   int node;
   int part;

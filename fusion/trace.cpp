@@ -153,7 +153,7 @@ std::vector<std::shared_ptr<Storage>> live_dag(const std::vector<std::shared_ptr
       if (next < ndeps) {
         const auto& child = next < n.in.size() ? n.in[next].st : n.base;
         ++next;
-        if (child->pending() && !done(child.get())) stack.push_back({&child, 0});
+        if (child && child->pending() && !done(child.get())) stack.push_back({&child, 0});
         continue;
       }
       if (!done(st->get())) {

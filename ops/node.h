@@ -16,6 +16,8 @@ struct View {
   int64_t offset = 0;  // in elements
 };
 
+// An operand. Null `st`: the node's scalar operand (its value is Node::value, read as one
+// value over the node's shape; `view` empty), which has no storage and no node of its own.
 struct Input {
   std::shared_ptr<Storage> st;
   View view;
@@ -30,7 +32,7 @@ struct Node {
   DType dtype;  // of the result
   int dim = 0;  // Iota
   Device device;
-  Scalar value;       // Const
+  Scalar value;       // Const; else the scalar operand (an Input with null st), if any
   uint64_t seed = 0;  // Rand/Randn: key, and the counter offset of element 0
   uint64_t offset = 0;
   // Region write: the result is `base` with the elements of `*region` replaced by this node's

@@ -64,8 +64,7 @@ Tensor binary_op(Op op, const char* name, const Tensor& a, const Tensor& b, DTyp
 }
 
 // A tensor and a scalar (of dtype `t`; `scalar_first`: the scalar is the left operand). The
-// scalar's Const node feeds the op directly, read with stride 0: no tensor or buffer of its
-// own (it could never be a flush root), which halves the host work of `y * 0.5`.
+// scalar is an operand of the node itself (scalar_input): one recorded node, not two.
 Tensor scalar_op(Op op, const char* name, const Tensor& a, Scalar s, DType t, bool scalar_first) {
   RuntimeLock lock;  // the records of this op: inner holds are a thread-local count
   BinaryTypes bt = scalar_first ? binary_types(op, name, {}, t, a.shape(), a.dtype(), t)
@@ -76,7 +75,7 @@ Tensor scalar_op(Op op, const char* name, const Tensor& a, Scalar s, DType t, bo
   }
   auto n = new_node(op, bt.rt, bt.out, a.device());
   Input x = operand(a, bt.ct, bt.out);
-  Input c = const_input(s, t, a.device(), bt.out);
+  Input c = scalar_input(*n, s, t);
   n->in.push_back(scalar_first ? std::move(c) : std::move(x));
   n->in.push_back(scalar_first ? std::move(x) : std::move(c));
   return record_node(std::move(n));

@@ -55,10 +55,9 @@ Tensor const_tensor(Scalar s, DType dt, Device d, const Shape& shape) {
   return record_node(std::move(n));
 }
 
-Input const_input(Scalar s, DType dt, Device d, const Shape& shape) {
-  auto n = new_node(Op::Const, dt, {}, d);
-  n->value = s;
-  return Input{record(std::move(n)), View{shape, Strides(shape.size(), 0), 0}, dt};
+Input scalar_input(Node& n, Scalar s, DType dt) {
+  n.value = s;
+  return Input{nullptr, View{}, dt};
 }
 
 Tensor expand_to(const Tensor& t, const Shape& s) {
