@@ -574,11 +574,12 @@ Variant choose_variant(const Group& g, int sm) {
   if (layout == Layout::Columns) {
     // One kept column a thread, its scalar loads of a warp one 128-byte line a row (f32). Vector
     // columns (vec adjacent columns a thread, see LOOM_CUDA_COL_UNROLL above) lost on the H200,
-    // likely by the launch shape, not the loads: with the segments of this kernel a [2^28/1000,
-    // 1000] f32 mean ran 1 x 264 blocks of 250 threads (2 an SM, 8 bf16 warps an SM at vec 8)
-    // where this one runs 4 x 264 of 256 (8 an SM), too few warps to cover the walk's latency;
-    // with vec times the segments instead, the split's last block combines vec times the
-    // partials a column in series (1056 segments x 4 columns a thread at 1000 columns).
+    // likely by the launch shape, not the loads: with this kernel's segments a [2^28/1000, 1000]
+    // f32 mean ran 1 x 264 blocks of 250 threads, 2 an SM (16 warps; bf16 at vec 8: 8) where
+    // this one runs 4 x 264 blocks of 256, 8 an SM (64 warps): too few warps to cover the
+    // walk's latency. With vec times the segments instead (as many threads), a thread of the
+    // split's last block combines the partials of vec columns over vec times the segments in
+    // series (1056 segments x 4 columns against 264 x 1).
     v.tpr = 1, v.rpb = 256, v.unroll = col_unroll(cols);
   } else {
     v.vw = row_vector_width(g);
