@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
     char name[64];
     std::snprintf(name, sizeof name, "col mean %s %lldx%lld", dtype_name(c.dt), (long long)c.rows,
                   (long long)c.cols);
-    std::printf("%-24s %-26s %5s\n", name, v.key().c_str(), regs.c_str());
+    std::printf("%-28s %-30s %5s\n", name, v.key().c_str(), regs.c_str());
     if (src) std::printf("%s\n", k.source.c_str());
   }
   return 0;
