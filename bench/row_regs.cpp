@@ -79,11 +79,8 @@ int main(int argc, char** argv) {
                     blocks, (long long)rows, double(rows * row_bytes) / 1024.0);
         if (src) std::printf("%s\n", k.source.c_str());
       }
-  // Column means (mean over dim 0): a thread a column, or with vector columns (LOOM_CUDA_COL_VEC)
-  // cv adjacent columns a thread; registers of each kernel (split: one per pass).
-  // LOOM_ROW_REGS_DIR=dir writes each column kernel's source there as col_<dtype>_<cols>.cu, for
-  // `nvcc -ptx -arch=sm_90` (are the walk's loads ld.global.v4?).
-  const char* dir = std::getenv("LOOM_ROW_REGS_DIR");
+  // Column means (mean over dim 0): a thread a column; registers of each kernel (split: one per
+  // pass).
   struct ColCase {
     DType dt;
     int64_t rows, cols;
@@ -106,16 +103,8 @@ int main(int argc, char** argv) {
     char name[64];
     std::snprintf(name, sizeof name, "col mean %s %lldx%lld", dtype_name(c.dt), (long long)c.rows,
                   (long long)c.cols);
-    std::printf("%-24s %-26s %5s\n", name, v.key().c_str(), regs.c_str());
+    std::printf("%-28s %-30s %5s\n", name, v.key().c_str(), regs.c_str());
     if (src) std::printf("%s\n", k.source.c_str());
-    if (dir) {
-      std::string path =
-          std::string(dir) + "/col_" + dtype_name(c.dt) + "_" + std::to_string(c.cols) + ".cu";
-      if (FILE* f = std::fopen(path.c_str(), "w")) {
-        std::fputs(k.source.c_str(), f);
-        std::fclose(f);
-      }
-    }
   }
   return 0;
 }

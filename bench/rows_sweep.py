@@ -1,5 +1,5 @@
 """Row kernels over row lengths and views on the GPU: softmax, layer_norm and rms_norm in f32 and
-bf16, and the column mean (col_mean: mean over dim 0; LOOM_CUDA_COL_VEC), loom against torch
+bf16, and the column mean (col_mean: mean over dim 0, a thread a column), loom against torch
 eager (and torch.compile with --compile), CUDA events, median of --reps. Each shape holds about
 --elems elements (2^28: the suite's [65536, 4096]); GB/s counts the input read once and the
 output written once, and % copy is against torch's device copy of the same bytes in the same
@@ -35,9 +35,9 @@ def cases(elems, only):
             for view in VIEWS[1:]:  # views at the suite's row length
                 out.append((op, dt, 4096, view))
     for dt in ("float32", "bfloat16"):  # column reductions: --elems // cols rows of cols
-        for cols in (1000, 1001, 4096):  # (1001: rows not 16-byte aligned, a thread a column)
+        for cols in (1000, 1001, 4096):  # (1001: rows not 16-byte aligned)
             out.append(("col_mean", dt, cols, "contiguous"))
-        for view in ("slice", "offset1"):  # rows of 4104: aligned vectors / one column a thread
+        for view in ("slice", "offset1"):  # views into rows of 4104: aligned / offset by one
             out.append(("col_mean", dt, 4096, view))
     if only:
         out = [c for c in out if all(o in f"{c[0]} {c[1]} {c[2]} {c[3]}" for o in only)]

@@ -17,7 +17,6 @@ std::string Variant::key() const {
     if (vec > 1) os << "_u" << unroll << (roll ? "_roll" : "");
   } else {
     os << (split ? "split" : "row") << "_t" << tpr << "_r" << rpb << "_k" << k << "_w" << vw;
-    if (vec > 1) os << "_c" << vec;
     if (remat) os << "_m" << (remat > 1 ? "2" : "");
     if (minb > 0) os << "_b" << minb;
     if (unroll > 1) os << "_u" << unroll;

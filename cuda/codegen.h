@@ -16,8 +16,7 @@
 //              `roll` keep the lane loop rolled so the element body is compiled once.
 //              (codegen_pointwise.cpp says how.)
 //   rows       reductions and normalizations: a group of `tpr` threads per row (1: a thread per
-//              row, for column reductions whose kept dim is the contiguous one, or with vec > 1
-//              vec adjacent rows a thread read as one vector a walked row; 32: a warp; up
+//              row, for column reductions whose kept dim is the contiguous one; 32: a warp; up
 //              to 1024: a block). A row is walked in chunks of `vw` columns, lane l taking
 //              chunks l, l + tpr, ...; a unit-stride access of a chunk is one vector (16 bytes
 //              of the narrowest unit-stride type, when the row is contiguous, cols % vw == 0 and
@@ -48,12 +47,7 @@ namespace loom::cuda {
 
 struct Variant {
   bool reduce = false;
-  int vec = 0;  // pointwise: 0 strided n-D, 1 contiguous scalar, >1 contiguous vector width.
-                // Column reductions (tpr 1, loop and split kernels), > 1: a thread takes `vec`
-                // adjacent kept columns (rows of the group) whose Full leaves sit at unit stride
-                // along the innermost kept dim as one vec-wide load a walked row (16 bytes of
-                // the narrowest), vec accumulators, each column summed in its scalar order
-                // (LOOM_CUDA_COL_VEC); 0: a thread a column
+  int vec = 0;  // pointwise: 0 strided n-D, 1 contiguous scalar, >1 contiguous vector width
   int tpr = 1;  // rows: threads per row (a power of two, at most 1024)
   int rpb = 1;  // rows: rows per block
   int k = 0;    // rows: persistent chunks per thread (a power of two); 0 loops every pass
@@ -86,8 +80,7 @@ struct Variant {
   std::string key() const;  // short tag, e.g. "pw_v4_u2", "pw_v4_u4_roll", "row_t128_r2_k4_w4_m",
                             // "split_t256_r1_k0_w4", "split_t1_r256_k0_w1_u8", "row_t256_..._s1",
                             // "row_t128_r2_k4_w8_m_h0n4" (peeled: shift 0, novec 0x4),
-                            // "row_..._h1n0d1s1" (leaf 0 realigned by 1),
-                            // "split_t1_r256_k0_w1_c4_u8" (vec 4: 4 columns a thread)
+                            // "row_..._h1n0d1s1" (leaf 0 realigned by 1)
 };
 
 // A runtime value the kernel reads from its parameter block (p.v[i]).

@@ -154,25 +154,12 @@ uint64_t kernel_ptr(const Group& g, int a) {
          uint64_t(ptr_residue(st, dt) * int64_t(itemsize(dt)));
 }
 
-// LOOM_CUDA_COL_VEC (the knob list below says what each level does), read once.
-int col_vec_mode() {
-  static const int m = [] {
-    const std::string e = env_str("LOOM_CUDA_COL_VEC");
-    return e.empty() ? 0 : std::clamp(std::atoi(e.c_str()), 0, 2);
-  }();
-  return m;
-}
-
 // Split rows when the row blocks cannot fill the machine and the rows are long enough to cut:
 // segments enough for about 8 blocks of 256 threads an SM (a full wave; 2 an SM measured at
 // 1.97 TB/s for a 64M-element sum on the H200, 2026-11-29). Partials stay small: rows times
 // segments is about rpb * 8 * SMs.
 int64_t split_segments(const Group& g, const Variant& v, int sm) {
   int64_t rows = g.rows(), cols = g.cols();
-  // Vector columns: segments for the scalar kernel's blocks (COL_VEC 1: as many walked rows a
-  // segment, vec times the bytes a thread) or for its own (2: as many threads, vec times the
-  // segments and partials).
-  if (v.vec > 1 && col_vec_mode() == 2) rows /= v.vec;
   int64_t blocks = cdiv(rows, v.rpb);
   int64_t min_seg = v.tpr == 1 ? 64 : 2048;
   if (blocks >= sm || cols < 2 * min_seg) return 1;
@@ -215,42 +202,6 @@ int row_vector_width(const Group& g) {
   };
   while (W > 1 && !fits(W)) W /= 2;
   return W;
-}
-
-// Kept columns a column-reduction thread takes as one vector load a walked row (Variant::vec):
-// 16 bytes of the narrowest Full leaf at unit stride along the innermost kept dim, when every
-// Full leaf is either that or constant along it (a leaf at another stride: 0), that dim's size
-// is a multiple of the width (a thread's columns share the outer kept indices), and each such
-// leaf's pointer, offset and other strides keep every vector aligned; narrower vectors where
-// only those fit (8 or 4 bytes), else 0 (a thread a column). Row leaves and outputs (a value a
-// column) are accessed element by element either way.
-int col_vector_width(const Group& g) {
-  int R = int(g.space.size()), K = g.n_kept, L = int(g.leaves.size());
-  if (K < 1) return 0;
-  size_t min_isz = 16;
-  std::vector<int> vec;
-  for (int a = 0; a < L; ++a) {
-    const GLeaf& l = g.leaves[a];
-    if (!l.st || l.space != Space::Full || l.strides[K - 1] == 0) continue;
-    if (l.strides[K - 1] != 1) return 0;
-    vec.push_back(a);
-    min_isz = std::min(min_isz, itemsize(l.dtype));
-  }
-  if (vec.empty() || min_isz > 8) return 0;
-  auto fits = [&](int W) {
-    if (g.space[K - 1] % W != 0) return false;
-    for (int a : vec) {
-      const GLeaf& l = g.leaves[a];
-      if (reinterpret_cast<uintptr_t>(l.st->data()) % itemsize(l.dtype) != 0) return false;
-      if (kernel_offset(g, a) % W != 0) return false;  // (its pointer: 16-byte aligned)
-      for (int d = 0; d < R; ++d)
-        if (d != K - 1 && l.strides[d] % W != 0) return false;
-    }
-    return true;
-  };
-  int W = int(std::min<size_t>(8, 16 / min_isz));
-  while (W > 1 && !fits(W)) W /= 2;
-  return W > 1 ? W : 0;
 }
 
 // Peeled chunks (Variant::shift) for a narrow row that row_vector_width cannot take in 16-byte
@@ -404,20 +355,12 @@ bool narrow_rows(const Group& g) {
 //                          split segment or the whole column), else 1 (H200, 2026-11-29, f32
 //                          col_mean: [65536, 4096], 66 segments of 993 rows, 93-96% of copy
 //                          at 1, 98% at 8; [4096, 4096], segments of 64 rows, 62% at 1, 51%
-//                          at 8)
-//   LOOM_CUDA_COL_VEC=0|1|2 column reductions whose columns are contiguous (Variant::vec,
-//                          col_vector_width): 0 a thread a column, its 2 or 4 bytes a walked row
-//                          (before 2026-11-30; H200: bf16 [65536, 4096] col mean 59-72% of copy,
-//                          f32 1000 columns 76-82%: a bf16 warp loads half a 128-byte line a
-//                          row); 1 a thread takes 16 bytes of adjacent columns a row (4 f32,
-//                          8 bf16) as one vector load, the segments of a split as for 0 (vec
-//                          times fewer threads, each with vec times the bytes in flight); 2 as 1
-//                          with vec times the segments (as many threads as 0; vec times the
-//                          partial sums). Each column is summed in the same order at every
-//                          level: results are bit-identical. Default 0: on the H200
-//                          (2026-11-30 00:45, rows_sweep A/B) level 1 lost everywhere: f32 1000
-//                          columns 77 -> 66% of copy, 4096 95 -> 91%, bf16 1000 61 -> 35%,
-//                          4096 68 -> 62%.
+//                          at 8). Tried and removed (2026-11-30, h-cols 07d42f9): a thread
+//                          taking 16 bytes of adjacent columns (4 f32, 8 bf16) as one vector a
+//                          row (LOOM_CUDA_COL_VEC 1: segments as a thread a column; 2: vec times
+//                          the segments) lost on every H200 col_mean (rows_sweep A/B, % of copy):
+//                          level 1 f32 1000 77 -> 66, 4096 95 -> 91, bf16 1000 61 -> 35, 4096
+//                          68 -> 62; level 2 f32 1000 75 -> 24, 4096 98 -> 51, bf16 4096 69 -> 17
 struct RowKnobs {
   int tpr = 0, rpb = 0, chunks = 4, minb = -1;
   int remat = -1;
@@ -629,8 +572,15 @@ Variant choose_variant(const Group& g, int sm) {
                        [](const GNode& n) { return n.op == Op::Exp && n.dtype == DType::Float32; });
   int vw0 = 1;  // the chunk width without peeling
   if (layout == Layout::Columns) {
+    // One kept column a thread, its scalar loads of a warp one 128-byte line a row (f32). Vector
+    // columns (vec adjacent columns a thread, see LOOM_CUDA_COL_UNROLL above) lost on the H200,
+    // likely by the launch shape, not the loads: with this kernel's segments a [2^28/1000, 1000]
+    // f32 mean ran 1 x 264 blocks of 250 threads, 2 an SM (16 warps; bf16 at vec 8: 8) where
+    // this one runs 4 x 264 blocks of 256, 8 an SM (64 warps): too few warps to cover the
+    // walk's latency. With vec times the segments instead (as many threads), a thread of the
+    // split's last block combines the partials of vec columns over vec times the segments in
+    // series (1056 segments x 4 columns against 264 x 1).
     v.tpr = 1, v.rpb = 256, v.unroll = col_unroll(cols);
-    v.vec = col_vec_mode() > 0 ? col_vector_width(g) : 0;
   } else {
     v.vw = row_vector_width(g);
     // Peeled rows take one chunk more than the row's whole ones (a partial one at each end).
@@ -669,7 +619,7 @@ Variant choose_variant(const Group& g, int sm) {
   if (layout == Layout::Columns) {  // a thread a row: persistent for rows of up to 16 columns
     int64_t k = pow2ceil(std::max<int64_t>(1, cols));
     v.k = cols <= 16 && k * std::max(4, row_cache_bytes(g, 0)) <= 192 ? int(k) : 0;
-    if (v.k > 0) v.unroll = 1, v.vec = 0;  // persistent: no loop walk
+    if (v.k > 0) v.unroll = 1;  // persistent: no loop walk
   }
   return v;
 }
@@ -690,8 +640,7 @@ LaunchConfig launch_config(const Group& g, const Variant& v, int sm) {
   }
   int64_t rows = g.rows(), cols = g.cols();
   lc.empty = rows == 0;
-  // (Vector columns: a thread takes vec rows; vec divides rows, see col_vector_width.)
-  int64_t blocks = cdiv(v.vec > 1 ? rows / v.vec : rows, v.rpb);
+  int64_t blocks = cdiv(rows, v.rpb);
   if (v.split) {
     LOOM_CHECK(blocks < (int64_t(1) << 31), Runtime, "cuda: too many rows for a split launch");
     int64_t S = split_segments(g, v, sm);

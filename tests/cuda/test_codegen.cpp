@@ -177,12 +177,6 @@ std::vector<lc::Variant> variants_for(const Group& g, bool all) {
       for (lc::Variant u : {loop, split}) {
         u.unroll = 8;
         vs.push_back(u);
-        // Vector columns (LOOM_CUDA_COL_VEC): 4 columns a thread 8 rows a step, 2 at 1.
-        if (g.n_kept < 1) continue;
-        u.vec = 4;
-        vs.push_back(u);
-        u.vec = 2, u.unroll = 1;
-        vs.push_back(u);
       }
   }
   return vs;
@@ -895,96 +889,69 @@ TEST_CASE("codegen: row knobs: one barrier a combine, next-row prefetch, column 
     CHECK_FALSE(lc::compile(src, "loom_row_knobs", 9, 0).cubin.empty());
 }
 
-// Column reductions over contiguous columns (LOOM_CUDA_COL_VEC=1 or 2; off by default): a thread
-// takes 16 bytes of adjacent columns as one vector load a walked row; each column keeps its own
-// accumulator and the scalar kernel's order. Strided, odd or misaligned columns take narrower
-// vectors or one column a thread.
-TEST_CASE("codegen: column reductions load adjacent columns as one vector") {
-  const char* knob = std::getenv("LOOM_CUDA_COL_VEC");
-  const bool on = knob && std::string(knob) != "0";
+// Column reductions: a thread a kept column (tpr 1, no vector of adjacent columns: that lost on
+// the H200, see LOOM_CUDA_COL_UNROLL in cuda/launch.cpp), whatever the columns' dtype, width,
+// alignment or row stride; the launch covers each column once. Columns no access walks at unit
+// stride (every other column) are a row kernel instead.
+TEST_CASE("codegen: column reductions take one column a thread, strided columns a row kernel") {
   auto mean0 = [](const Tensor& x) { return only(mean(x, Dims{0}, false)); };
   Tensor f = data({4096, 1000}, DType::Float32), h = data({4096, 4096}, DType::BFloat16);
   Tensor f4 = data({4096, 4096}, DType::Float32), d = data({512, 1000}, DType::Float64);
   Tensor o = data({4096, 1001}, DType::Float32), ho = data({4096, 1001}, DType::BFloat16);
   struct Want {
     Group g;
-    int vec;
+    lc::Layout layout;
     std::string what;
   };
+  const lc::Layout C = lc::Layout::Columns;
   const std::vector<Want> wants = {
-      {mean0(f.clone()), 4, "f32 1000"},
-      {mean0(f4.clone()), 4, "f32 4096"},
-      {mean0(h.clone()), 8, "bf16 4096"},
-      {mean0(h.slice(1, 0, 1000)), 8, "bf16 1000 columns of 4096"},
-      {mean0(d.clone()), 2, "f64 1000"},
-      {mean0(o.clone()), 0, "f32 1001: rows 4-byte aligned only"},
-      {mean0(ho.clone()), 0, "bf16 1001"},
-      {mean0(f.slice(1, 1, 997)), 0, "offset 1"},
-      {mean0(f.slice(1, 2, 998)), 2, "offset 2: 8-byte vectors"},
-      {mean0(f.slice(1, 4, 1000)), 4, "offset 4"},
-      {mean0(f.slice(0, 0, 4096, 2)), 4, "every other row"},
-      {mean0(f.slice(1, 0, 1000, 2)), 0, "every other column"},
-      // A Full leaf constant along the kept dim broadcasts to each column; weights per column
-      // (a Row leaf) are read element by element.
-      {only(sum(f.clone() * data({4096, 2}, DType::Float32, 5).slice(1, 0, 1), {0})), 4,
+      {mean0(f.clone()), C, "f32 1000"},
+      {mean0(f4.clone()), C, "f32 4096"},
+      {mean0(h.clone()), C, "bf16 4096"},
+      {mean0(h.slice(1, 0, 1000)), C, "bf16 1000 columns of 4096"},
+      {mean0(d.clone()), C, "f64 1000"},
+      {mean0(o.clone()), C, "f32 1001"},
+      {mean0(ho.clone()), C, "bf16 1001"},
+      {mean0(f.slice(1, 1, 997)), C, "offset 1"},
+      {mean0(f.slice(1, 4, 1000)), C, "offset 4"},
+      {mean0(f.slice(0, 0, 4096, 2)), C, "every other row"},
+      {mean0(f.slice(1, 0, 1000, 2)), lc::Layout::Rows, "every other column"},
+      // A Full leaf constant along the kept dim and weights per column (a Row leaf).
+      {only(sum(f.clone() * data({4096, 2}, DType::Float32, 5).slice(1, 0, 1), {0})), C,
        "row-broadcast factor"},
-      {only(sum(f.clone(), {0}) * data({1000}, DType::Float32, 6)), 4, "column weights"},
+      {only(sum(f.clone(), {0}) * data({1000}, DType::Float32, 6)), C, "column weights"},
   };
   std::vector<std::string> srcs;
   for (const Want& w : wants) {
     lc::Variant v = lc::choose_variant(w.g, 132);
     INFO(w.what << ": " << v.key());
-    CHECK(v.vec == (on ? w.vec : 0));
-    // (Every other column: no unit stride anywhere, so a row kernel walks each column.)
-    CHECK(lc::layout_of(w.g) ==
-          (w.what == "every other column" ? lc::Layout::Rows : lc::Layout::Columns));
-    if (v.vec < 2) continue;
-    CHECK(v.key().find("_c" + std::to_string(v.vec)) != std::string::npos);
-    std::string src = lc::generate(w.g, v).source;
+    REQUIRE(lc::layout_of(w.g) == w.layout);
+    if (w.layout != C) {
+      CHECK(v.tpr > 1);  // a group of threads walks each strided column
+      continue;
+    }
+    CHECK(v.tpr == 1);
+    CHECK(v.vec == 0);
+    CHECK(v.vw == 1);
+    CHECK(v.k == 0);  // 4096 or 512 rows: a loop or split walk, not persistent
+    const std::string src = lc::generate(w.g, v).source;
     INFO(src);
-    // One vector load a leaf a walked row, each column accumulated in its own array slot.
-    const DType dt = w.g.leaves[0].dtype;
-    const std::string vt = dt == DType::BFloat16 ? "lm_vec<unsigned, " + std::to_string(v.vec / 2)
-                                                 : std::string("lm_vec<") +
-                                                       (dt == DType::Float64 ? "double" : "float") +
-                                                       ", " + std::to_string(v.vec);
-    CHECK(count(src, "lw0[k] = *(const " + vt + ">*)") == (v.unroll > 1 ? 2 : 1));
-    CHECK(count(src, "for (int e = 0; e < " + std::to_string(v.vec) + "; ++e)") >= 3);
-    CHECK(count(src, "& a") >= 1);
-    // The launch covers each group of vec columns once.
+    CHECK(count(src, "lm_vec") == 0);  // scalar loads: a thread's one column a walked row
     lc::LaunchConfig c = lc::launch_config(w.g, v, 132);
-    CHECK(int64_t(c.grid_x) * c.block * v.vec >= w.g.rows());
-    if (v.split) CHECK(int64_t(c.grid_x - 1) * c.block * v.vec < w.g.rows());
+    CHECK(int64_t(c.grid_x) * c.block >= w.g.rows());
+    CHECK(int64_t(c.grid_x - 1) * c.block < w.g.rows());
     srcs.push_back(src);
   }
-  // Same columns, same order: the sum's walk visits rows as the scalar kernel does (8 a step,
-  // then the guarded rest), the combine of a split visits segments in order.
-  lc::Variant v = lc::choose_variant(wants[0].g, 132);
-  if (on) {
-    REQUIRE(v.split);
-    v.unroll = 8;
-    lc::Variant s = v;
-    s.vec = 0;
-    std::string vs = lc::generate(wants[0].g, v).source, ss = lc::generate(wants[0].g, s).source;
-    CHECK(count(vs, "for (; cb + 7u < ch1; cb += 8u)") == 1);
-    CHECK(count(ss, "for (; cb + 7u < ch1; cb += 8u)") == 1);
-    CHECK(count(vs, "for (U s = 0; s < gridDim.y; s += 1)") == 1);
-    CHECK(count(vs, "const U row = ((U)blockIdx.x * 256u + grp) * 4u;") == 1);
-    // The loop kernel (no split) walks groups of 4 rows.
-    lc::Variant l = v;
-    l.split = false;
-    CHECK(count(lc::generate(wants[0].g, l).source, "rb < rows / 4u") == 1);
-    srcs.push_back(lc::generate(wants[0].g, l).source);
-  }
-  // A persistent column kernel (rows of up to 16) is never vectorized.
+  // A persistent column kernel (rows of up to 16) keeps a thread a column too.
   Tensor shortc = data({8, 1024}, DType::Float32);
   lc::Variant p = lc::choose_variant(mean0(shortc.clone()), 132);
   CHECK(p.k > 0);
+  CHECK(p.tpr == 1);
   CHECK(p.vec == 0);
   if (!lc::nvrtc_available()) return;
   StrictGuard strict;
   for (const std::string& src : srcs)
-    CHECK_FALSE(lc::compile(src, "loom_col_vec", 9, 0).cubin.empty());
+    CHECK_FALSE(lc::compile(src, "loom_col_scalar", 9, 0).cubin.empty());
 }
 
 TEST_CASE("codegen: row knobs: fast exp, grid modes") {

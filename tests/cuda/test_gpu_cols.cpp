@@ -1,6 +1,6 @@
 // GPU column reductions (mean over dim 0 and friends) against float64 references and the CPU
-// device: contiguous columns take vectors of adjacent columns a thread (LOOM_CUDA_COL_VEC, 16
-// bytes: 4 f32, 8 bf16; 8 or 4 bytes where only those stay aligned), others one column a thread.
+// device: one kept column a thread (a warp's loads of a row adjacent), or a row kernel where no
+// access walks the columns at unit stride.
 // Split kernels (tall columns: segments combined by the last block) and loop kernels (short or
 // many columns), odd and strided columns, offset views, keepdim, two-pass reductions (var),
 // max and argmax. Skips itself where CUDA is unavailable.
@@ -155,9 +155,9 @@ TEST_CASE("gpu: column reductions of contiguous columns match float64 references
                     {40, 140000, DType::BFloat16}});
 }
 
-// Views: offset by 2 and 4 columns (f32: 8- and 16-byte vectors; bf16 offset 2: 4-byte ones),
-// offset by 1 (one column a thread), every other column (no unit stride: a row kernel walks each
-// column) and every other row (vectors: the row stride keeps them aligned).
+// Views: offset by 1, 2 and 4 columns (a base pointer off the 16-byte grid), every other column
+// (no unit stride: a row kernel walks each column) and every other row (a column thread's walk
+// at twice the stride).
 TEST_CASE("gpu: column reductions of strided and offset columns match float64 references") {
   if (skip()) return;
   check_cols(kGPU, {{5000, 996, DType::Float32, Form::Offset, 2},
