@@ -21,6 +21,7 @@
 #include "cuda/disk_cache.h"
 #include "cuda/driver.h"
 #include "cuda/launch.h"
+#include "cuda/launch_memo.h"
 #include "cuda/nvrtc.h"
 #include "cuda/staging.h"
 #include "fusion/counters.h"
@@ -84,6 +85,9 @@ class CudaKernel : public Kernel {
     Compiled* c;
   };
   std::vector<Known> known_;
+  // This kernel's variant and grid by the launch's sizes, strides and alignment (the Emitter
+  // choose_variant builds walks every node: ~8K instructions a launch of a 100-op chain).
+  cuda::LaunchMemo memo_;
   std::string source_;
 };
 
@@ -292,8 +296,8 @@ bool same_variant(const cuda::Variant& a, const cuda::Variant& b) {
   return a.reduce == b.reduce && a.vec == b.vec && a.tpr == b.tpr && a.rpb == b.rpb && a.k == b.k &&
          a.vw == b.vw && a.split == b.split && a.unroll == b.unroll && a.roll == b.roll &&
          a.remat == b.remat && a.minb == b.minb && a.sync1 == b.sync1 && a.prefetch == b.prefetch &&
-         a.fexp == b.fexp && a.shift == b.shift && a.novec == b.novec &&
-         a.dshift == b.dshift && a.shifted == b.shifted;
+         a.fexp == b.fexp && a.shift == b.shift && a.novec == b.novec && a.dshift == b.dshift &&
+         a.shifted == b.shifted;
 }
 
 CudaKernel::Compiled& CudaKernel::get(CudaBackend& be, const Group& g, const cuda::Variant& v) {
@@ -321,8 +325,22 @@ void CudaKernel::prepare(CudaBackend& be, const Group& g) {
 void CudaKernel::run(const Group& g) {
   // The device whose trace runs the group: its outputs' (every group has one, materialized).
   CudaBackend& be = cuda_backend(g.outputs.at(0).st->device.index);
-  cuda::Variant v = cuda::choose_variant(g, be.sm());
-  cuda::LaunchConfig lc = cuda::launch_config(g, v, be.sm());
+  cuda::Variant v;
+  cuda::LaunchConfig lc;
+  const bool memo = cuda::launch_memo_enabled();
+  thread_local std::vector<int64_t> key;  // (its capacity reused launch after launch)
+  const cuda::LaunchMemo::Entry* known = nullptr;
+  if (memo) {
+    cuda::launch_key(g, be.sm(), key);
+    known = memo_.find(key);
+  }
+  if (known) {
+    v = known->v, lc = known->lc;
+  } else {
+    v = cuda::choose_variant(g, be.sm());
+    lc = cuda::launch_config(g, v, be.sm());
+    if (memo) memo_.put(key, v, lc);
+  }
   if (lc.empty) return;
   Compiled* c;
   try {
