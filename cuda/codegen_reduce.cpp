@@ -154,6 +154,8 @@ class RowGen {
     e_.novec = v.novec;
     peel_ = v.shift >= 0 && !v.split && v.vw > 1;
     for (auto& o : g.outputs) (g.nodes[o.node].space == Space::Full ? full_out_ : row_out_) = true;
+    if (v.stage > 0 && !v.split)
+      for (int a : stage_leaves(e_)) staged_.insert(a);
   }
 
   void run(Generated& out) {
@@ -183,6 +185,7 @@ class RowGen {
   std::string lane_, lane0_;
   bool full_out_ = false, row_out_ = false;
   bool peel_ = false;        // Variant::shift: chunks on the memory grid, partial end chunks
+  std::set<int> staged_;     // Variant::stage: leaves read from the block's shared tile
   bool scalar_out_ = false;  // col_body of a partial chunk: unit outputs stored element-wise
   std::vector<bool> rb_used_, j_used_;
   std::set<std::string> shared_;  // shared-memory declarations of the current kernel
@@ -321,7 +324,10 @@ class RowGen {
     Body b;
     b.nodes = nodes;
     b.raw = [&](int leaf) {
-      if (!unit(leaf)) return e_.ptr(leaf) + "[" + addr(leaf) + "]";
+      if (!unit(leaf)) {
+        std::string gl = e_.ptr(leaf) + "[" + addr(leaf) + "]";
+        return staged_.count(leaf) ? stage_read(leaf, v_, gl) : gl;
+      }
       vleaves.insert(leaf);
       std::string v = (retained_.count(leaf) ? "lr" : "lw") + S(leaf) + "[k].v[";
       // Words: the bf16 column is a half of a 32-bit word; lm_b2f's shift of it folds into
@@ -783,13 +789,27 @@ class RowGen {
         swap += in + "}\n";
       }
     }
+    // Staged tiles: the block copies its rows' tiles (rows rb .. rb + stage - 1; thread row cr),
+    // then every lane reads them; a barrier after the row lets the next tile overwrite them.
+    std::string stage_in, stage_out;
+    if (!staged_.empty()) {
+      outer += stage_setup(e_, v_);
+      const std::string in3 = in + "    ";
+      std::string copy = stage_copy(e_, v_, in3);
+      for (int a : staged_) rb(a);
+      copy = row_setup(in3, "srow", "s", &copy) + copy;
+      stage_in = in + "if (stg) {\n" + in + "  const U cr = threadIdx.x % " + S(v_.stage) + "u;\n" +
+                 in + "  const U srow = rb + cr;\n" + in + "  if (srow < rows) {\n" + copy + in +
+                 "  }\n" + in + "}\n" + in + "__syncthreads();\n";
+      stage_out = in + "__syncthreads();\n";
+    }
     std::string k = header("loom_kernel") + outer + first;
     k += "  for (U rb = (U)blockIdx.x * " + S(v_.rpb) + "u" + (par_ ? ", it = 0" : "") +
          "; rb < rows; rb += (U)gridDim.x * " + S(v_.rpb) + "u" + (par_ ? ", it ^= 1u" : "") +
          ") {\n";
     k += "    const U row = rb" + grp + ";\n";
-    k += "    const bool rv = row < rows;\n";
-    const std::string rest = next + body + swap;
+    k += "    const bool rv = row < rows;\n" + stage_in;
+    const std::string rest = next + body + swap + stage_out;
     // Peeled rows: this row's shift and its chunks (whole ones fc0 .. fc1 - 1).
     std::string peel;
     if (peel_ && cols_used_) {

@@ -1,0 +1,108 @@
+// Staged row tiles (Variant::stage, LOOM_CUDA_ROW_STAGE): rows of a leaf whose one reduced dim is
+// strided and whose innermost kept dim is unit-stride (a softmax over the last dim of x.t()). A
+// lane of the plain row kernel reads such a row an element a reduced index apart, one 32-byte
+// sector for 2-4 useful bytes (H200: 14-24% of copy). A staged block first copies its `stage`
+// consecutive kept rows, the whole reduced length, into dynamic shared memory: thread t takes
+// tile row t % stage and reduced indices t / stage, t / stage + block / stage, ..., so a warp's
+// loads are runs of `stage` adjacent elements (16-64 bytes) and every byte fetched is used.
+// The passes then run as in the loop row kernel with the leaf's loads read from the tile,
+// element j of tile row r at [j * pitch + r]: pitch = stage + 1 (odd), so a warp's lanes, on
+// consecutive j of one row, hit 32 different banks. Outputs stay rows of the logical shape,
+// stored by the row kernel's lanes as before (consecutive columns: coalesced).
+//
+// A kernel checks the dynamic shared memory its launch got (%dynamic_smem_size) and reads the
+// leaf from global memory, as the plain loop kernel does, when it is short (a launch path that
+// passes no dynamic shared memory): the same results either way, never an access past the tile.
+#include <algorithm>
+
+#include "cuda/codegen_emit.h"
+
+namespace loom::cuda::gen {
+
+bool stage_leaf(const Emitter& e, int a) {
+  if (a >= e.leaves || !e.is_memory(a) || e.g.leaves[a].space != Space::Full) return false;
+  if (e.rank - e.kept != 1 || e.kept < 1) return false;
+  return e.cls(a, e.rank - 1) == Cls::Var && e.cls(a, e.kept - 1) == Cls::One;
+}
+
+std::vector<int> stage_leaves(const Emitter& e) {
+  std::vector<int> v;
+  for (int a = 0; a < e.leaves; ++a)
+    if (stage_leaf(e, a)) v.push_back(a);
+  // Widest first: each tile starts at a multiple of its element size (cols * pitch * wider).
+  std::stable_sort(v.begin(), v.end(), [&](int x, int y) {
+    return itemsize(e.storage_dtype(x)) > itemsize(e.storage_dtype(y));
+  });
+  return v;
+}
+
+int stage_col_bytes(const Emitter& e, int rows) {
+  int b = 0;
+  for (int a : stage_leaves(e)) b += (rows + 1) * int(itemsize(e.storage_dtype(a)));
+  return b;
+}
+
+namespace {
+std::string S(int64_t i) { return std::to_string(i); }
+}  // namespace
+
+std::string stage_setup(Emitter& e, const Variant& v) {
+  const std::vector<int> ls = stage_leaves(e);
+  std::string c = "  extern __shared__ __align__(16) unsigned char lm_sm[];\n";
+  c += "  unsigned lm_dsm;\n  asm(\"mov.u32 %0, %%dynamic_smem_size;\" : \"=r\"(lm_dsm));\n";
+  c += "  const bool stg = (unsigned long long)lm_dsm >= (unsigned long long)cols * " +
+       S(stage_col_bytes(e, v.stage)) + "ull;\n";
+  std::string at = "0";
+  for (int a : ls) {
+    const std::string t = Emitter::storage_type(e.storage_dtype(a));
+    c += "  " + t + "* T" + S(a) + " = (" + t + "*)(lm_sm + " + at + ");\n";
+    at += " + (unsigned long long)cols * " + S((v.stage + 1) * int(itemsize(e.storage_dtype(a))));
+  }
+  return c;
+}
+
+std::string stage_read(int leaf, const Variant& v, const std::string& global) {
+  const std::string r = v.rpb > 1 ? "grp" : "0u";
+  return "(stg ? T" + S(leaf) + "[(U)col * " + S(v.stage + 1) + "u + " + r + "] : " + global + ")";
+}
+
+std::string stage_copy(Emitter& e, const Variant& v, const std::string& ind) {
+  const std::vector<int> ls = stage_leaves(e);
+  const int R = v.stage, JS = v.block() / R, P = R + 1, U8 = 8;
+  const std::string in2 = ind + "  ";
+  auto src = [&](int a, const std::string& j) {
+    std::string t = e.terms(a, e.kept, e.rank, [&](int) { return "(I)(" + j + ")"; });
+    return e.ptr(a) + "[sb" + S(a) + " + " + t + "]";
+  };
+  auto dst = [&](int a, const std::string& j) {
+    return "T" + S(a) + "[(" + j + ") * " + S(P) + "u + cr]";
+  };
+  // Whole steps of U8 indices a thread (all loads, then the shared stores: the global loads of
+  // a step are in flight together), then the rest one at a time.
+  const std::string ju = "j + (U)(u * " + S(JS) + ")";
+  std::string c = ind + "U j = threadIdx.x / " + S(R) + "u;\n";
+  c += ind + "for (; j + " + S((U8 - 1) * JS) + "u < cols; j += " + S(U8 * JS) + "u) {\n";
+  for (int a : ls) {
+    const std::string t = Emitter::storage_type(e.storage_dtype(a));
+    c += in2 + t + " x" + S(a) + "[" + S(U8) + "];\n";
+  }
+  c += in2 + "#pragma unroll\n" + in2 + "for (int u = 0; u < " + S(U8) + "; ++u) {\n";
+  for (int a : ls) c += in2 + "  x" + S(a) + "[u] = " + src(a, ju) + ";\n";
+  c += in2 + "}\n" + in2 + "#pragma unroll\n" + in2 + "for (int u = 0; u < " + S(U8) + "; ++u) {\n";
+  for (int a : ls) c += in2 + "  " + dst(a, ju) + " = x" + S(a) + "[u];\n";
+  c += in2 + "}\n" + ind + "}\n";
+  c += ind + "for (; j < cols; j += " + S(JS) + "u) {\n";
+  for (int a : ls) c += in2 + dst(a, "j") + " = " + src(a, "j") + ";\n";
+  return c + ind + "}\n";
+}
+
+}  // namespace loom::cuda::gen
+
+namespace loom::cuda {
+
+int stage_col_bytes(const Group& g, int rows) {
+  gen::Emitter e(g);
+  return gen::stage_col_bytes(e, rows);
+}
+
+}  // namespace loom::cuda
