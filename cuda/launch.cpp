@@ -569,7 +569,14 @@ bool stage_variant(const Group& g, int sm, Variant& v) {
   const int tpr =
       int(std::min<int64_t>(kn.stage_block / rt, std::max<int64_t>(1, pow2ceil(cdiv(cols, 4)))));
   v.tpr = tpr, v.rpb = rt, v.stage = rt;
-  v.k = 0, v.vw = 1, v.remat = 0, v.prefetch = 0, v.minb = 0, v.unroll = 1;
+  v.k = 0, v.vw = 1, v.remat = 0, v.prefetch = 0, v.unroll = 1;
+  // As many blocks an SM as threads and tiles allow, asked of ptxas (__launch_bounds__): at
+  // 1024 threads two blocks need 32 registers a thread (sm_90 ptxas -v: the staged softmax,
+  // layer_norm and rms_norm take 32 uncapped, no spills, bench/row_regs.cpp with
+  // LOOM_ROW_REGS_TRANS=1); one more would leave a tile's SM one block.
+  const int64_t by_smem = (228 * 1024) / (bytes(rt) + 1024), by_threads = 2048 / v.block();
+  const int64_t mb = std::min(by_smem, by_threads);
+  v.minb = mb >= 2 ? int(mb) : 0;
   v.shift = -1, v.novec = 0, v.dshift = 0, v.shifted = 0;
   v.sync1 = kn.sync1 && tpr > 32;
   return true;
