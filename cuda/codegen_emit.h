@@ -122,8 +122,6 @@ int stage_col_bytes(const Emitter& e, int rows);  // shared bytes a reduced inde
 // Kernel-top declarations: the dynamic shared memory, `stg` (the launch gave enough of it) and
 // the tiles T<leaf>. Names `cols`.
 std::string stage_setup(Emitter& e, const Variant& v);
-// Element `col` of this lane's row of a staged leaf: its tile where `stg`, else `global`.
-std::string stage_read(int leaf, const Variant& v, const std::string& global);
 // The block's copy of its tile rows: thread row `cr`, tile row bases sb<leaf> (the caller
 // declares both), within `if (stg)`.
 std::string stage_copy(Emitter& e, const Variant& v, const std::string& ind);

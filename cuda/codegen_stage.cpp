@@ -5,14 +5,16 @@
 // consecutive kept rows, the whole reduced length, into dynamic shared memory: thread t takes
 // tile row t % stage and reduced indices t / stage, t / stage + block / stage, ..., so a warp's
 // loads are runs of `stage` adjacent elements (16-64 bytes) and every byte fetched is used.
-// The passes then run as in the loop row kernel with the leaf's loads read from the tile,
-// element j of tile row r at [j * pitch + r]: pitch = stage + 1 (odd), so a warp's lanes, on
-// consecutive j of one row, hit 32 different banks. Outputs stay rows of the logical shape,
-// stored by the row kernel's lanes as before (consecutive columns: coalesced).
+// The passes then run as in the loop row kernel, the leaf walked like a unit-stride one: chunk
+// ch (vw columns) of tile row r is one vector of the tile, at [(ch * pitch + r) * vw] with
+// pitch = stage + 1 (odd), so the 16-byte vectors of a warp's lanes (consecutive ch, one row)
+// fall in different banks (vw 1: 4-byte words, 32 banks). Outputs stay rows of the logical
+// shape, stored by the row kernel's lanes as before (vectors of consecutive columns).
 //
 // A kernel checks the dynamic shared memory its launch got (%dynamic_smem_size) and reads the
-// leaf from global memory, as the plain loop kernel does, when it is short (a launch path that
-// passes no dynamic shared memory): the same results either way, never an access past the tile.
+// leaf's chunks from global memory, element by element at its stride, when it is short (a
+// launch path that passes no dynamic shared memory): the same results, never an access past
+// the tile.
 #include <algorithm>
 
 #include "cuda/codegen_emit.h"
@@ -61,11 +63,6 @@ std::string stage_setup(Emitter& e, const Variant& v) {
   return c;
 }
 
-std::string stage_read(int leaf, const Variant& v, const std::string& global) {
-  const std::string r = v.rpb > 1 ? "grp" : "0u";
-  return "(stg ? T" + S(leaf) + "[(U)col * " + S(v.stage + 1) + "u + " + r + "] : " + global + ")";
-}
-
 std::string stage_copy(Emitter& e, const Variant& v, const std::string& ind) {
   const std::vector<int> ls = stage_leaves(e);
   const int R = v.stage, JS = v.block() / R, P = R + 1, U8 = 8;
@@ -75,7 +72,10 @@ std::string stage_copy(Emitter& e, const Variant& v, const std::string& ind) {
     return e.ptr(a) + "[sb" + S(a) + " + " + t + "]";
   };
   auto dst = [&](int a, const std::string& j) {
-    return "T" + S(a) + "[(" + j + ") * " + S(P) + "u + cr]";
+    if (v.vw == 1) return "T" + S(a) + "[(" + j + ") * " + S(P) + "u + cr]";
+    const std::string w = S(v.vw) + "u";
+    return "T" + S(a) + "[((" + j + ") / " + w + " * " + S(P) + "u + cr) * " + w + " + (" + j +
+           ") % " + w + "]";
   };
   // Whole steps of U8 indices a thread (all loads, then the shared stores: the global loads of
   // a step are in flight together), then the rest one at a time.

@@ -565,11 +565,14 @@ bool stage_variant(const Group& g, int sm, Variant& v) {
     if (rt == 0 && bytes(lo) <= kStageOne) rt = lo;
   }
   if (rt == 0 || rt > kn.stage_block || cdiv(rows, rt) < sm) return false;
-  // Lanes a row: the block's threads over its rows, at most one per 4 columns.
+  // Chunks: 16-byte vectors of the outputs and unit-stride leaves where they align (the tile
+  // takes any width); lanes a row: the block's threads over its rows, at most one per 4 chunks.
+  v.vw = row_vector_width(g);
+  const int64_t nch = cols / v.vw;
   const int tpr =
-      int(std::min<int64_t>(kn.stage_block / rt, std::max<int64_t>(1, pow2ceil(cdiv(cols, 4)))));
+      int(std::min<int64_t>(kn.stage_block / rt, std::max<int64_t>(1, pow2ceil(cdiv(nch, 4)))));
   v.tpr = tpr, v.rpb = rt, v.stage = rt;
-  v.k = 0, v.vw = 1, v.remat = 0, v.prefetch = 0, v.unroll = 1;
+  v.k = 0, v.remat = 0, v.prefetch = 0, v.unroll = 1;
   // As many blocks an SM as threads and tiles allow, asked of ptxas (__launch_bounds__): at
   // 1024 threads two blocks need 32 registers a thread (sm_90 ptxas -v: the staged softmax,
   // layer_norm and rms_norm take 32 uncapped, no spills, bench/row_regs.cpp with

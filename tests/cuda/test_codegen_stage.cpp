@@ -78,15 +78,16 @@ TEST_CASE("codegen: transposed row ops take staged tiles, contiguous rows do not
   struct Want {
     DType dt;
     int64_t cols;
-    int rows, tpr;  // tile rows and lanes a row (1024-thread blocks, at most cols / 4 lanes)
+    int rows, tpr, vw;  // tile rows, lanes a row (1024-thread blocks, at most a lane per 4
+                        // chunks), columns a chunk (16 bytes of the output)
   };
   // Tiles: the most rows of 16-64 bytes a reduced index whose tile leaves two blocks an SM
   // (112 KiB), else 16 bytes' worth in up to 160 KiB: f32 4096 columns 4 rows (80 KiB), bf16 8
   // (72 KiB); 1000 f32 columns 16 rows (66 KiB); 128 bf16 columns 32 rows; 8192 f32 columns
   // 4 rows (160 KiB, one block an SM).
-  for (Want w : {Want{DType::Float32, 4096, 4, 256}, Want{DType::BFloat16, 4096, 8, 128},
-                 Want{DType::Float32, 1000, 16, 64}, Want{DType::BFloat16, 128, 32, 32},
-                 Want{DType::Float32, 8192, 4, 256}})
+  for (Want w : {Want{DType::Float32, 4096, 4, 256, 4}, Want{DType::BFloat16, 4096, 8, 128, 8},
+                 Want{DType::Float32, 1000, 16, 64, 4}, Want{DType::BFloat16, 128, 32, 4, 8},
+                 Want{DType::Float32, 1001, 16, 64, 1}, Want{DType::Float32, 8192, 4, 256, 4}})
     for (const std::string& op : ops) {
       Tensor x = ready({w.cols, 8192}, w.dt);
       Group g = one_group(row_op(op, x.t(), w.cols));
@@ -96,7 +97,7 @@ TEST_CASE("codegen: transposed row ops take staged tiles, contiguous rows do not
       CHECK(v.rpb == w.rows);
       CHECK(v.tpr == w.tpr);
       CHECK(v.k == 0);
-      CHECK(v.vw == 1);
+      CHECK(v.vw == w.vw);
       CHECK(v.key().find("_g" + std::to_string(w.rows)) != std::string::npos);
       const int pitch = w.rows + 1, isz = int(itemsize(w.dt));
       CHECK(lc::stage_col_bytes(g, w.rows) == pitch * isz);  // the one staged leaf: x
@@ -107,10 +108,11 @@ TEST_CASE("codegen: transposed row ops take staged tiles, contiguous rows do not
       INFO(src);
       CHECK(occurrences(src, "%%dynamic_smem_size") == 1);
       CHECK(occurrences(src, "extern __shared__") == 1);
-      // The copy reads x at its reduced stride, a tile row a thread; every pass reads the tile.
-      CHECK(occurrences(src, "[(U)col * " + std::to_string(pitch) + "u + grp]") >= 2);
+      // Every pass reads chunk ch of its row as one vector of the tile.
+      CHECK(occurrences(src, "((U)ch * " + std::to_string(pitch) + "u + grp) * " +
+                                 std::to_string(w.vw) + "u)") >= 2);
       CHECK(occurrences(src, "__syncthreads();") >= 2);
-      if (w.cols == 4096) srcs.push_back(src);
+      if (w.cols != 1000 && w.cols != 8192) srcs.push_back(src);
     }
   // Not staged: contiguous rows; rows too long for a tile (32768 f32); too few tiles for the
   // SMs; plain reductions of x.t() (column kernels: a thread a kept row, already coalesced).
@@ -154,7 +156,8 @@ TEST_CASE("codegen: staged tiles of a 3-D permuted view and of two transposed in
   CHECK(v2.stage == 16);  // narrowest element bf16: 32 rows (193 KiB) would not leave two blocks
   CHECK(lc::stage_col_bytes(g2, v2.stage) == 17 * 4 + 17 * 2);
   std::string src2 = lc::generate(g2, v2).source;
-  CHECK(occurrences(src2, "[(U)col * 17u + grp]") >= 2);
+  CHECK(v2.vw == 4);                                           // 16 bytes of the f32 output
+  CHECK(occurrences(src2, "((U)ch * 17u + grp) * 4u)") >= 4);  // both tiles, both passes
   if (!lc::nvrtc_available()) return;
   StrictWarnings strict;
   for (const std::string& s : {src, src2}) {
