@@ -65,7 +65,10 @@ std::string stage_setup(Emitter& e, const Variant& v) {
 
 std::string stage_copy(Emitter& e, const Variant& v, const std::string& ind) {
   const std::vector<int> ls = stage_leaves(e);
-  const int R = v.stage, JS = v.block() / R, P = R + 1, U8 = 8;
+  // 8 loads in flight a thread (over all tiles): sm_90 ptxas, 32 registers, no spills (16
+  // guarded loads spilled 4-64 bytes).
+  const int R = v.stage, JS = v.block() / R, P = R + 1;
+  const int U8 = std::max(2, 8 / std::max(1, int(ls.size())));
   const std::string in2 = ind + "  ";
   auto src = [&](int a, const std::string& j) {
     std::string t = e.terms(a, e.kept, e.rank, [&](int) { return "(I)(" + j + ")"; });
@@ -77,22 +80,32 @@ std::string stage_copy(Emitter& e, const Variant& v, const std::string& ind) {
     return "T" + S(a) + "[((" + j + ") / " + w + " * " + S(P) + "u + cr) * " + w + " + (" + j +
            ") % " + w + "]";
   };
-  // Whole steps of U8 indices a thread (all loads, then the shared stores: the global loads of
-  // a step are in flight together), then the rest one at a time.
-  const std::string ju = "j + (U)(u * " + S(JS) + ")";
+  // Whole steps of U8 indices a thread, then one step for the rest (a short row's only step),
+  // its loads clamped to the row's last index (no predicate a load) and its stores guarded: all
+  // loads of a step, then its shared stores, so its global loads are in flight together (a
+  // load after a shared store through another pointer would wait for it).
+  const std::string ju = "j + (U)(u * " + S(JS) + ")", in4 = in2 + "  ";
+  auto step = [&](bool last) {
+    std::string c;
+    for (int a : ls) {
+      const std::string t = Emitter::storage_type(e.storage_dtype(a));
+      c += in2 + t + " x" + S(a) + "[" + S(U8) + "];\n";
+    }
+    const std::string at = last ? "(" + ju + " < cols ? " + ju + " : cols - 1u)" : ju;
+    c += in2 + "#pragma unroll\n" + in2 + "for (int u = 0; u < " + S(U8) + "; ++u) {\n";
+    for (int a : ls) c += in4 + "x" + S(a) + "[u] = " + src(a, at) + ";\n";
+    c += in2 + "}\n" + in2 + "#pragma unroll\n" + in2 + "for (int u = 0; u < " + S(U8) +
+         "; ++u) {\n";
+    const std::string g = last ? in4 + "if (" + ju + " < cols) {\n" : "";
+    const std::string i5 = last ? in4 + "  " : in4;
+    c += g;
+    for (int a : ls) c += i5 + dst(a, ju) + " = x" + S(a) + "[u];\n";
+    return c + (last ? in4 + "}\n" : "") + in2 + "}\n";
+  };
   std::string c = ind + "U j = threadIdx.x / " + S(R) + "u;\n";
   c += ind + "for (; j + " + S((U8 - 1) * JS) + "u < cols; j += " + S(U8 * JS) + "u) {\n";
-  for (int a : ls) {
-    const std::string t = Emitter::storage_type(e.storage_dtype(a));
-    c += in2 + t + " x" + S(a) + "[" + S(U8) + "];\n";
-  }
-  c += in2 + "#pragma unroll\n" + in2 + "for (int u = 0; u < " + S(U8) + "; ++u) {\n";
-  for (int a : ls) c += in2 + "  x" + S(a) + "[u] = " + src(a, ju) + ";\n";
-  c += in2 + "}\n" + in2 + "#pragma unroll\n" + in2 + "for (int u = 0; u < " + S(U8) + "; ++u) {\n";
-  for (int a : ls) c += in2 + "  " + dst(a, ju) + " = x" + S(a) + "[u];\n";
-  c += in2 + "}\n" + ind + "}\n";
-  c += ind + "for (; j < cols; j += " + S(JS) + "u) {\n";
-  for (int a : ls) c += in2 + dst(a, "j") + " = " + src(a, "j") + ";\n";
+  c += step(false) + ind + "}\n";
+  c += ind + "if (j < cols) {\n" + step(true);
   return c + ind + "}\n";
 }
 
