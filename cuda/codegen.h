@@ -34,6 +34,10 @@
 //              a row takes `unroll`). A block walks rows in a grid-stride loop; with `prefetch`
 //              a persistent block loads its next row's retained vectors while this row reduces
 //              and stores; with `sync1` a block-wide combine takes one barrier, not two.
+//              Staged rows (`stage`, codegen_stage.cpp): a leaf whose reduced dim is strided
+//              and whose innermost kept dim is unit-stride (a softmax of x.t()) is first
+//              copied, `stage` adjacent kept rows of it a block, into dynamic shared memory with
+//              coalesced loads; the loop passes then read its chunks there as vectors.
 //   split      few rows, long columns (full reductions, [8, 32768] softmax): each row is cut
 //              into gridDim.y segments; one launch per pass writes per-segment partials and
 //              the last block of each row block combines them in segment order (deterministic).

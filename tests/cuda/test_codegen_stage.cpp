@@ -158,9 +158,20 @@ TEST_CASE("codegen: staged tiles of a 3-D permuted view and of two transposed in
   std::string src2 = lc::generate(g2, v2).source;
   CHECK(v2.vw == 4);                                           // 16 bytes of the f32 output
   CHECK(occurrences(src2, "((U)ch * 17u + grp) * 4u)") >= 4);  // both tiles, both passes
+  // f64 (16 bytes: 2 columns a chunk, tiles of 2-8 rows) and f16 rows compile too.
+  std::vector<std::string> more;
+  for (DType dt : {DType::Float64, DType::Float16}) {
+    Tensor z = ready({1000, 8192}, dt);
+    Group gz = one_group(log_softmax(z.t(), 1));
+    lc::Variant vz = lc::choose_variant(gz, 132);
+    INFO(dtype_name(dt) << " " << vz.key());
+    CHECK(vz.stage == (dt == DType::Float64 ? 8 : 32));
+    CHECK(vz.vw == 16 / int(itemsize(dt)));
+    more.push_back(lc::generate(gz, vz).source);
+  }
   if (!lc::nvrtc_available()) return;
   StrictWarnings strict;
-  for (const std::string& s : {src, src2}) {
+  for (const std::string& s : {src, src2, more[0], more[1]}) {
     INFO(s);
     CHECK_FALSE(lc::compile(s, "loom_stage", 9, 0).cubin.empty());
   }
