@@ -8,6 +8,8 @@
 // Last, column means (mean over dim 0; the suite's is [65536, 4096] f32) of f32 and bf16.
 // LOOM_ROW_REGS_SRC=1 prints each generated source too (to read what a knob changed).
 // LOOM_ROW_REGS_OFFSET=d takes the row kernels' input as a view offset by d columns.
+// LOOM_ROW_REGS_TRANS=1 takes it as x.t() of a contiguous [cols, 8192] x (staged tiles,
+// LOOM_CUDA_ROW_STAGE; the blocks an SM then count the tile's dynamic shared memory too).
 //
 //   loom_row_regs [cols...]   (default 128 1000 4096 8192 32768)
 #include <cstdio>
@@ -41,15 +43,18 @@ int main(int argc, char** argv) {
   const bool src = show && std::string(show) == "1";
   const char* offs = std::getenv("LOOM_ROW_REGS_OFFSET");
   const int64_t off = offs ? std::atoll(offs) : 0;
+  const char* trs = std::getenv("LOOM_ROW_REGS_TRANS");
+  const bool trans = trs && std::string(trs) == "1";
   for (const char* op : {"softmax", "layer_norm", "rms_norm"})
     for (DType dt : {DType::Float32, DType::BFloat16})
       for (int64_t cols : cols_list) {
         manual_seed(1);
         // LOOM_ROW_REGS_OFFSET=d: the input is a view offset by d columns into rows of cols + 8
         // (peeled rows, realigned by d; LOOM_CUDA_ROW_PEEL), read directly (no copy).
-        Tensor x = cast(rand({1024, cols + (off ? 8 : 0)}), dt);
+        Tensor x =
+            trans ? cast(rand({cols, 8192}), dt) : cast(rand({1024, cols + (off ? 8 : 0)}), dt);
         loom::sync();
-        Tensor xc = off ? x.slice(1, off, off + cols) : x.clone();
+        Tensor xc = trans ? x.t() : off ? x.slice(1, off, off + cols) : x.clone();
         std::string o = op;
         Tensor y = o == "softmax"      ? softmax(xc, 1)
                    : o == "layer_norm" ? layer_norm(xc, {cols})
@@ -66,13 +71,16 @@ int main(int argc, char** argv) {
         // Registers are allocated a warp at a time in units of 256 (8 a thread).
         int block = v.block(), per_thread = (std::max(regs, 1) + 7) / 8 * 8;
         int blocks = std::min({32, 2048 / block, 65536 / (per_thread * block)});
+        const int64_t smem = lc::launch_config(g, v, 132).smem;
+        if (smem > 0) blocks = std::min<int>(blocks, int(228 * 1024 / (smem + 1024)));
         int64_t rows = int64_t(blocks) * v.rpb;
         // Input bytes in flight: a persistent row loads all of itself before its first reduce;
         // a looping one 4 chunks a lane (2 at 1024 threads) a step.
         int64_t isz = int64_t(itemsize(dt));
-        int64_t row_bytes = v.k > 0 ? cols * isz
-                                    : std::min<int64_t>(cols * isz, int64_t(v.tpr) * v.vw * isz *
-                                                                        (block >= 1024 ? 2 : 4));
+        int64_t row_bytes = v.k > 0 || v.stage > 0
+                                ? cols * isz
+                                : std::min<int64_t>(cols * isz, int64_t(v.tpr) * v.vw * isz *
+                                                                    (block >= 1024 ? 2 : 4));
         char name[64];
         std::snprintf(name, sizeof name, "%s %s %lld", op, dtype_name(dt), (long long)cols);
         std::printf("%-24s %-26s %5d %6d %7d %8lld %10.1f\n", name, v.key().c_str(), regs, spill,

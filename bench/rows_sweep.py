@@ -34,6 +34,8 @@ def cases(elems, only):
                 out.append((op, dt, cols, "contiguous"))
             for view in VIEWS[1:]:  # views at the suite's row length
                 out.append((op, dt, 4096, view))
+            for cols in (1000, 8192):  # transposed at other lengths (staged tiles of 4-32 rows)
+                out.append((op, dt, cols, "transposed"))
     for dt in ("float32", "bfloat16"):  # column reductions: --elems // cols rows of cols
         for cols in (1000, 1001, 4096):  # (1001: rows not 16-byte aligned)
             out.append(("col_mean", dt, cols, "contiguous"))

@@ -25,6 +25,7 @@ std::string Variant::key() const {
     if (fexp) os << "_x";
     if (shift >= 0) os << "_h" << shift << "n" << std::hex << novec << std::dec;
     if (shifted) os << "d" << dshift << "s" << std::hex << shifted << std::dec;
+    if (stage) os << "_g" << stage;
   }
   return os.str();
 }

@@ -34,6 +34,10 @@
 //              a row takes `unroll`). A block walks rows in a grid-stride loop; with `prefetch`
 //              a persistent block loads its next row's retained vectors while this row reduces
 //              and stores; with `sync1` a block-wide combine takes one barrier, not two.
+//              Staged rows (`stage`, codegen_stage.cpp): a leaf whose reduced dim is strided
+//              and whose innermost kept dim is unit-stride (a softmax of x.t()) is first
+//              copied, `stage` adjacent kept rows of it a block, into dynamic shared memory with
+//              coalesced loads; the loop passes then read its chunks there as vectors.
 //   split      few rows, long columns (full reductions, [8, 32768] softmax): each row is cut
 //              into gridDim.y segments; one launch per pass writes per-segment partials and
 //              the last block of each row block combines them in segment order (deterministic).
@@ -75,12 +79,19 @@ struct Variant {
   int shift = -1;
   uint64_t novec = 0;
   int dshift = 0;
+  // rows (not split, k 0), staged tile (LOOM_CUDA_ROW_STAGE, cuda/codegen_stage.cpp): a block's
+  // `stage` (= rpb) kept rows of every leaf whose one reduced dim is strided and whose innermost
+  // kept dim is unit-stride (a softmax of x.t()) are copied into dynamic shared memory first,
+  // coalesced along the kept dim; the passes then read them there. 0: not staged. (Placed in
+  // the padding before `shifted`: sizeof stays 88.)
+  int stage = 0;
   uint64_t shifted = 0;
   int block() const { return reduce ? tpr * rpb : 256; }
   std::string key() const;  // short tag, e.g. "pw_v4_u2", "pw_v4_u4_roll", "row_t128_r2_k4_w4_m",
                             // "split_t256_r1_k0_w4", "split_t1_r256_k0_w1_u8", "row_t256_..._s1",
                             // "row_t128_r2_k4_w8_m_h0n4" (peeled: shift 0, novec 0x4),
-                            // "row_..._h1n0d1s1" (leaf 0 realigned by 1)
+                            // "row_..._h1n0d1s1" (leaf 0 realigned by 1),
+                            // "row_t256_r4_k0_w1_g4" (a staged tile of 4 rows)
 };
 
 // A runtime value the kernel reads from its parameter block (p.v[i]).
@@ -128,6 +139,10 @@ Generated generate(const Group& g, const Variant& v);
 // counts whole 32-bit registers (a single bf16 column takes one).
 // With `retained_only`, just the retained leaf vectors (what a prefetch 2 kernel holds twice).
 // `novec`: accesses a peeled row reads element by element (Variant::novec), never retained.
+// Bytes of dynamic shared memory a staged row kernel of `rows` tile rows takes a reduced index
+// (all its staged leaves' tiles; times cols for the launch); 0 where no leaf is staged.
+int stage_col_bytes(const Group& g, int rows);
+
 int row_cache_bytes(const Group& g, int remat, int vw = 0, bool retained_only = false,
                     uint64_t novec = 0);
 

@@ -113,6 +113,19 @@ class Emitter {
 std::vector<bool> closure(const Group& g, const std::vector<int>& targets,
                           const std::function<bool(int)>& stop = nullptr);
 
+// Staged row tiles (cuda/codegen_stage.cpp, Variant::stage). Leaves staged: memory leaves of
+// the one reduced dim at a strided (argument) stride whose innermost kept dim is unit-stride;
+// in order of their tiles in shared memory (widest element first).
+bool stage_leaf(const Emitter& e, int a);
+std::vector<int> stage_leaves(const Emitter& e);
+int stage_col_bytes(const Emitter& e, int rows);  // shared bytes a reduced index, all tiles
+// Kernel-top declarations: the dynamic shared memory, `stg` (the launch gave enough of it) and
+// the tiles T<leaf>. Names `cols`.
+std::string stage_setup(Emitter& e, const Variant& v);
+// The block's copy of its tile rows: thread row `cr`, tile row bases sb<leaf> (the caller
+// declares both), within `if (stg)`.
+std::string stage_copy(Emitter& e, const Variant& v, const std::string& ind);
+
 void generate_pointwise(const Group& g, const Variant& v, Generated& out);
 void generate_rows(const Group& g, const Variant& v, Generated& out);
 

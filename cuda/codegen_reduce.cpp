@@ -154,6 +154,8 @@ class RowGen {
     e_.novec = v.novec;
     peel_ = v.shift >= 0 && !v.split && v.vw > 1;
     for (auto& o : g.outputs) (g.nodes[o.node].space == Space::Full ? full_out_ : row_out_) = true;
+    if (v.stage > 0 && !v.split)
+      for (int a : stage_leaves(e_)) staged_.insert(a);
   }
 
   void run(Generated& out) {
@@ -183,6 +185,7 @@ class RowGen {
   std::string lane_, lane0_;
   bool full_out_ = false, row_out_ = false;
   bool peel_ = false;        // Variant::shift: chunks on the memory grid, partial end chunks
+  std::set<int> staged_;     // Variant::stage: leaves read from the block's shared tile
   bool scalar_out_ = false;  // col_body of a partial chunk: unit outputs stored element-wise
   std::vector<bool> rb_used_, j_used_;
   std::set<std::string> shared_;  // shared-memory declarations of the current kernel
@@ -268,7 +271,9 @@ class RowGen {
   // ---- pieces ---------------------------------------------------------------------------------
   // An access a lane walks at unit stride along the one reduced dim: read or written as one
   // vector a chunk.
+  // A staged leaf (Variant::stage) counts as one: its chunks are vectors of the block's tile.
   bool unit(int a) const {
+    if (staged_.count(a)) return true;
     return R_ - K_ == 1 && e_.is_memory(a) && e_.cls(a, R_ - 1) == Cls::One && e_.vec_ok(a);
   }
   std::string vec_t(int a) const {
@@ -439,9 +444,10 @@ class RowGen {
       if (keep && !loaded_.insert(leaf).second) continue;
       std::string name = (keep ? "lr" : "lw") + S(leaf);
       if (!keep) code += ind + leaf_vec_t(leaf) + " " + name + "[" + S(uf) + "];\n";
-      loads.push_back(shifted(leaf) ? realigned_load(leaf, name, in4)
-                                    : in4 + name + "[k] = " +
-                                          vload(leaf_vec_t(leaf), chunk_addr(leaf)) + ";\n");
+      loads.push_back(staged_.count(leaf) ? staged_load(leaf, name, in4)
+                      : shifted(leaf)     ? realigned_load(leaf, name, in4)
+                                          : in4 + name + "[k] = " +
+                                            vload(leaf_vec_t(leaf), chunk_addr(leaf)) + ";\n");
       if (peel_) parts.push_back(partial_load(leaf, name, in4));
     }
     if (!vleaves.empty()) e_.need("vec");
@@ -500,6 +506,28 @@ class RowGen {
 
   bool shifted(int leaf) const { return peel_ && leaf < 64 && ((v_.shifted >> leaf) & 1); }
 
+  // Chunk ch of a staged leaf: one vector of the block's tile (stage_setup says its layout),
+  // or, where the launch gave too little shared memory, its vw elements from global memory at
+  // the leaf's reduced stride (bf16 words: two columns a word, the low one first).
+  std::string staged_load(int leaf, const std::string& name, const std::string& ind) {
+    const std::string T = leaf_vec_t(leaf), W = S(v_.vw), dst = name + "[k]";
+    const std::string at = "T" + S(leaf) + " + ((U)ch * " + S(v_.stage + 1) + "u + " +
+                           (v_.rpb > 1 ? "grp" : "0u") + ") * " + W + "u";
+    auto el = [&](const std::string& e) {
+      std::string t =
+          e_.terms(leaf, K_, R_, [&](int) { return "(I)(ch * " + W + "u + " + e + ")"; });
+      return e_.ptr(leaf) + "[" + rb(leaf) + " + " + t + "]";
+    };
+    std::string c = ind + "if (stg) {\n" + ind + "  " + dst + " = " + vload(T, at) + ";\n";
+    c += ind + "} else {\n" + ind + "  #pragma unroll\n";
+    if (words(leaf))
+      c += ind + "  for (int e = 0; e < " + S(v_.vw / 2) + "; ++e) " + dst + ".v[e] = (unsigned)" +
+           el("2 * e") + " | ((unsigned)" + el("2 * e + 1") + " << 16);\n";
+    else
+      c += ind + "  for (int e = 0; e < " + W + "; ++e) " + dst + ".v[e] = " + el("e") + ";\n";
+    return c + ind + "}\n";
+  }
+
   // A whole chunk of a leaf `dshift` elements past the grid: the two aligned vectors it spans,
   // its columns picked in registers (bf16 words at an odd shift: one byte permute a word).
   std::string realigned_load(int leaf, const std::string& name, const std::string& ind) {
@@ -553,6 +581,7 @@ class RowGen {
   // Chunks a lane of a loop walk takes a step: 4 (2 in 1024-thread blocks: 64 registers); a
   // thread a row (column reductions) takes `unroll`, default 1.
   int loop_chunks() const {
+    if (!staged_.empty()) return std::max(1, v_.unroll);  // tile reads: shared-memory latency
     return v_.tpr == 1 ? std::max(1, v_.unroll) : v_.block() >= 1024 ? 2 : 4;
   }
   // The loop walk of a lane from chunk `start` to `end`, uf chunks a step. A thread a row with
@@ -783,13 +812,27 @@ class RowGen {
         swap += in + "}\n";
       }
     }
+    // Staged tiles: the block copies its rows' tiles (rows rb .. rb + stage - 1; thread row cr),
+    // then every lane reads them; a barrier after the row lets the next tile overwrite them.
+    std::string stage_in, stage_out;
+    if (!staged_.empty()) {
+      outer += stage_setup(e_, v_);
+      const std::string in3 = in + "    ";
+      std::string copy = stage_copy(e_, v_, in3);
+      for (int a : staged_) rb(a);
+      copy = row_setup(in3, "srow", "s", &copy) + copy;
+      stage_in = in + "if (stg) {\n" + in + "  const U cr = threadIdx.x % " + S(v_.stage) + "u;\n" +
+                 in + "  const U srow = rb + cr;\n" + in + "  if (srow < rows) {\n" + copy + in +
+                 "  }\n" + in + "}\n" + in + "__syncthreads();\n";
+      stage_out = in + "__syncthreads();\n";
+    }
     std::string k = header("loom_kernel") + outer + first;
     k += "  for (U rb = (U)blockIdx.x * " + S(v_.rpb) + "u" + (par_ ? ", it = 0" : "") +
          "; rb < rows; rb += (U)gridDim.x * " + S(v_.rpb) + "u" + (par_ ? ", it ^= 1u" : "") +
          ") {\n";
     k += "    const U row = rb" + grp + ";\n";
-    k += "    const bool rv = row < rows;\n";
-    const std::string rest = next + body + swap;
+    k += "    const bool rv = row < rows;\n" + stage_in;
+    const std::string rest = next + body + swap + stage_out;
     // Peeled rows: this row's shift and its chunks (whole ones fc0 .. fc1 - 1).
     std::string peel;
     if (peel_ && cols_used_) {

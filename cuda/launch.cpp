@@ -361,6 +361,21 @@ bool narrow_rows(const Group& g) {
 //                          the segments) lost on every H200 col_mean (rows_sweep A/B, % of copy):
 //                          level 1 f32 1000 77 -> 66, 4096 95 -> 91, bf16 1000 61 -> 35, 4096
 //                          68 -> 62; level 2 f32 1000 75 -> 24, 4096 98 -> 51, bf16 4096 69 -> 17
+//   LOOM_CUDA_ROW_STAGE=0|1  row groups whose input rows are strided along the reduced dim and
+//                          unit-stride along the kept one (softmax / layer_norm / rms_norm over
+//                          the last dim of x.t(); Variant::stage, cuda/codegen_stage.cpp): 1
+//                          (default) a block copies `stage` adjacent kept rows into dynamic shared
+//                          memory with coalesced loads, then runs the loop row kernel on them; 0
+//                          the row kernels of before (H200, [65536, 4096] of x.t(): f32 24%,
+//                          bf16 14-15% of copy: a 32-byte sector a 2-4 byte element). Needs the
+//                          launch to pass LaunchConfig::smem (a kernel given less reads global
+//                          memory as the plain loop kernel does, so results never depend on it)
+//   LOOM_CUDA_ROW_STAGE_ROWS=n  tile rows (power of two) for every staged group; unset: the most
+//                          of 16..64 bytes of the narrowest staged element a reduced index whose
+//                          tile leaves 2 blocks an SM (at most 112 KiB), else 16 bytes' worth
+//                          at up to 160 KiB (one block an SM), else not staged
+//   LOOM_CUDA_ROW_STAGE_BLOCK=n  threads of a staged block (default 1024: the copy's loads in
+//                          flight are the block's threads times 8; lanes a row = n / rows)
 struct RowKnobs {
   int tpr = 0, rpb = 0, chunks = 4, minb = -1;
   int remat = -1;
@@ -371,6 +386,8 @@ struct RowKnobs {
                                       // of 4-byte types, 0 on narrow rows
   int peel = 2;
   int peel_remat = 2;
+  bool stage = true;
+  int stage_rows = 0, stage_block = 1024;
 };
 const RowKnobs& row_knobs() {
   static const RowKnobs k = [] {
@@ -394,6 +411,10 @@ const RowKnobs& row_knobs() {
     r.col_unroll = cu > 0 ? int(pow2ceil(cu)) : 0;
     r.peel = get("LOOM_CUDA_ROW_PEEL", 0, 2, 2);
     r.peel_remat = get("LOOM_CUDA_ROW_PEEL_REMAT", 1, 2, 2);
+    r.stage = get("LOOM_CUDA_ROW_STAGE", 0, 1, 1) == 1;
+    const int sr = get("LOOM_CUDA_ROW_STAGE_ROWS", 0, 128, 0);
+    r.stage_rows = sr > 0 ? int(pow2ceil(sr)) : 0;
+    r.stage_block = int(pow2ceil(get("LOOM_CUDA_ROW_STAGE_BLOCK", 64, 1024, 1024)));
     return r;
   }();
   return k;
@@ -517,6 +538,53 @@ static int col_unroll(int64_t len) {
   return u > 0 ? u : len >= 256 ? 8 : 1;
 }
 
+// Shared memory a staged block may take: two blocks an SM at up to kStageTwo, one at up to
+// kStageOne (within the opt-in limit of sm_80 (163 KiB) and sm_90 (227 KiB) GPUs).
+constexpr int64_t kStageTwo = 112 * 1024, kStageOne = 160 * 1024;
+
+// A staged tile variant (LOOM_CUDA_ROW_STAGE) for a row group with staged leaves, where a
+// tile fits and the tiles make at least a block an SM; false otherwise.
+bool stage_variant(const Group& g, int sm, Variant& v) {
+  const RowKnobs& kn = row_knobs();
+  const int R = int(g.space.size()), K = g.n_kept;
+  if (!kn.stage || R - K != 1 || K < 1 || stage_col_bytes(g, 1) == 0) return false;
+  const int64_t rows = g.rows(), cols = g.cols();
+  // Rows the tile takes: 16 to 64 bytes of the narrowest staged element a reduced index.
+  size_t isz = 8;
+  for (const GLeaf& l : g.leaves)
+    if (l.st && l.space == Space::Full && l.strides[R - 1] != 1 && l.strides[K - 1] == 1)
+      isz = std::min(isz, itemsize(l.dtype));
+  const int lo = int(16 / isz), hi = int(64 / isz);
+  auto bytes = [&](int r) { return cols * stage_col_bytes(g, r); };
+  int rt = 0;
+  if (kn.stage_rows > 0) {
+    rt = bytes(kn.stage_rows) <= kStageOne ? kn.stage_rows : 0;
+  } else {
+    for (int r = hi; r >= lo && rt == 0; r /= 2)
+      if (bytes(r) <= kStageTwo) rt = r;
+    if (rt == 0 && bytes(lo) <= kStageOne) rt = lo;
+  }
+  if (rt == 0 || rt > kn.stage_block || cdiv(rows, rt) < sm) return false;
+  // Chunks: 16-byte vectors of the outputs and unit-stride leaves where they align (the tile
+  // takes any width); lanes a row: the block's threads over its rows, at most one per 4 chunks.
+  v.vw = row_vector_width(g);
+  const int64_t nch = cols / v.vw;
+  const int tpr =
+      int(std::min<int64_t>(kn.stage_block / rt, std::max<int64_t>(1, pow2ceil(cdiv(nch, 4)))));
+  v.tpr = tpr, v.rpb = rt, v.stage = rt;
+  v.k = 0, v.remat = 0, v.prefetch = 0, v.unroll = 1;
+  // As many blocks an SM as threads and tiles allow, asked of ptxas (__launch_bounds__): at
+  // 1024 threads two blocks need 32 registers a thread (sm_90 ptxas -v: the staged softmax,
+  // layer_norm and rms_norm take 32 uncapped, no spills, bench/row_regs.cpp with
+  // LOOM_ROW_REGS_TRANS=1); one more would leave a tile's SM one block.
+  const int64_t by_smem = (228 * 1024) / (bytes(rt) + 1024), by_threads = 2048 / v.block();
+  const int64_t mb = std::min(by_smem, by_threads);
+  v.minb = mb >= 2 ? int(mb) : 0;
+  v.shift = -1, v.novec = 0, v.dshift = 0, v.shifted = 0;
+  v.sync1 = kn.sync1 && tpr > 32;
+  return true;
+}
+
 Variant choose_variant(const Group& g, int sm) {
   Variant v;
   Layout layout = layout_of(g);
@@ -581,6 +649,8 @@ Variant choose_variant(const Group& g, int sm) {
     // split's last block combines the partials of vec columns over vec times the segments in
     // series (1056 segments x 4 columns against 264 x 1).
     v.tpr = 1, v.rpb = 256, v.unroll = col_unroll(cols);
+  } else if (stage_variant(g, sm, v)) {
+    return v;
   } else {
     v.vw = row_vector_width(g);
     // Peeled rows take one chunk more than the row's whole ones (a partial one at each end).
@@ -651,6 +721,7 @@ LaunchConfig launch_config(const Group& g, const Variant& v, int sm) {
   } else {
     lc.grid_x = unsigned(
         std::clamp<int64_t>(row_grid(blocks, v, sm, row_knobs().grid), 1, (int64_t(1) << 31) - 1));
+    if (v.stage > 0) lc.smem = unsigned(cols * stage_col_bytes(g, v.stage));
   }
   return lc;
 }

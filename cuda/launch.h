@@ -12,6 +12,7 @@ namespace loom::cuda {
 struct LaunchConfig {
   unsigned grid_x = 1, grid_y = 1, block = 256;
   int64_t seglen = 0;  // split: columns a segment
+  unsigned smem = 0;   // dynamic shared memory bytes (staged row tiles, Variant::stage)
   bool empty = false;  // nothing to do (no elements, or no rows)
 };
 
