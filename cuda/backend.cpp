@@ -297,7 +297,7 @@ bool same_variant(const cuda::Variant& a, const cuda::Variant& b) {
          a.vw == b.vw && a.split == b.split && a.unroll == b.unroll && a.roll == b.roll &&
          a.remat == b.remat && a.minb == b.minb && a.sync1 == b.sync1 && a.prefetch == b.prefetch &&
          a.fexp == b.fexp && a.shift == b.shift && a.novec == b.novec && a.dshift == b.dshift &&
-         a.shifted == b.shifted;
+         a.shifted == b.shifted && a.stage == b.stage;
 }
 
 CudaKernel::Compiled& CudaKernel::get(CudaBackend& be, const Group& g, const cuda::Variant& v) {
@@ -359,7 +359,7 @@ void CudaKernel::run(const Group& g) {
   cuda::pack_params(g, c->gen.params, lc, scratch, params);
   void* args[] = {params.data()};
   for (const cuda::Function& f : c->mod->fns)
-    cuda::launch(f, {lc.grid_x, lc.grid_y, 1}, {lc.block, 1, 1}, 0, stream, args);
+    cuda::launch(f, {lc.grid_x, lc.grid_y, 1}, {lc.block, 1, 1}, lc.smem, stream, args);
   if (log_fusion())
     std::cerr << "[loom] cuda launch " << v.key() << " x" << c->mod->fns.size() << " grid ("
               << lc.grid_x << "," << lc.grid_y << ") block " << lc.block << "\n";
