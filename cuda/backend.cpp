@@ -289,21 +289,10 @@ class CudaBackend : public Backend {
   cuda::Staging staging_;
 };
 
-// Every field of a Variant (the size check makes a new field fail to compile until it is
-// compared here: a missed field would run another variant's code).
-bool same_variant(const cuda::Variant& a, const cuda::Variant& b) {
-  static_assert(sizeof(cuda::Variant) == 88, "compare the new Variant field in same_variant");
-  return a.reduce == b.reduce && a.vec == b.vec && a.tpr == b.tpr && a.rpb == b.rpb && a.k == b.k &&
-         a.vw == b.vw && a.split == b.split && a.unroll == b.unroll && a.roll == b.roll &&
-         a.remat == b.remat && a.minb == b.minb && a.sync1 == b.sync1 && a.prefetch == b.prefetch &&
-         a.fexp == b.fexp && a.shift == b.shift && a.novec == b.novec && a.dshift == b.dshift &&
-         a.shifted == b.shifted && a.stage == b.stage;
-}
-
 CudaKernel::Compiled& CudaKernel::get(CudaBackend& be, const Group& g, const cuda::Variant& v) {
   const int dev = be.device();
   for (const Known& k : known_)
-    if (k.dev == dev && same_variant(k.v, v)) return *k.c;
+    if (k.dev == dev && k.v == v) return *k.c;
   std::string vkey = v.key();
   std::string key = std::to_string(be.device()) + "/" + vkey;
   auto it = variants_.find(key);

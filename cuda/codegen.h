@@ -87,6 +87,8 @@ struct Variant {
   int stage = 0;
   uint64_t shifted = 0;
   int block() const { return reduce ? tpr * rpb : 256; }
+  // Every field takes part: two variants that differ anywhere run different code.
+  bool operator==(const Variant&) const = default;
   std::string key() const;  // short tag, e.g. "pw_v4_u2", "pw_v4_u4_roll", "row_t128_r2_k4_w4_m",
                             // "split_t256_r1_k0_w4", "split_t1_r256_k0_w1_u8", "row_t256_..._s1",
                             // "row_t128_r2_k4_w8_m_h0n4" (peeled: shift 0, novec 0x4),
