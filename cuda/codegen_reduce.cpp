@@ -14,6 +14,7 @@
 
 #include "cuda/codegen_emit.h"
 #include "tensor/env.h"
+#include "tensor/error.h"
 
 namespace loom::cuda::gen {
 
@@ -149,8 +150,11 @@ class RowGen {
     R_ = e_.rank, K_ = e_.kept, last_ = g.passes - 1;
     for (int i = 0; i < int(g.nodes.size()); ++i)
       if (is_reduce(g.nodes[i].op)) reduces_.push_back(i);
-    lane_ = v.tpr > 1 ? "lane" : "0";
-    lane0_ = v.tpr > 1 ? "lane == 0" : "true";
+    LOOM_CHECK(v.cs == 1 || (v.tpr == 1 && v.k == 0 && v.vw == 1), Value,
+               "cuda codegen: column slices (cs ", int(v.cs),
+               ") need a loop or split column kernel, got ", v.key());
+    lane_ = nl() > 1 ? "lane" : "0";
+    lane0_ = nl() > 1 ? "lane == 0" : "true";
     e_.novec = v.novec;
     peel_ = v.shift >= 0 && !v.split && v.vw > 1;
     for (auto& o : g.outputs) (g.nodes[o.node].space == Space::Full ? full_out_ : row_out_) = true;
@@ -194,6 +198,8 @@ class RowGen {
   std::map<int, int> last_read_;  // retained leaf -> the last pass that reads its vectors
 
   static std::string S(int i) { return std::to_string(i); }
+  // Lanes that walk a row together: tpr adjacent threads, or a column's cs slices.
+  int nl() const { return v_.tpr * v_.cs; }
   int ord(int r) const {
     return int(std::find(reduces_.begin(), reduces_.end(), r) - reduces_.begin());
   }
@@ -427,7 +433,7 @@ class RowGen {
       part = col_body(q, nodes, store, cached, in4 + "  ", vleaves, none);
       scalar_out_ = false;
     }
-    const std::string chunk = ind + "  const U ch = cb + (U)(k * " + S(v_.tpr) + ");\n";
+    const std::string chunk = ind + "  const U ch = cb + (U)(k * " + S(nl()) + ");\n";
     const std::string whole = "fc0 <= ch && ch < fc1";
     const std::string pcol = "ch * " + S(v_.vw) + "u + (U)e - sh";
     std::string code;
@@ -560,12 +566,12 @@ class RowGen {
   // scalar) loads together before the in-order accumulation, then guarded last steps.
   std::string steps(int q, const std::vector<int>& nodes, bool store, int uf,
                     const std::string& start, const std::string& end, const std::string& ind) {
-    const std::string stride = S(uf * v_.tpr) + "u";
+    const std::string stride = S(uf * nl()) + "u";
     std::string code;
     if (v_.tpr == 1 && uf > 1) {
       code += ind + "U cb = " + start + ";\n";
-      code += ind + "for (; cb + " + S((uf - 1) * v_.tpr) + "u < " + end + "; cb += " + stride +
-              ") {\n";
+      code +=
+          ind + "for (; cb + " + S((uf - 1) * nl()) + "u < " + end + "; cb += " + stride + ") {\n";
       code += walk(q, nodes, store, nullptr, uf, "true", ind + "  ");
       code += ind + "}\n" + ind + "for (; cb < " + end + "; cb += " + stride + ") {\n";
     } else {
@@ -602,6 +608,7 @@ class RowGen {
   // Combines the accumulators of `rs` across the tpr lanes of each row; every lane ends with
   // the row's result.
   std::string lanes(const std::vector<int>& rs, const std::string& ind) {
+    if (v_.cs > 1) return slices(rs, ind);
     if (v_.tpr == 1 || rs.empty()) return "";
     std::string code = ind + "#pragma unroll\n" + ind +
                        "for (int m = " + S(std::min(v_.tpr, 32) / 2) + "; m > 0; m >>= 1) {\n";
@@ -645,6 +652,34 @@ class RowGen {
     return code;
   }
 
+  // Column slices: each thread's accumulators through shared memory (slot t = slice * rpb +
+  // column), each thread then combining its column's slices in slice order (the same on every
+  // run, and every slice ends with the column's result). One reduction at a time through one
+  // 8-byte slot a thread (and one for argmax's index): a group of many reductions (sum, max,
+  // argmax, ...) at 1024 threads would pass the 48 KB of static shared memory otherwise.
+  std::string slices(const std::vector<int>& rs, const std::string& ind) {
+    if (rs.empty()) return "";
+    const std::string n = S(v_.rpb * v_.cs), at = v_.rpb > 1 ? "grp" : "0";
+    const std::string other = "[w * " + S(v_.rpb) + " + " + at + "]";
+    shared_.insert("__shared__ long long lm_cs[" + n + "];");
+    std::string code;
+    for (int r : rs) {
+      Acc a = e_.acc(r);
+      const std::string v = "((" + a.type + "*)lm_cs)";
+      code += ind + v + "[threadIdx.x] = a" + S(r) + ";\n";
+      if (a.index) {
+        shared_.insert("__shared__ long long lm_csi[" + n + "];");
+        code += ind + "lm_csi[threadIdx.x] = ai" + S(r) + ";\n";
+      }
+      code += ind + "__syncthreads();\n" + ind + "a" + S(r) + " = " + v + "[" + at + "];\n";
+      if (a.index) code += ind + "ai" + S(r) + " = lm_csi[" + at + "];\n";
+      code += ind + "#pragma unroll\n" + ind + "for (int w = 1; w < " + S(v_.cs) + "; ++w) {\n";
+      code += combine(r, v + other, a.index ? "lm_csi" + other : "0", ind + "  ");
+      code += ind + "}\n" + ind + "__syncthreads();\n";
+    }
+    return code;
+  }
+
   // Combines value b (index bi) into the accumulator of reduction r: max.NaN / min.NaN for
   // float max and min where available (lm_max's two NaN tests compiled to branches: a
   // 4096-column f32 softmax lane took 12 of them between its shuffles and shared reads).
@@ -678,8 +713,13 @@ class RowGen {
     if (cols_used_) h += "  const U cols = " + e_.uvalue({ValueSlot::Cols}) + ";\n";
     if (cols_used_ && !v_.split && !peel_)
       h += "  const U nch = cols" + (v_.vw > 1 ? " / " + S(v_.vw) + "u" : std::string()) + ";\n";
-    if (v_.tpr > 1) h += "  const int lane = (int)(threadIdx.x & " + S(v_.tpr - 1) + "u);\n";
-    if (v_.rpb > 1) h += "  const U grp = threadIdx.x / " + S(v_.tpr) + "u;\n";
+    if (v_.cs > 1) {  // column slices: a warp's threads adjacent columns of one slice
+      h += "  const int lane = (int)(threadIdx.x / " + S(v_.rpb) + "u);\n";
+      if (v_.rpb > 1) h += "  const U grp = threadIdx.x % " + S(v_.rpb) + "u;\n";
+    } else {
+      if (v_.tpr > 1) h += "  const int lane = (int)(threadIdx.x & " + S(v_.tpr - 1) + "u);\n";
+      if (v_.rpb > 1) h += "  const U grp = threadIdx.x / " + S(v_.tpr) + "u;\n";
+    }
     for (auto& s : shared_) h += "  " + s + "\n";
     return h;
   }
@@ -824,10 +864,12 @@ class RowGen {
         closure(g_, targets, [&](int id) { return is_reduce(g_.nodes[id].op); });
     std::vector<bool> all(g_.nodes.size(), true);
     std::vector<int> rs = acc ? reduces_of_pass(q, all) : std::vector<int>{};
+    // Partials of columns with comb: segment-major, a warp's columns adjacent.
+    const bool segmajor = v_.tpr == 1 && v_.comb > 0;
     auto slot = [&](int r, const std::string& row, const std::string& seg) {
-      std::string base = seg.empty()
-                             ? "(unsigned long long)" + row
-                             : "((unsigned long long)" + row + " * gridDim.y + " + seg + ")";
+      std::string base = seg.empty() ? "(unsigned long long)" + row
+                         : segmajor  ? "((unsigned long long)" + seg + " * rows + " + row + ")"
+                                    : "((unsigned long long)" + row + " * gridDim.y + " + seg + ")";
       return "(" + base + " * " + S(NR) + " + " + S(ord(r)) + ") * 2";
     };
     const std::string in = "  ";
@@ -881,13 +923,58 @@ class RowGen {
       std::string in2 = in + "  ";
       body += in2 + "__threadfence();\n" + acc_decls(rs, in2, false);
       body += in2 + "if (rv) {\n";
-      body += in2 + "  for (U s = " + lane_ + "; s < gridDim.y; s += " + S(v_.tpr) + ") {\n";
-      for (int r : rs) {
-        std::string w = "((volatile long long*)" + part + ")[" + slot(r, "row", "s") + "]";
-        std::string wi = "((volatile long long*)" + part + ")[" + slot(r, "row", "s") + " + 1]";
-        body += in2 + "    " +
-                e_.acc_combine(r, "a" + S(r), "ai" + S(r), e_.acc_from_word(r, w), wi) + "\n";
+      auto word = [&](int r, const std::string& s, bool index) {
+        return "((volatile long long*)" + part + ")[" + slot(r, "row", s) + (index ? " + 1]" : "]");
+      };
+      const std::string step = S(nl()) + "u";
+      std::string s0 = lane_;
+      if (v_.tpr == 1 && v_.comb > 1) {
+        // Columns: comb partials a thread in flight, all loaded before any is accumulated (the
+        // serial loop waits out an L2 round trip a segment: 264 segments of a 1000-column f32
+        // mean, at ~170 ns each, ~45 us against the ~240 us the copy of its bytes takes), then
+        // the rest one at a time; segment order either way.
+        const int B = v_.comb;
+        // One base pointer and a stride, both set in the loop (a 64-bit index a load, or the
+        // stride held from before the loop: ptxas sm_90 40 registers for a 1000-column f32
+        // mean, against 32 this way; the level-1 walk of the same kernel runs 8 blocks an SM
+        // only within 32).
+        body += in2 + "  U s = " + lane_ + ";\n";
+        body += in2 + "  for (; s + " + S(B - 1) + "u * " + step + " < gridDim.y; s += " + S(B) +
+                "u * " + step + ") {\n";
+        body += in2 + "    const volatile long long* q = (volatile long long*)" + part +
+                " + ((unsigned long long)s * rows + row) * " + S(NR * 2) + "u;\n";
+        body += in2 + "    const unsigned long long qs = (unsigned long long)rows * " +
+                S(NR * 2 * nl()) + "u;\n";
+        auto word_k = [&](int r, bool index) {
+          return "q[k * qs + " + S(ord(r) * 2 + (index ? 1 : 0)) + "u]";
+        };
+        std::string loads, adds;
+        for (int r : rs) {
+          body += in2 + "    long long w" + S(r) + "[" + S(B) + "];\n";
+          loads += in2 + "      w" + S(r) + "[k] = " + word_k(r, false) + ";\n";
+          std::string wi = "0";
+          if (e_.acc(r).index) {
+            body += in2 + "    long long wi" + S(r) + "[" + S(B) + "];\n";
+            loads += in2 + "      wi" + S(r) + "[k] = " + word_k(r, true) + ";\n";
+            wi = "wi" + S(r) + "[k]";
+          }
+          adds += in2 + "      " +
+                  e_.acc_combine(r, "a" + S(r), "ai" + S(r),
+                                 e_.acc_from_word(r, "w" + S(r) + "[k]"), wi) +
+                  "\n";
+        }
+        const std::string loop =
+            in2 + "    #pragma unroll\n" + in2 + "    for (int k = 0; k < " + S(B) + "; ++k) {\n";
+        body += loop + loads + in2 + "    }\n" + loop + adds + in2 + "    }\n" + in2 + "  }\n";
+        s0 = "s";
       }
+      body += in2 + "  for (" + (s0 == "s" ? std::string() : "U s = " + s0) +
+              "; s < gridDim.y; s += " + step + ") {\n";
+      for (int r : rs)
+        body += in2 + "    " +
+                e_.acc_combine(r, "a" + S(r), "ai" + S(r), e_.acc_from_word(r, word(r, "s", false)),
+                               word(r, "s", true)) +
+                "\n";
       body += in2 + "  }\n" + in2 + "}\n";
       body += lanes(rs, in2);
       body += in2 + "if (rv && " + lane0_ + ") {\n";

@@ -161,8 +161,11 @@ uint64_t kernel_ptr(const Group& g, int a) {
 int64_t split_segments(const Group& g, const Variant& v, int sm) {
   int64_t rows = g.rows(), cols = g.cols();
   int64_t blocks = cdiv(rows, v.rpb);
-  int64_t min_seg = v.tpr == 1 ? 64 : 2048;
+  int64_t min_seg = v.tpr == 1 ? 64 * v.cs : 2048;
   if (blocks >= sm || cols < 2 * min_seg) return 1;
+  if (v.cs > 1)  // column slices (blocks of any size): at most one wave of the SMs' 2048 threads
+    return std::max<int64_t>(1,
+                             std::min(int64_t(sm) * (2048 / v.block()) / blocks, cols / min_seg));
   return std::max<int64_t>(1, std::min(cdiv(8 * int64_t(sm), blocks), cols / min_seg));
 }
 
@@ -361,6 +364,27 @@ bool narrow_rows(const Group& g) {
 //                          the segments) lost on every H200 col_mean (rows_sweep A/B, % of copy):
 //                          level 1 f32 1000 77 -> 66, 4096 95 -> 91, bf16 1000 61 -> 35, 4096
 //                          68 -> 62; level 2 f32 1000 75 -> 24, 4096 98 -> 51, bf16 4096 69 -> 17
+//   LOOM_CUDA_COL_COMBINE=n  split column reductions: partials the last block's threads load
+//                          at once (Variant::comb). 0: the serial loop of before over row-major
+//                          partials (a load, its L2 round trip, an add; estimated at ~170 ns a
+//                          trip: 264 segments of a [2^28/1000, 1000] f32 mean ~45 us next to the
+//                          ~240 us its copy takes, the likely cause of its 75-79% of copy, and
+//                          of vector columns' level 2 losses above); n > 0: partials
+//                          segment-major (a warp's 32 adjacent, level-1 stores coalesced too),
+//                          n loads in flight a thread, added in segment order (the same sums bit
+//                          for bit). Default 8 (ptxas sm_90: 32 registers, as 0, for the f32 and
+//                          bf16 means of row_regs)
+//   LOOM_CUDA_COL_SLICES=s column reductions (loop and split, not the persistent <= 16 rows):
+//                          a block walks its columns as s slices of interleaved rows (Variant::cs;
+//                          slice l: rows l, l + s, ...), combined through shared memory at the
+//                          end; a block is LOOM_CUDA_COL_BLOCK threads (default 256) = block / s
+//                          columns x s slices. Fewer columns a block: s times the blocks across
+//                          (1000 columns: 16 not 4 at s 4), so the split needs s times fewer
+//                          segments for its wave (at most one: floor), and each column's
+//                          partials are s times fewer and combined s at a time. Default 1
+//   LOOM_CUDA_COL_BLOCK=n  threads a column block with slices (256, 512 or 1024; s 4 at 1024
+//                          keeps 256 columns a block, its 4 warps of a column group on adjacent
+//                          rows)
 struct RowKnobs {
   int tpr = 0, rpb = 0, chunks = 4, minb = -1;
   int remat = -1;
@@ -371,6 +395,7 @@ struct RowKnobs {
                                       // of 4-byte types, 0 on narrow rows
   int peel = 2;
   int peel_remat = 2;
+  int col_combine = 8, col_slices = 1, col_block = 256;
 };
 const RowKnobs& row_knobs() {
   static const RowKnobs k = [] {
@@ -394,6 +419,10 @@ const RowKnobs& row_knobs() {
     r.col_unroll = cu > 0 ? int(pow2ceil(cu)) : 0;
     r.peel = get("LOOM_CUDA_ROW_PEEL", 0, 2, 2);
     r.peel_remat = get("LOOM_CUDA_ROW_PEEL_REMAT", 1, 2, 2);
+    r.col_combine = get("LOOM_CUDA_COL_COMBINE", 0, 32, 8);
+    r.col_block = int(pow2ceil(get("LOOM_CUDA_COL_BLOCK", 256, 1024, 256)));
+    r.col_slices = std::min<int>(int(pow2ceil(get("LOOM_CUDA_COL_SLICES", 1, 32, 1))),
+                                 r.col_block / 32);  // at least a warp of columns
     return r;
   }();
   return k;
@@ -580,7 +609,9 @@ Variant choose_variant(const Group& g, int sm) {
     // walk's latency. With vec times the segments instead (as many threads), a thread of the
     // split's last block combines the partials of vec columns over vec times the segments in
     // series (1056 segments x 4 columns against 264 x 1).
-    v.tpr = 1, v.rpb = 256, v.unroll = col_unroll(cols);
+    v.tpr = 1, v.cs = kn.col_slices;
+    v.rpb = (v.cs > 1 ? kn.col_block : 256) / v.cs;
+    v.unroll = col_unroll(cdiv(cols, v.cs));
   } else {
     v.vw = row_vector_width(g);
     // Peeled rows take one chunk more than the row's whole ones (a partial one at each end).
@@ -613,13 +644,16 @@ Variant choose_variant(const Group& g, int sm) {
     if (layout != Layout::Columns) s.tpr = 256, s.rpb = 1;
     if (s.shift >= 0) s.shift = -1, s.novec = 0, s.vw = vw0;  // segments: not peeled
     const int64_t S = split_segments(g, s, sm);
-    if (layout == Layout::Columns) s.unroll = col_unroll(cdiv(cols, std::max<int64_t>(1, S)));
+    if (layout == Layout::Columns) {
+      s.unroll = col_unroll(cdiv(cdiv(cols, std::max<int64_t>(1, S)), s.cs));
+      s.comb = kn.col_combine;
+    }
     if (S > 1) return s;
   }
   if (layout == Layout::Columns) {  // a thread a row: persistent for rows of up to 16 columns
     int64_t k = pow2ceil(std::max<int64_t>(1, cols));
     v.k = cols <= 16 && k * std::max(4, row_cache_bytes(g, 0)) <= 192 ? int(k) : 0;
-    if (v.k > 0) v.unroll = 1;  // persistent: no loop walk
+    if (v.k > 0) v.unroll = 1, v.cs = 1, v.rpb = 256;  // persistent: no loop walk, no slices
   }
   return v;
 }
