@@ -25,6 +25,7 @@ std::string Variant::key() const {
     if (fexp) os << "_x";
     if (shift >= 0) os << "_h" << shift << "n" << std::hex << novec << std::dec;
     if (shifted) os << "d" << dshift << "s" << std::hex << shifted << std::dec;
+    if (vec > 1) os << "_v" << vec;
     if (comb) os << "_c" << int(comb);
     if (cs > 1) os << "_l" << int(cs);
   }

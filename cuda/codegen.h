@@ -47,7 +47,11 @@ namespace loom::cuda {
 
 struct Variant {
   bool reduce = false;
-  int vec = 0;  // pointwise: 0 strided n-D, 1 contiguous scalar, >1 contiguous vector width
+  int vec = 0;  // pointwise: 0 strided n-D, 1 contiguous scalar, >1 contiguous vector width.
+                // Column reductions (tpr 1, cs 1, loop and split kernels), > 1: a thread takes
+                // `vec` adjacent kept columns (rows of the group) whose Full leaves sit at unit
+                // stride along the innermost kept dim as one vec-wide load a walked row, vec
+                // accumulators, each column summed in its scalar order (LOOM_CUDA_COL_PAIRS)
   int tpr = 1;  // rows: threads per row (a power of two, at most 1024)
   int rpb = 1;  // rows: rows per block
   int k = 0;    // rows: persistent chunks per thread (a power of two); 0 loops every pass
@@ -93,7 +97,8 @@ struct Variant {
                             // "split_t256_r1_k0_w4", "split_t1_r256_k0_w1_u8", "row_t256_..._s1",
                             // "row_t128_r2_k4_w8_m_h0n4" (peeled: shift 0, novec 0x4),
                             // "row_..._h1n0d1s1" (leaf 0 realigned by 1),
-                            // "split_t1_r64_k0_w1_u8_c8_l4" (columns: combine 8 at once, 4 slices)
+                            // "split_t1_r64_k0_w1_u8_c8_l4" (columns: combine 8 at once, 4 slices),
+                            // "split_t1_r256_k0_w1_u8_v2_c8" (2 adjacent columns a thread)
 };
 
 // A runtime value the kernel reads from its parameter block (p.v[i]).

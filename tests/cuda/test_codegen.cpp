@@ -183,6 +183,14 @@ std::vector<lc::Variant> variants_for(const Group& g, bool all) {
       lc::Variant b = split;
       b.unroll = 8, b.comb = 8;
       vs.push_back(b);
+      // Column pairs (LOOM_CUDA_COL_PAIRS): 2 columns a thread, 8 rows a step and 1.
+      if (g.n_kept >= 1)
+        for (lc::Variant x : {loop, b}) {
+          x.vec = 2, x.unroll = 8, x.minb = 8;
+          vs.push_back(x);
+          x.unroll = 1;
+          vs.push_back(x);
+        }
       for (int rpb : {64, 256})
         for (lc::Variant x : {loop, b}) {
           x.cs = 4, x.rpb = rpb, x.unroll = 8, x.comb = x.split ? 4 : 0;
@@ -903,6 +911,12 @@ TEST_CASE("codegen: row knobs: one barrier a combine, next-row prefetch, column 
     CHECK_FALSE(lc::compile(src, "loom_row_knobs", 9, 0).cubin.empty());
 }
 
+bool pairs_on() {
+  const char* e = std::getenv("LOOM_CUDA_COL_PAIRS");
+  const char* sl = std::getenv("LOOM_CUDA_COL_SLICES");
+  return e && std::string(e) == "1" && !(sl && std::atoi(sl) > 1);
+}
+
 // Column reductions: a thread a kept column (tpr 1, no vector of adjacent columns: that lost on
 // the H200, see LOOM_CUDA_COL_UNROLL in cuda/launch.cpp), whatever the columns' dtype, width,
 // alignment or row stride; the launch covers each column once. Columns no access walks at unit
@@ -945,16 +959,22 @@ TEST_CASE("codegen: column reductions take one column a thread, strided columns 
       continue;
     }
     CHECK(v.tpr == 1);
-    CHECK(v.vec == 0);
+    // Pairs (LOOM_CUDA_COL_PAIRS=1, the ctest col_pairs entry): contiguous aligned bf16
+    // columns only (an even count, every row base even).
+    const bool pairs = pairs_on() && w.what.rfind("bf16", 0) == 0 && w.what != "bf16 1001";
+    CHECK(v.vec == (pairs ? 2 : 0));
     CHECK(v.vw == 1);
     CHECK(v.k == 0);  // 4096 or 512 rows: a loop or split walk, not persistent
     const std::string src = lc::generate(w.g, v).source;
     INFO(src);
-    CHECK(count(src, "lm_vec") == 0);  // scalar loads: a thread's one column a walked row
+    // Scalar loads (a thread's one column a walked row), or one 4-byte load of a pair.
+    CHECK((count(src, "lm_vec<unsigned, 1>") > 0) == pairs);
+    CHECK((count(src, "lm_vec") == 0) == !pairs);
+    const int vc = std::max(1, v.vec);  // columns a thread
     lc::LaunchConfig c = lc::launch_config(w.g, v, 132);
-    CHECK(c.block == unsigned(v.rpb * v.cs));  // rpb columns a block (x cs slices)
-    CHECK(int64_t(c.grid_x) * v.rpb >= w.g.rows());
-    CHECK(int64_t(c.grid_x - 1) * v.rpb < w.g.rows());
+    CHECK(c.block == unsigned(v.rpb * v.cs));  // rpb column groups a block (x cs slices)
+    CHECK(int64_t(c.grid_x) * v.rpb * vc >= w.g.rows());
+    CHECK(int64_t(c.grid_x - 1) * v.rpb * vc < w.g.rows());
     srcs.push_back(src);
   }
   // A persistent column kernel (rows of up to 16) keeps a thread a column too.
@@ -1104,8 +1124,8 @@ TEST_CASE("codegen: column reductions: batched split combine, column slices") {
   for (const Group* g : {&cm, &cv, &ca}) {
     lc::Variant a = lc::choose_variant(*g, 132), b = a;
     REQUIRE(a.split);
-    a.comb = 0, a.cs = 1, a.rpb = 256;
-    b.comb = 8, b.cs = 1, b.rpb = 256;
+    a.comb = 0, a.cs = 1, a.rpb = 256, a.vec = 0, a.minb = 0;  // (a column a thread)
+    b.comb = 8, b.cs = 1, b.rpb = 256, b.vec = 0, b.minb = 0;
     const std::string x = lc::generate(*g, a).source, y = lc::generate(*g, b).source;
     INFO(b.key() << "\n" << y);
     // Row-major partials, one at a time, before; segment-major, 8 at a time, then the rest.
@@ -1127,7 +1147,7 @@ TEST_CASE("codegen: column reductions: batched split combine, column slices") {
     for (int rpb : {64, 256})
       for (bool split : {false, true}) {
         lc::Variant v = lc::choose_variant(*g, 132);
-        v.cs = 4, v.rpb = rpb, v.split = split, v.comb = split ? 8 : 0;
+        v.cs = 4, v.rpb = rpb, v.split = split, v.comb = split ? 8 : 0, v.vec = 0, v.minb = 0;
         const std::string src = lc::generate(*g, v).source;
         INFO(v.key() << "\n" << src);
         CHECK(v.key().find("_l4") != std::string::npos);
@@ -1151,4 +1171,61 @@ TEST_CASE("codegen: column reductions: batched split combine, column slices") {
   StrictGuard strict;
   for (const std::string& src : srcs)
     CHECK_FALSE(lc::compile(src, "loom_col_comb", 9, 0).cubin.empty());
+}
+
+// Column pairs (Variant::vec 2, LOOM_CUDA_COL_PAIRS): a thread takes 2 adjacent bf16 columns
+// as one 4-byte load a walked row (ld.global.u32), an accumulator each in the scalar order; a
+// split's partials and finals a column each, combined column by column in segment order.
+TEST_CASE("codegen: column pairs load 2 bf16 columns as one word") {
+  Tensor h = data({4096, 4096}, DType::BFloat16), h1 = data({4096, 1000}, DType::BFloat16);
+  Tensor w = data({1000}, DType::BFloat16, 7);
+  std::vector<Group> gs = {only(mean(h.clone(), Dims{0}, false)), only(var(h1.clone(), Dims{0})),
+                           only(argmax(h1.clone(), 0)),
+                           only(sum(h1.clone() * h1.clone(), {0}) * 0.5 * w)};
+  std::vector<std::string> srcs;
+  for (const Group& g : gs) {
+    lc::Variant d = lc::choose_variant(g, 132);
+    REQUIRE(d.tpr == 1);
+    if (pairs_on()) CHECK(d.vec == 2);
+    if (pairs_on()) CHECK(d.minb == 2048 / d.block());
+    for (bool split : {false, true})
+      for (int comb : {0, 8}) {
+        if (!split && comb) continue;
+        lc::Variant v = d;
+        v.cs = 1, v.rpb = 256, v.vec = 2, v.minb = 8, v.unroll = 8, v.split = split, v.comb = comb;
+        const std::string src = lc::generate(g, v).source;
+        INFO(v.key() << "\n" << src);
+        CHECK(v.key().find("_v2") != std::string::npos);
+        // Whole and guarded steps, in each kernel that walks (var: two passes).
+        const int loads = count(src, "lw0[k] = *(const lm_vec<unsigned, 1>*)");
+        CHECK(loads > 0);
+        CHECK(loads % 2 == 0);
+        CHECK(count(src, "for (int e = 0; e < 2; ++e) {") >= 3);
+        CHECK(count(src, "__launch_bounds__(256, 8)") > 0);
+        if (split) {
+          CHECK(count(src, "const U row = ((U)blockIdx.x * 256u + grp) * 2u;") > 0);
+          CHECK(count(src, "(row + (U)e)") > 0);  // a slot a column
+          if (comb) CHECK(count(src, "for (; s + 7u * 1u < gridDim.y; s += 8u * 1u) {") > 0);
+        } else {
+          CHECK(count(src, "rb < rows / 2u") == 1);
+        }
+        srcs.push_back(src);
+      }
+    // The launch covers each pair once; a split keeps as many threads as a column a thread
+    // (twice the segments, at most a wave).
+    lc::Variant v = d;
+    v.cs = 1, v.rpb = 256, v.vec = 2, v.split = true;
+    lc::Variant one = v;
+    one.vec = 0;
+    lc::LaunchConfig c = lc::launch_config(g, v, 132), c1 = lc::launch_config(g, one, 132);
+    CHECK(int64_t(c.grid_x) * 256 * 2 >= g.rows());
+    CHECK(int64_t(c.grid_x - 1) * 256 * 2 < g.rows());
+    CHECK(int64_t(c.grid_x) * c.grid_y <= int64_t(c1.grid_x) * c1.grid_y + c.grid_y);
+  }
+  if (!lc::nvrtc_available()) return;
+  StrictGuard strict;
+  for (const std::string& src : srcs) {
+    lc::CompileResult r = lc::compile(src, "loom_col_pairs", 9, 0, {"--ptxas-options=-v"});
+    CHECK_FALSE(r.cubin.empty());
+  }
 }
