@@ -158,10 +158,9 @@ class RowGen {
     e_.novec = v.novec;
     peel_ = v.shift >= 0 && !v.split && v.vw > 1;
     if (v.vec > 1) {
-      LOOM_CHECK(
-          v.tpr == 1 && v.k == 0 && v.vw == 1 && v.cs == 1 && K_ >= 1 && (v.vec & (v.vec - 1)) == 0,
-          Value, "cuda codegen: vector columns (vec ", v.vec,
-          ") need a loop or split column reduction, got ", v.key());
+      LOOM_CHECK(v.tpr == 1 && v.k == 0 && v.vw == 1 && K_ >= 1 && (v.vec & (v.vec - 1)) == 0,
+                 Value, "cuda codegen: vector columns (vec ", v.vec,
+                 ") need a loop or split column reduction, got ", v.key());
       cv_ = v.vec;
     }
     for (auto& o : g.outputs) (g.nodes[o.node].space == Space::Full ? full_out_ : row_out_) = true;
@@ -606,7 +605,8 @@ class RowGen {
     // (The compute loop names ch only where its guard or body does.)
     auto head = [&](bool ch) {
       return ind + "#pragma unroll\n" + ind + "for (int k = 0; k < " + S(uf) + "; ++k) {\n" +
-             (ch ? ind + "  const U ch = cb + (U)k;\n" : "") + in2 + "if (" + cond + ") {\n";
+             (ch ? ind + "  const U ch = cb + (U)(k * " + S(nl()) + ");\n" : "") + in2 + "if (" +
+             cond + ") {\n";
     };
     std::string code, loads;
     j_used_.assign(R_, false);
@@ -751,7 +751,7 @@ class RowGen {
   // Combines the accumulators of `rs` across the tpr lanes of each row; every lane ends with
   // the row's result.
   std::string lanes(const std::vector<int>& rs, const std::string& ind) {
-    if (v_.cs > 1) return slices(rs, ind);
+    if (v_.cs > 1) return wrap(slices(rs, ind), ind, {});  // (pairs: a column at a time)
     if (v_.tpr == 1 || rs.empty()) return "";
     std::string code = ind + "#pragma unroll\n" + ind +
                        "for (int m = " + S(std::min(v_.tpr, 32) / 2) + "; m > 0; m >>= 1) {\n";

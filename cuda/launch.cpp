@@ -425,9 +425,9 @@ bool narrow_rows(const Group& g) {
 //                          registers), 2 accumulators, each column summed in the scalar order
 //                          (bit-identical); a split takes twice the segments (as many threads;
 //                          each thread combines 2 columns' partials, COL_COMBINE at a time).
-//                          Not with slices (COL_SLICES > 1 wins). Default 0. (Vector columns of
-//                          16 bytes lost, see COL_UNROLL above: 8x fewer warps, or 8x the
-//                          serial level 2; pairs keep the warps, and level 2 is batched now.)
+//                          With slices too (a block's column pairs x s slices). Default 0. (Vector
+//                          columns of 16 bytes lost, see COL_UNROLL above: 8x fewer warps, or 8x
+//                          the serial level 2; pairs keep the warps, and level 2 is batched now.)
 //   LOOM_CUDA_COL_BLOCK=n  threads a column block with slices (256, 512 or 1024; s 4 at 1024
 //                          keeps 256 columns a block, its 4 warps of a column group on adjacent
 //                          rows)
@@ -660,7 +660,7 @@ Variant choose_variant(const Group& g, int sm) {
     // (LOOM_CUDA_COL_COMBINE); slices (LOOM_CUDA_COL_SLICES) cut the segments instead.
     v.tpr = 1, v.cs = kn.col_slices;
     v.rpb = (v.cs > 1 ? kn.col_block : 256) / v.cs;
-    v.vec = kn.col_pairs && v.cs == 1 ? col_vector_width(g) : 0;
+    v.vec = kn.col_pairs ? col_vector_width(g) : 0;
     // Pairs within 32 registers (8 blocks an SM): ptxas sm_90 gave a bf16 mean split 34 (6
     // blocks at the allocation's 8-register steps), 32 under the cap with 4 bytes spilled.
     v.minb = v.vec > 1 ? 2048 / v.block() : 0;

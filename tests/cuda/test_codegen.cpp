@@ -183,12 +183,15 @@ std::vector<lc::Variant> variants_for(const Group& g, bool all) {
       lc::Variant b = split;
       b.unroll = 8, b.comb = 8;
       vs.push_back(b);
-      // Column pairs (LOOM_CUDA_COL_PAIRS): 2 columns a thread, 8 rows a step and 1.
+      // Column pairs (LOOM_CUDA_COL_PAIRS): 2 columns a thread, 8 rows a step and 1, and with
+      // 4 slices of 64 pairs.
       if (g.n_kept >= 1)
         for (lc::Variant x : {loop, b}) {
           x.vec = 2, x.unroll = 8, x.minb = 8;
           vs.push_back(x);
           x.unroll = 1;
+          vs.push_back(x);
+          x.cs = 4, x.rpb = 64;
           vs.push_back(x);
         }
       for (int rpb : {64, 256})
@@ -913,8 +916,7 @@ TEST_CASE("codegen: row knobs: one barrier a combine, next-row prefetch, column 
 
 bool pairs_on() {
   const char* e = std::getenv("LOOM_CUDA_COL_PAIRS");
-  const char* sl = std::getenv("LOOM_CUDA_COL_SLICES");
-  return e && std::string(e) == "1" && !(sl && std::atoi(sl) > 1);
+  return e && std::string(e) == "1";
 }
 
 // Column reductions: a thread a kept column (tpr 1, no vector of adjacent columns: that lost on
@@ -1211,6 +1213,24 @@ TEST_CASE("codegen: column pairs load 2 bf16 columns as one word") {
         }
         srcs.push_back(src);
       }
+    // With 4 slices of 64 pairs: a slice's walk steps over the others' rows, and the slices
+    // combine a column of the pair at a time.
+    for (bool split : {false, true}) {
+      lc::Variant v = d;
+      v.cs = 4, v.rpb = 64, v.vec = 2, v.minb = 8, v.unroll = 8, v.split = split;
+      v.comb = split ? 8 : 0;
+      const std::string src = lc::generate(g, v).source;
+      INFO(v.key() << "\n" << src);
+      if (split) CHECK(count(src, "const U row = ((U)blockIdx.x * 64u + grp) * 2u;") > 0);
+      CHECK(count(src, "const U ch = cb + (U)(k * 4);") > 0);
+      CHECK(count(src, "for (int w = 1; w < 4; ++w) {") > 0);
+      CHECK(count(src, "& a") > 0);  // (a pair's accumulators bound one at a time)
+      srcs.push_back(src);
+      lc::LaunchConfig c = lc::launch_config(g, v, 132);
+      CHECK(c.block == 256u);
+      CHECK(int64_t(c.grid_x) * 64 * 2 >= g.rows());
+      if (split) CHECK(int64_t(c.grid_x) * c.grid_y <= 132 * 8);
+    }
     // The launch covers each pair once; a split keeps as many threads as a column a thread
     // (twice the segments, at most a wave).
     lc::Variant v = d;
