@@ -48,7 +48,7 @@ namespace loom::cuda {
 struct Variant {
   bool reduce = false;
   int vec = 0;  // pointwise: 0 strided n-D, 1 contiguous scalar, >1 contiguous vector width.
-                // Column reductions (tpr 1, cs 1, loop and split kernels), > 1: a thread takes
+                // Column reductions (tpr 1, loop and split kernels), > 1: a thread takes
                 // `vec` adjacent kept columns (rows of the group) whose Full leaves sit at unit
                 // stride along the innermost kept dim as one vec-wide load a walked row, vec
                 // accumulators, each column summed in its scalar order (LOOM_CUDA_COL_PAIRS)

@@ -425,9 +425,9 @@ bool narrow_rows(const Group& g) {
 //                          registers), 2 accumulators, each column summed in the scalar order
 //                          (bit-identical); a split takes twice the segments (as many threads;
 //                          each thread combines 2 columns' partials, COL_COMBINE at a time).
-//                          With slices too (a block's column pairs x s slices). Default 0. (Vector
-//                          columns of 16 bytes lost, see COL_UNROLL above: 8x fewer warps, or 8x
-//                          the serial level 2; pairs keep the warps, and level 2 is batched now.)
+//                          With slices too (a block's column pairs x s slices). Default 0.
+//                          (Vector columns of 16 bytes lost, see COL_UNROLL above: 8x fewer
+//                          warps, or 8x the partials a thread combines; pairs keep the warps.)
 //   LOOM_CUDA_COL_BLOCK=n  threads a column block with slices (256, 512 or 1024; s 4 at 1024
 //                          keeps 256 columns a block, its 4 warps of a column group on adjacent
 //                          rows)

@@ -7,7 +7,9 @@
 // The column knobs of cuda/launch.cpp take other kernels over the same cases; run the file again
 // under each (knobs are read once a process): LOOM_CUDA_COL_COMBINE=0 (the split's serial
 // row-major combine), =3 (batches of 3 and a tail), LOOM_CUDA_COL_SLICES=4 (64 columns x 4
-// slices), LOOM_CUDA_COL_SLICES=4 LOOM_CUDA_COL_BLOCK=1024 (256 x 4), LOOM_CUDA_COL_SLICES=8.
+// slices), LOOM_CUDA_COL_SLICES=4 LOOM_CUDA_COL_BLOCK=1024 (256 x 4), LOOM_CUDA_COL_SLICES=8,
+// LOOM_CUDA_COL_PAIRS=1 (2 bf16 columns a thread where the columns are even and aligned: the
+// bf16 cases but 1001 and offset 1), LOOM_CUDA_COL_PAIRS=1 LOOM_CUDA_COL_SLICES=4.
 #include <doctest/doctest.h>
 
 #include <cmath>
