@@ -7,6 +7,8 @@ process. Every loom result is checked against torch before it is timed.
 
     python bench/rows_sweep.py [--reps 20] [--compile] [--only softmax,bf16] [--json out.json]
     python bench/rows_sweep.py --ab "LOOM_CUDA_ROW_TPR=256" "LOOM_CUDA_ROW_TPR=128" ...
+    python bench/rows_sweep.py --only col --reps 10 --ab "" "LOOM_CUDA_COL_SLICES=4" \
+        "LOOM_CUDA_COL_PAIRS=1" "LOOM_CUDA_COL_COMBINE=0"   (the column knobs, cuda/launch.cpp)
 
 --ab runs the sweep once per setting (loom reads its row knobs once a process, see
 cuda/launch.cpp), each in a child process with those variables set ("" = the defaults), and

@@ -26,6 +26,9 @@ std::string Variant::key() const {
     if (shift >= 0) os << "_h" << shift << "n" << std::hex << novec << std::dec;
     if (shifted) os << "d" << dshift << "s" << std::hex << shifted << std::dec;
     if (stage) os << "_g" << stage;
+    if (vec > 1) os << "_v" << vec;
+    if (comb) os << "_c" << int(comb);
+    if (cs > 1) os << "_l" << int(cs);
   }
   return os.str();
 }

@@ -51,12 +51,26 @@ namespace loom::cuda {
 
 struct Variant {
   bool reduce = false;
-  int vec = 0;  // pointwise: 0 strided n-D, 1 contiguous scalar, >1 contiguous vector width
+  int vec = 0;  // pointwise: 0 strided n-D, 1 contiguous scalar, >1 contiguous vector width.
+                // Column reductions (tpr 1, loop and split kernels), > 1: a thread takes
+                // `vec` adjacent kept columns (rows of the group) whose Full leaves sit at unit
+                // stride along the innermost kept dim as one vec-wide load a walked row, vec
+                // accumulators, each column summed in its scalar order (LOOM_CUDA_COL_PAIRS)
   int tpr = 1;  // rows: threads per row (a power of two, at most 1024)
   int rpb = 1;  // rows: rows per block
   int k = 0;    // rows: persistent chunks per thread (a power of two); 0 loops every pass
   int vw = 1;   // rows: columns a chunk (a lane's unit-stride accesses are vw-wide vectors)
   bool split = false;
+  // Column reductions (tpr 1), split: how the last block of a column block combines the
+  // segments' partials (LOOM_CUDA_COL_COMBINE). 0: partials row-major ([column][segment]), one
+  // load at a time; n > 0: segment-major ([segment][column]: a warp's 32 partials adjacent, and
+  // its level-1 stores too), n loads in flight a thread, accumulated in segment order as before.
+  uint8_t comb = 0;
+  // Column reductions (tpr 1, not persistent): slices a block walks its columns in
+  // (LOOM_CUDA_COL_SLICES). A block is rpb columns x cs slices (thread t: column t % rpb, slice
+  // t / rpb); slice l takes the walked rows l, l + cs, ... of its column (a block's warps read
+  // adjacent rows), and the slices' accumulators combine through shared memory, slice order.
+  uint8_t cs = 1;
   int unroll = 1;     // pointwise vectors (vec > 1): vectors a thread per iteration, loads first;
                       // loop and split rows of one thread a row (tpr 1, column reductions):
                       // chunks a thread loads per step (in order, so sums stay bit-identical)
@@ -82,18 +96,19 @@ struct Variant {
   // rows (not split, k 0), staged tile (LOOM_CUDA_ROW_STAGE, cuda/codegen_stage.cpp): a block's
   // `stage` (= rpb) kept rows of every leaf whose one reduced dim is strided and whose innermost
   // kept dim is unit-stride (a softmax of x.t()) are copied into dynamic shared memory first,
-  // coalesced along the kept dim; the passes then read them there. 0: not staged. (Placed in
-  // the padding before `shifted`: sizeof stays 88.)
+  // coalesced along the kept dim; the passes then read them there. 0: not staged.
   int stage = 0;
   uint64_t shifted = 0;
-  int block() const { return reduce ? tpr * rpb : 256; }
+  int block() const { return reduce ? tpr * rpb * cs : 256; }
   // Every field takes part: two variants that differ anywhere run different code.
   bool operator==(const Variant&) const = default;
   std::string key() const;  // short tag, e.g. "pw_v4_u2", "pw_v4_u4_roll", "row_t128_r2_k4_w4_m",
                             // "split_t256_r1_k0_w4", "split_t1_r256_k0_w1_u8", "row_t256_..._s1",
                             // "row_t128_r2_k4_w8_m_h0n4" (peeled: shift 0, novec 0x4),
                             // "row_..._h1n0d1s1" (leaf 0 realigned by 1),
-                            // "row_t256_r4_k0_w1_g4" (a staged tile of 4 rows)
+                            // "row_t256_r4_k0_w1_g4" (a staged tile of 4 rows),
+                            // "split_t1_r64_k0_w1_u8_c8_l4" (columns: combine 8 at once, 4 slices),
+                            // "split_t1_r256_k0_w1_u8_v2_c8" (2 adjacent columns a thread)
 };
 
 // A runtime value the kernel reads from its parameter block (p.v[i]).

@@ -14,6 +14,7 @@
 
 #include "cuda/codegen_emit.h"
 #include "tensor/env.h"
+#include "tensor/error.h"
 
 namespace loom::cuda::gen {
 
@@ -149,10 +150,19 @@ class RowGen {
     R_ = e_.rank, K_ = e_.kept, last_ = g.passes - 1;
     for (int i = 0; i < int(g.nodes.size()); ++i)
       if (is_reduce(g.nodes[i].op)) reduces_.push_back(i);
-    lane_ = v.tpr > 1 ? "lane" : "0";
-    lane0_ = v.tpr > 1 ? "lane == 0" : "true";
+    LOOM_CHECK(v.cs == 1 || (v.tpr == 1 && v.k == 0 && v.vw == 1), Value,
+               "cuda codegen: column slices (cs ", int(v.cs),
+               ") need a loop or split column kernel, got ", v.key());
+    lane_ = nl() > 1 ? "lane" : "0";
+    lane0_ = nl() > 1 ? "lane == 0" : "true";
     e_.novec = v.novec;
     peel_ = v.shift >= 0 && !v.split && v.vw > 1;
+    if (v.vec > 1) {
+      LOOM_CHECK(v.tpr == 1 && v.k == 0 && v.vw == 1 && K_ >= 1 && (v.vec & (v.vec - 1)) == 0,
+                 Value, "cuda codegen: vector columns (vec ", v.vec,
+                 ") need a loop or split column reduction, got ", v.key());
+      cv_ = v.vec;
+    }
     for (auto& o : g.outputs) (g.nodes[o.node].space == Space::Full ? full_out_ : row_out_) = true;
     if (v.stage > 0 && !v.split)
       for (int a : stage_leaves(e_)) staged_.insert(a);
@@ -195,17 +205,29 @@ class RowGen {
   bool par_ = false;  // block-wide combines use parity-buffered slots s<r>[it & 1] (sync1)
   int pf_ = 0;        // persistent rows: prefetch level of the next row's retained vectors
   std::map<int, int> last_read_;  // retained leaf -> the last pass that reads its vectors
+  // Vector columns (Variant::vec): a thread's cv_ rows (kept columns) are elements e of unrolled
+  // loops; row values and accumulators live in arrays rx<id>[e], ax<r>[e] (axi: indices) that
+  // wrap() binds to the scalar names the one-row code uses.
+  int cv_ = 0;
+  std::set<int> rx_, ax_;
 
   static std::string S(int i) { return std::to_string(i); }
+  // Lanes that walk a row together: tpr adjacent threads, or a column's cs slices.
+  int nl() const { return v_.tpr * v_.cs; }
   int ord(int r) const {
     return int(std::find(reduces_.begin(), reduces_.end(), r) - reduces_.begin());
   }
   std::string off(int a) { return e_.value({ValueSlot::Offset, a}); }
 
   // ---- addressing ----------------------------------------------------------------------------
+  // The base of access a in the current row; with vector columns, of row + e (the bases b<a>
+  // are the thread's first row's; e steps the innermost kept dim).
   std::string rb(int a) {
     rb_used_[a] = true;
-    return "b" + S(a);
+    if (!cv_ || e_.cls(a, K_ - 1) == Cls::Zero) return "b" + S(a);
+    const std::string st =
+        e_.cls(a, K_ - 1) == Cls::One ? "" : " * " + e_.value({ValueSlot::Stride, a, K_ - 1});
+    return "(b" + S(a) + " + (I)e" + st + ")";
   }
   std::string addr(int a) {
     std::string c = e_.terms(a, K_, R_, [&](int d) {
@@ -220,6 +242,7 @@ class RowGen {
     rb_used_.assign(e_.accesses(), false);
     shared_.clear();
     cols_used_ = false;
+    rx_.clear(), ax_.clear();
   }
   // Row decomposition over the kept dims and the row base of every access the kernel used.
   // `pre` names another row's indices and bases (prefetch: "n" for nrow's nk<d>, nb<a>). With
@@ -241,6 +264,27 @@ class RowGen {
               ";\n";
     }
     return code;
+  }
+
+  // Vector columns: drops the arrays of row values no later code reads (their declaration and
+  // store the only mentions; nvcc warns of a variable set but never used).
+  std::string prune_rows(std::string k) const {
+    for (int id : rx_) {
+      const std::string a = "rx" + S(id);
+      auto word = [](char c) { return std::isalnum((unsigned char)c) || c == '_'; };
+      int n = 0;
+      for (size_t p = k.find(a); p != std::string::npos; p = k.find(a, p + 1))
+        n += (p == 0 || !word(k[p - 1])) && (p + a.size() == k.size() || !word(k[p + a.size()]));
+      if (n != 2) continue;
+      for (const std::string& line :
+           {e_.ntype(id) + " " + a + "[" + S(cv_) + "];\n", a + "[e] = r" + S(id) + ";\n"}) {
+        const size_t p = k.find(line);
+        if (p == std::string::npos) continue;
+        const size_t b = k.rfind('\n', p) + 1;  // (npos + 1: the start)
+        k.erase(b, p + line.size() - b);
+      }
+    }
+    return k;
   }
 
   // Whether `code` names `id` as a whole identifier.
@@ -285,6 +329,51 @@ class RowGen {
     return row_narrow() && v_.vw >= 2 && v_.vw % 2 == 0 && unit(leaf) &&
            e_.storage_dtype(leaf) == DType::BFloat16;
   }
+  // A leaf a vector-column thread loads as one cv_-wide vector a walked row: a Full leaf at unit
+  // stride along the innermost kept dim (the launcher checks its alignment).
+  bool cvec(int leaf) const {
+    return cv_ && leaf < e_.leaves && e_.is_memory(leaf) && g_.leaves[leaf].space == Space::Full &&
+           e_.cls(leaf, K_ - 1) == Cls::One;
+  }
+  // bf16 vector columns held as 32-bit words (LOOM_CUDA_ROW_NARROW), as words() for rows.
+  bool cv_words(int leaf) const {
+    return row_narrow() && cv_ % 2 == 0 && e_.storage_dtype(leaf) == DType::BFloat16;
+  }
+  std::string cv_vec_t(int leaf) const {
+    return cv_words(leaf) ? "lm_vec<unsigned, " + S(cv_ / 2) + ">"
+                          : "lm_vec<" + std::string(Emitter::storage_type(e_.storage_dtype(leaf))) +
+                                ", " + S(cv_) + ">";
+  }
+  // One-row code run for each of a vector-column thread's rows: an unrolled loop over e whose
+  // body first binds the row values (r<id>) and accumulators (a<r>, ai<r>) it names to element e
+  // of their arrays, and last stores the row values it defines (`defs`, arrays declared here).
+  // Without vector columns, `code` unchanged.
+  std::string wrap(const std::string& code, const std::string& ind, const std::vector<int>& defs) {
+    if (!cv_ || code.empty()) return code;
+    std::string decl, pre, post;
+    for (int id : defs) decl += ind + e_.ntype(id) + " rx" + S(id) + "[" + S(cv_) + "];\n";
+    for (int id : rx_)
+      if (mentions(code, "r" + S(id)))
+        pre += ind + "  const " + e_.ntype(id) + " r" + S(id) + " = rx" + S(id) + "[e];\n";
+    for (int r : ax_) {
+      if (mentions(code, "a" + S(r)))
+        pre += ind + "  " + e_.acc(r).type + "& a" + S(r) + " = ax" + S(r) + "[e];\n";
+      if (e_.acc(r).index && mentions(code, "ai" + S(r)))
+        pre += ind + "  long long& ai" + S(r) + " = axi" + S(r) + "[e];\n";
+    }
+    for (int id : defs) post += ind + "  rx" + S(id) + "[e] = r" + S(id) + ";\n";
+    rx_.insert(defs.begin(), defs.end());
+    std::string body;  // code, two spaces deeper
+    for (size_t p = 0; p < code.size();) {
+      size_t n = code.find('\n', p);
+      n = n == std::string::npos ? code.size() : n + 1;
+      body += (code[p] == '#' || code[p] == '\n' ? "" : "  ") + code.substr(p, n - p);
+      p = n;
+    }
+    return decl + ind + "#pragma unroll\n" + ind + "for (int e = 0; e < " + S(cv_) + "; ++e) {\n" +
+           pre + body + post + ind + "}\n";
+  }
+
   std::string leaf_vec_t(int leaf) const {
     return words(leaf) ? "lm_vec<unsigned, " + S(v_.vw / 2) + ">" : vec_t(leaf);
   }
@@ -326,6 +415,12 @@ class RowGen {
     Body b;
     b.nodes = nodes;
     b.raw = [&](int leaf) {
+      if (cvec(leaf)) {
+        vleaves.insert(leaf);
+        const std::string v = "lw" + S(leaf) + "[k].v[";
+        if (cv_words(leaf)) return "(unsigned short)(" + v + "e >> 1] >> ((e & 1) * 16))";
+        return v + "e]";
+      }
       if (!unit(leaf)) return e_.ptr(leaf) + "[" + addr(leaf) + "]";
       vleaves.insert(leaf);
       std::string v = (retained_.count(leaf) ? "lr" : "lw") + S(leaf) + "[k].v[";
@@ -419,6 +514,7 @@ class RowGen {
   std::string walk(int q, const std::vector<int>& nodes, bool store,
                    const std::vector<bool>* cached, int uf, const std::string& cond,
                    const std::string& ind) {
+    if (cv_) return cv_walk(q, nodes, store, uf, cond, ind);
     std::set<int> vleaves, vouts, none;
     const std::string in2 = ind + "  ", in3 = ind + "    ";
     // Peeled rows: whole chunks take the vector body (in4, one level deeper), partial chunks
@@ -432,7 +528,7 @@ class RowGen {
       part = col_body(q, nodes, store, cached, in4 + "  ", vleaves, none);
       scalar_out_ = false;
     }
-    const std::string chunk = ind + "  const U ch = cb + (U)(k * " + S(v_.tpr) + ");\n";
+    const std::string chunk = ind + "  const U ch = cb + (U)(k * " + S(nl()) + ");\n";
     const std::string whole = "fc0 <= ch && ch < fc1";
     const std::string pcol = "ch * " + S(v_.vw) + "u + (U)e - sh";
     std::string code;
@@ -502,6 +598,47 @@ class RowGen {
                   "[k] = " + vload(leaf_vec_t(leaf), chunk_addr(leaf, "n")) + ";\n";
     code += in2 + "}\n" + ind + "}\n";
     return code;
+  }
+
+  // The walk step of a vector-column thread: for each of its uf walked rows (ch = cb + k), one
+  // cv_-wide vector of every vector leaf, all loaded first; then per row the one-column body for
+  // each of the thread's columns e in turn (each column's sum in the scalar kernel's order).
+  std::string cv_walk(int q, const std::vector<int>& nodes, bool store, int uf,
+                      const std::string& cond, const std::string& ind) {
+    std::set<int> vleaves, none;
+    const std::string in2 = ind + "  ", in3 = ind + "    ";
+    const std::string body = col_body(q, nodes, store, nullptr, in3, vleaves, none);
+    // (The compute loop names ch only where its guard or body does.)
+    auto head = [&](bool ch) {
+      return ind + "#pragma unroll\n" + ind + "for (int k = 0; k < " + S(uf) + "; ++k) {\n" +
+             (ch ? ind + "  const U ch = cb + (U)(k * " + S(nl()) + ");\n" : "") + in2 + "if (" +
+             cond + ") {\n";
+    };
+    std::string code, loads;
+    j_used_.assign(R_, false);
+    for (int leaf : vleaves) {
+      code += ind + cv_vec_t(leaf) + " lw" + S(leaf) + "[" + S(uf) + "];\n";
+      std::string t = e_.terms(leaf, K_, R_, [&](int d) {
+        if (R_ - K_ == 1) return std::string("(I)col");
+        j_used_[d] = true;
+        return "j" + S(d);
+      });
+      rb_used_[leaf] = true;
+      loads += in3 + "lw" + S(leaf) + "[k] = " +
+               vload(cv_vec_t(leaf),
+                     e_.ptr(leaf) + " + (b" + S(leaf) + (t.empty() ? "" : " + " + t) + ")") +
+               ";\n";
+    }
+    if (!vleaves.empty()) {
+      e_.need("vec");
+      code += head(true) + in3 + "const U col = ch;\n";
+      if (R_ - K_ >= 2) code += e_.decompose("col", K_, R_, j_used_, "j", in3);
+      code += loads + in2 + "}\n" + ind + "}\n";
+    }
+    const bool col = names_col(body);
+    code += head(col || mentions(cond, "ch")) + (col ? in3 + "const U col = ch;\n" : "") +
+            wrap(body, in3, {});
+    return code + in2 + "}\n" + ind + "}\n";
   }
 
   bool shifted(int leaf) const { return peel_ && leaf < 64 && ((v_.shifted >> leaf) & 1); }
@@ -589,12 +726,12 @@ class RowGen {
   // scalar) loads together before the in-order accumulation, then guarded last steps.
   std::string steps(int q, const std::vector<int>& nodes, bool store, int uf,
                     const std::string& start, const std::string& end, const std::string& ind) {
-    const std::string stride = S(uf * v_.tpr) + "u";
+    const std::string stride = S(uf * nl()) + "u";
     std::string code;
     if (v_.tpr == 1 && uf > 1) {
       code += ind + "U cb = " + start + ";\n";
-      code += ind + "for (; cb + " + S((uf - 1) * v_.tpr) + "u < " + end + "; cb += " + stride +
-              ") {\n";
+      code +=
+          ind + "for (; cb + " + S((uf - 1) * nl()) + "u < " + end + "; cb += " + stride + ") {\n";
       code += walk(q, nodes, store, nullptr, uf, "true", ind + "  ");
       code += ind + "}\n" + ind + "for (; cb < " + end + "; cb += " + stride + ") {\n";
     } else {
@@ -620,6 +757,18 @@ class RowGen {
 
   std::string acc_decls(const std::vector<int>& rs, const std::string& ind, bool declare = true) {
     std::string code;
+    if (cv_) {  // arrays, set element by element
+      for (int r : rs) {
+        if (!declare || !ax_.insert(r).second) continue;
+        code += ind + e_.acc(r).type + " ax" + S(r) + "[" + S(cv_) + "];\n";
+        if (e_.acc(r).index) code += ind + "long long axi" + S(r) + "[" + S(cv_) + "];\n";
+      }
+      const int keep = cv_;
+      cv_ = 0;
+      std::string init = acc_decls(rs, ind, false);
+      cv_ = keep;
+      return code + wrap(init, ind, {});
+    }
     for (int r : rs) {
       code +=
           ind + (declare ? e_.acc(r).type + " " : "") + "a" + S(r) + " = " + e_.acc_init(r) + ";\n";
@@ -631,6 +780,7 @@ class RowGen {
   // Combines the accumulators of `rs` across the tpr lanes of each row; every lane ends with
   // the row's result.
   std::string lanes(const std::vector<int>& rs, const std::string& ind) {
+    if (v_.cs > 1) return wrap(slices(rs, ind), ind, {});  // (pairs: a column at a time)
     if (v_.tpr == 1 || rs.empty()) return "";
     std::string code = ind + "#pragma unroll\n" + ind +
                        "for (int m = " + S(std::min(v_.tpr, 32) / 2) + "; m > 0; m >>= 1) {\n";
@@ -674,6 +824,34 @@ class RowGen {
     return code;
   }
 
+  // Column slices: each thread's accumulators through shared memory (slot t = slice * rpb +
+  // column), each thread then combining its column's slices in slice order (the same on every
+  // run, and every slice ends with the column's result). One reduction at a time through one
+  // 8-byte slot a thread (and one for argmax's index): a group of many reductions (sum, max,
+  // argmax, ...) at 1024 threads would pass the 48 KB of static shared memory otherwise.
+  std::string slices(const std::vector<int>& rs, const std::string& ind) {
+    if (rs.empty()) return "";
+    const std::string n = S(v_.rpb * v_.cs), at = v_.rpb > 1 ? "grp" : "0";
+    const std::string other = "[w * " + S(v_.rpb) + " + " + at + "]";
+    shared_.insert("__shared__ long long lm_cs[" + n + "];");
+    std::string code;
+    for (int r : rs) {
+      Acc a = e_.acc(r);
+      const std::string v = "((" + a.type + "*)lm_cs)";
+      code += ind + v + "[threadIdx.x] = a" + S(r) + ";\n";
+      if (a.index) {
+        shared_.insert("__shared__ long long lm_csi[" + n + "];");
+        code += ind + "lm_csi[threadIdx.x] = ai" + S(r) + ";\n";
+      }
+      code += ind + "__syncthreads();\n" + ind + "a" + S(r) + " = " + v + "[" + at + "];\n";
+      if (a.index) code += ind + "ai" + S(r) + " = lm_csi[" + at + "];\n";
+      code += ind + "#pragma unroll\n" + ind + "for (int w = 1; w < " + S(v_.cs) + "; ++w) {\n";
+      code += combine(r, v + other, a.index ? "lm_csi" + other : "0", ind + "  ");
+      code += ind + "}\n" + ind + "__syncthreads();\n";
+    }
+    return code;
+  }
+
   // Combines value b (index bi) into the accumulator of reduction r: max.NaN / min.NaN for
   // float max and min where available (lm_max's two NaN tests compiled to branches: a
   // 4096-column f32 softmax lane took 12 of them between its shuffles and shared reads).
@@ -695,7 +873,7 @@ class RowGen {
       code += ind + "  " + e_.ptr(a) + "[" + rb(a) +
               "] = " + e_.store(e_.storage_dtype(a), "r" + S(id)) + ";\n";
     }
-    return code.empty() ? "" : ind + "if (" + cond + ") {\n" + code + ind + "}\n";
+    return code.empty() ? "" : wrap(ind + "if (" + cond + ") {\n" + code + ind + "}\n", ind, {});
   }
 
   std::string header(const std::string& name) {
@@ -707,8 +885,13 @@ class RowGen {
     if (cols_used_) h += "  const U cols = " + e_.uvalue({ValueSlot::Cols}) + ";\n";
     if (cols_used_ && !v_.split && !peel_)
       h += "  const U nch = cols" + (v_.vw > 1 ? " / " + S(v_.vw) + "u" : std::string()) + ";\n";
-    if (v_.tpr > 1) h += "  const int lane = (int)(threadIdx.x & " + S(v_.tpr - 1) + "u);\n";
-    if (v_.rpb > 1) h += "  const U grp = threadIdx.x / " + S(v_.tpr) + "u;\n";
+    if (v_.cs > 1) {  // column slices: a warp's threads adjacent columns of one slice
+      h += "  const int lane = (int)(threadIdx.x / " + S(v_.rpb) + "u);\n";
+      if (v_.rpb > 1) h += "  const U grp = threadIdx.x % " + S(v_.rpb) + "u;\n";
+    } else {
+      if (v_.tpr > 1) h += "  const int lane = (int)(threadIdx.x & " + S(v_.tpr - 1) + "u);\n";
+      if (v_.rpb > 1) h += "  const U grp = threadIdx.x / " + S(v_.tpr) + "u;\n";
+    }
     for (auto& s : shared_) h += "  " + s + "\n";
     return h;
   }
@@ -751,18 +934,21 @@ class RowGen {
       (pf_ ? outer : body) += (pf_ ? "  " : in) + d;
     }
     for (int q = 0; q <= last_; ++q) {
-      std::vector<int> rown, rs = reduces_of_pass(q, need);
+      std::vector<int> rown, defs, rs = reduces_of_pass(q, need);
+      std::string seg;
       for (int id = 0; id < int(g_.nodes.size()); ++id)
         if (need[id] && g_.nodes[id].space == Space::Row && g_.nodes[id].pass == q) {
+          defs.push_back(id);
           if (is_reduce(g_.nodes[id].op)) {
-            body += row_nodes(rown, in), rown.clear();
-            body += in + "const " + e_.ntype(id) + " r" + S(id) + " = " +
-                    e_.acc_final(id, "a" + S(id), "ai" + S(id)) + ";\n";
+            seg += row_nodes(rown, in), rown.clear();
+            seg += in + "const " + e_.ntype(id) + " r" + S(id) + " = " +
+                   e_.acc_final(id, "a" + S(id), "ai" + S(id)) + ";\n";
           } else {
             rown.push_back(id);
           }
         }
-      body += row_nodes(rown, in);
+      seg += row_nodes(rown, in);
+      body += wrap(seg, in, defs);
       body += acc_decls(rs, in);
       std::vector<int> nodes;
       if (persistent) {
@@ -827,10 +1013,11 @@ class RowGen {
       stage_out = in + "__syncthreads();\n";
     }
     std::string k = header("loom_kernel") + outer + first;
-    k += "  for (U rb = (U)blockIdx.x * " + S(v_.rpb) + "u" + (par_ ? ", it = 0" : "") +
-         "; rb < rows; rb += (U)gridDim.x * " + S(v_.rpb) + "u" + (par_ ? ", it ^= 1u" : "") +
-         ") {\n";
-    k += "    const U row = rb" + grp + ";\n";
+    // Vector columns: rb counts groups of cv_ rows (rows % cv_ == 0: the launcher's rule).
+    const std::string nrg = cv_ ? "rows / " + S(cv_) + "u" : "rows";
+    k += "  for (U rb = (U)blockIdx.x * " + S(v_.rpb) + "u" + (par_ ? ", it = 0" : "") + "; rb < " +
+         nrg + "; rb += (U)gridDim.x * " + S(v_.rpb) + "u" + (par_ ? ", it ^= 1u" : "") + ") {\n";
+    k += "    const U row = " + (cv_ ? "(rb" + grp + ") * " + S(cv_) + "u" : "rb" + grp) + ";\n";
     k += "    const bool rv = row < rows;\n" + stage_in;
     const std::string rest = next + body + swap + stage_out;
     // Peeled rows: this row's shift and its chunks (whole ones fc0 .. fc1 - 1).
@@ -846,7 +1033,7 @@ class RowGen {
       peel += in + "const U fc0 = sh ? 1u : 0u, fc1 = " + end + ";\n";
     }
     k += row_setup(in, "row", "", pf_ ? &rest : nullptr) + peel + rest + "  }\n}\n";
-    return k;
+    return prune_rows(k);
   }
 
   // ---- split rows: kernel of pass q
@@ -867,33 +1054,41 @@ class RowGen {
         closure(g_, targets, [&](int id) { return is_reduce(g_.nodes[id].op); });
     std::vector<bool> all(g_.nodes.size(), true);
     std::vector<int> rs = acc ? reduces_of_pass(q, all) : std::vector<int>{};
+    // Partials of columns with comb: segment-major, a warp's columns adjacent.
+    const bool segmajor = v_.tpr == 1 && v_.comb > 0;
     auto slot = [&](int r, const std::string& row, const std::string& seg) {
-      std::string base = seg.empty()
-                             ? "(unsigned long long)" + row
-                             : "((unsigned long long)" + row + " * gridDim.y + " + seg + ")";
+      std::string base = seg.empty() ? "(unsigned long long)" + row
+                         : segmajor  ? "((unsigned long long)" + seg + " * rows + " + row + ")"
+                                    : "((unsigned long long)" + row + " * gridDim.y + " + seg + ")";
       return "(" + base + " * " + S(NR) + " + " + S(ord(r)) + ") * 2";
     };
     const std::string in = "  ";
-    std::string body;
+    // A row's scratch slots: with vector columns, of the thread's row e.
+    const std::string row = cv_ ? "(row + (U)e)" : "row";
+    std::string body, seg;
     // Row values known before this pass: reductions finished by earlier launches come from FIN.
-    std::vector<int> rown;
+    std::vector<int> rown, defs;
     auto flush_rows = [&](const std::string& ind) {
-      body += row_nodes(rown, ind);
+      seg += row_nodes(rown, ind);
+      defs.insert(defs.end(), rown.begin(), rown.end());
       rown.clear();
     };
     for (int id = 0; id < int(g_.nodes.size()); ++id) {
       if (!need[id] || g_.nodes[id].space != Space::Row || g_.nodes[id].pass > q) continue;
       if (is_reduce(g_.nodes[id].op)) {
         flush_rows(in);
-        std::string w = e_.scratch(kFinals) + "[" + slot(id, "row", "") + "]";
-        std::string wi = e_.scratch(kFinals) + "[" + slot(id, "row", "") + " + 1]";
-        body += in + "const " + e_.ntype(id) + " r" + S(id) + " = rv ? " +
-                e_.acc_final(id, e_.acc_from_word(id, w), wi) + " : (" + e_.ntype(id) + ")0;\n";
+        std::string w = e_.scratch(kFinals) + "[" + slot(id, row, "") + "]";
+        std::string wi = e_.scratch(kFinals) + "[" + slot(id, row, "") + " + 1]";
+        seg += in + "const " + e_.ntype(id) + " r" + S(id) + " = rv ? " +
+               e_.acc_final(id, e_.acc_from_word(id, w), wi) + " : (" + e_.ntype(id) + ")0;\n";
+        defs.push_back(id);
       } else {
         rown.push_back(id);
       }
     }
     flush_rows(in);
+    body += wrap(seg, in, defs);
+    seg.clear(), defs.clear();
     body += acc_decls(rs, in);
     std::vector<int> nodes = full_in(need);
     if (!nodes.empty()) {
@@ -906,15 +1101,15 @@ class RowGen {
       body += lanes(rs, in);
       std::string part = e_.scratch(kPartials), fin = e_.scratch(kFinals);
       std::string cnt = e_.scratch(kCounters);
-      body += in + "if (rv && " + lane0_ + ") {\n";
+      std::string pw = in + "if (rv && " + lane0_ + ") {\n";
       for (int r : rs) {
-        body += in + "  " + part + "[" + slot(r, "row", "blockIdx.y") +
-                "] = " + e_.acc_to_word(r, "a" + S(r)) + ";\n";
+        pw += in + "  " + part + "[" + slot(r, row, "blockIdx.y") +
+              "] = " + e_.acc_to_word(r, "a" + S(r)) + ";\n";
         if (e_.acc(r).index)
-          body +=
-              in + "  " + part + "[" + slot(r, "row", "blockIdx.y") + " + 1] = ai" + S(r) + ";\n";
+          pw += in + "  " + part + "[" + slot(r, row, "blockIdx.y") + " + 1] = ai" + S(r) + ";\n";
       }
-      body += in + "}\n" + in + "__threadfence();\n" + in + "__syncthreads();\n";
+      body += wrap(pw + in + "}\n", in, {});
+      body += in + "__threadfence();\n" + in + "__syncthreads();\n";
       shared_.insert("__shared__ unsigned lm_ticket;");
       body += in + "if (threadIdx.x == 0) lm_ticket = atomicAdd(" + cnt + " + blockIdx.x, 1u);\n";
       body += in + "__syncthreads();\n";
@@ -924,35 +1119,83 @@ class RowGen {
       std::string in2 = in + "  ";
       body += in2 + "__threadfence();\n" + acc_decls(rs, in2, false);
       body += in2 + "if (rv) {\n";
-      body += in2 + "  for (U s = " + lane_ + "; s < gridDim.y; s += " + S(v_.tpr) + ") {\n";
-      for (int r : rs) {
-        std::string w = "((volatile long long*)" + part + ")[" + slot(r, "row", "s") + "]";
-        std::string wi = "((volatile long long*)" + part + ")[" + slot(r, "row", "s") + " + 1]";
-        body += in2 + "    " +
-                e_.acc_combine(r, "a" + S(r), "ai" + S(r), e_.acc_from_word(r, w), wi) + "\n";
+      auto word = [&](int r, const std::string& s, bool index) {
+        return "((volatile long long*)" + part + ")[" + slot(r, row, s) + (index ? " + 1]" : "]");
+      };
+      const std::string step = S(nl()) + "u";
+      std::string s0 = lane_, lvl;  // (vector columns: each of the thread's columns in turn)
+      if (v_.tpr == 1 && v_.comb > 1) {
+        // Columns: comb partials a thread in flight, all loaded before any is accumulated, then
+        // the rest one at a time; segment order either way. (nvcc 13 already unrolls the plain
+        // loop 16 deep with its loads grouped, nvdisasm sm_90: this keeps the batching from
+        // depending on that, with partials segment-major so a warp's loads are adjacent.)
+        const int B = v_.comb;
+        // One base pointer and a stride, both set in the loop (a 64-bit index a load, or the
+        // stride held from before the loop: ptxas sm_90 40 registers for a 1000-column f32
+        // mean, against 32 this way; the level-1 walk of the same kernel runs 8 blocks an SM
+        // only within 32).
+        lvl += in2 + "  U s = " + lane_ + ";\n";
+        lvl += in2 + "  for (; s + " + S(B - 1) + "u * " + step + " < gridDim.y; s += " + S(B) +
+               "u * " + step + ") {\n";
+        lvl += in2 + "    const volatile long long* q = (volatile long long*)" + part +
+               " + ((unsigned long long)s * rows + " + row + ") * " + S(NR * 2) + "u;\n";
+        lvl += in2 + "    const unsigned long long qs = (unsigned long long)rows * " +
+               S(NR * 2 * nl()) + "u;\n";
+        auto word_k = [&](int r, bool index) {
+          return "q[k * qs + " + S(ord(r) * 2 + (index ? 1 : 0)) + "u]";
+        };
+        std::string loads, adds;
+        for (int r : rs) {
+          lvl += in2 + "    long long w" + S(r) + "[" + S(B) + "];\n";
+          loads += in2 + "      w" + S(r) + "[k] = " + word_k(r, false) + ";\n";
+          std::string wi = "0";
+          if (e_.acc(r).index) {
+            lvl += in2 + "    long long wi" + S(r) + "[" + S(B) + "];\n";
+            loads += in2 + "      wi" + S(r) + "[k] = " + word_k(r, true) + ";\n";
+            wi = "wi" + S(r) + "[k]";
+          }
+          adds += in2 + "      " +
+                  e_.acc_combine(r, "a" + S(r), "ai" + S(r),
+                                 e_.acc_from_word(r, "w" + S(r) + "[k]"), wi) +
+                  "\n";
+        }
+        const std::string loop =
+            in2 + "    #pragma unroll\n" + in2 + "    for (int k = 0; k < " + S(B) + "; ++k) {\n";
+        lvl += loop + loads + in2 + "    }\n" + loop + adds + in2 + "    }\n" + in2 + "  }\n";
+        s0 = "s";
       }
-      body += in2 + "  }\n" + in2 + "}\n";
+      lvl += in2 + "  for (" + (s0 == "s" ? std::string() : "U s = " + s0) +
+             "; s < gridDim.y; s += " + step + ") {\n";
+      for (int r : rs)
+        lvl += in2 + "    " +
+               e_.acc_combine(r, "a" + S(r), "ai" + S(r), e_.acc_from_word(r, word(r, "s", false)),
+                              word(r, "s", true)) +
+               "\n";
+      lvl += in2 + "  }\n";
+      body += wrap(lvl, in2 + "  ", {}) + in2 + "}\n";
       body += lanes(rs, in2);
-      body += in2 + "if (rv && " + lane0_ + ") {\n";
+      std::string fw = in2 + "if (rv && " + lane0_ + ") {\n";
       for (int r : rs) {
-        body += in2 + "  " + fin + "[" + slot(r, "row", "") +
-                "] = " + e_.acc_to_word(r, "a" + S(r)) + ";\n";
+        fw += in2 + "  " + fin + "[" + slot(r, row, "") + "] = " + e_.acc_to_word(r, "a" + S(r)) +
+              ";\n";
         if (e_.acc(r).index)
-          body += in2 + "  " + fin + "[" + slot(r, "row", "") + " + 1] = ai" + S(r) + ";\n";
+          fw += in2 + "  " + fin + "[" + slot(r, row, "") + " + 1] = ai" + S(r) + ";\n";
       }
-      body += in2 + "}\n";
+      body += wrap(fw + in2 + "}\n", in2, {});
       if (final_rows) {
         for (int id = 0; id < int(g_.nodes.size()); ++id) {
           if (!need[id] || g_.nodes[id].space != Space::Row || g_.nodes[id].pass <= q) continue;
           if (is_reduce(g_.nodes[id].op)) {
             flush_rows(in2);
-            body += in2 + "const " + e_.ntype(id) + " r" + S(id) + " = " +
-                    e_.acc_final(id, "a" + S(id), "ai" + S(id)) + ";\n";
+            seg += in2 + "const " + e_.ntype(id) + " r" + S(id) + " = " +
+                   e_.acc_final(id, "a" + S(id), "ai" + S(id)) + ";\n";
+            defs.push_back(id);
           } else {
             rown.push_back(id);
           }
         }
         flush_rows(in2);
+        body += wrap(seg, in2, defs);
         body += row_outputs("rv && " + lane0_, in2);
       }
       body += in2 + "if (threadIdx.x == 0) " + cnt + "[blockIdx.x] = 0;\n";
@@ -961,8 +1204,9 @@ class RowGen {
       body += row_outputs("rv && " + lane0_ + " && blockIdx.y == 0", in);
     }
     std::string k = header("loom_kernel_p" + S(q));
-    k +=
-        "  const U row = (U)blockIdx.x * " + S(v_.rpb) + "u" + (v_.rpb > 1 ? " + grp" : "") + ";\n";
+    const std::string r0 =
+        "(U)blockIdx.x * " + S(v_.rpb) + "u" + (v_.rpb > 1 ? " + grp" : std::string());
+    k += "  const U row = " + (cv_ ? "(" + r0 + ") * " + S(cv_) + "u" : r0) + ";\n";
     k += "  const bool rv = row < rows;\n";
     if (!nodes.empty()) {
       k += "  const U seglen = " + e_.uvalue({ValueSlot::SegLen}) + ";\n";
@@ -971,7 +1215,7 @@ class RowGen {
       k += "  const U ch0 = c0 / " + S(v_.vw) + "u, ch1 = c1 / " + S(v_.vw) + "u;\n";
     }
     k += row_setup(in) + body + "}\n";
-    return k;
+    return prune_rows(k);
   }
 };
 

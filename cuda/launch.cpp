@@ -160,9 +160,15 @@ uint64_t kernel_ptr(const Group& g, int a) {
 // segments is about rpb * 8 * SMs.
 int64_t split_segments(const Group& g, const Variant& v, int sm) {
   int64_t rows = g.rows(), cols = g.cols();
+  // Column pairs (vector columns, Variant::vec): segments for their own blocks (as many threads
+  // as a thread a column: vec times the segments, each thread's partials vec columns' worth).
+  if (v.vec > 1 && v.tpr == 1) rows /= v.vec;
   int64_t blocks = cdiv(rows, v.rpb);
-  int64_t min_seg = v.tpr == 1 ? 64 : 2048;
+  int64_t min_seg = v.tpr == 1 ? 64 * v.cs : 2048;
   if (blocks >= sm || cols < 2 * min_seg) return 1;
+  if (v.cs > 1)  // column slices (blocks of any size): at most one wave of the SMs' 2048 threads
+    return std::max<int64_t>(1,
+                             std::min(int64_t(sm) * (2048 / v.block()) / blocks, cols / min_seg));
   return std::max<int64_t>(1, std::min(cdiv(8 * int64_t(sm), blocks), cols / min_seg));
 }
 
@@ -201,6 +207,38 @@ int row_vector_width(const Group& g) {
     return true;
   };
   while (W > 1 && !fits(W)) W /= 2;
+  return W;
+}
+
+// Kept columns a column-reduction thread takes as one load a walked row (Variant::vec,
+// LOOM_CUDA_COL_PAIRS): 4 bytes of the narrowest Full leaf at unit stride along the innermost
+// kept dim (2 bf16 / f16 columns; wider types 0), when every Full leaf is either that or
+// constant along it (a leaf at another stride: 0), that dim's size is a multiple of the width
+// (a thread's columns share the outer kept indices), and each such leaf's pointer, offset and
+// other strides keep every pair aligned; else 0 (a thread a column). Row leaves and outputs (a
+// value a column) are accessed element by element either way.
+int col_vector_width(const Group& g) {
+  int R = int(g.space.size()), K = g.n_kept, L = int(g.leaves.size());
+  if (K < 1) return 0;
+  size_t min_isz = 16;
+  std::vector<int> vec;
+  for (int a = 0; a < L; ++a) {
+    const GLeaf& l = g.leaves[a];
+    if (!l.st || l.space != Space::Full || l.strides[K - 1] == 0) continue;
+    if (l.strides[K - 1] != 1) return 0;
+    vec.push_back(a);
+    min_isz = std::min(min_isz, itemsize(l.dtype));
+  }
+  if (vec.empty() || min_isz > 2) return 0;
+  const int W = int(4 / min_isz);
+  if (g.space[K - 1] % W != 0) return 0;
+  for (int a : vec) {
+    const GLeaf& l = g.leaves[a];
+    if (reinterpret_cast<uintptr_t>(l.st->data()) % itemsize(l.dtype) != 0) return 0;
+    if (kernel_offset(g, a) % W != 0) return 0;  // (its pointer: 16-byte aligned)
+    for (int d = 0; d < R; ++d)
+      if (d != K - 1 && l.strides[d] % W != 0) return 0;
+  }
   return W;
 }
 
@@ -376,6 +414,38 @@ bool narrow_rows(const Group& g) {
 //                          at up to 160 KiB (one block an SM), else not staged
 //   LOOM_CUDA_ROW_STAGE_BLOCK=n  threads of a staged block (default 1024: the copy's loads in
 //                          flight are the block's threads times 8; lanes a row = n / rows)
+//   LOOM_CUDA_COL_COMBINE=n  split column reductions: partials the last block's threads load
+//                          at once (Variant::comb). 0: the loop of before over row-major
+//                          partials (a warp's 32 loads of a segment 32 sectors apart; nvcc 13
+//                          unrolls it 16 deep with the loads grouped, nvdisasm sm_90, so not the
+//                          serial L2 round trips first suspected); n > 0: partials segment-major
+//                          (a warp's 32 adjacent: half the sectors, level-1 stores coalesced
+//                          too), n loads in flight a thread by construction, added in segment
+//                          order (the same sums bit for bit). Default 8 (ptxas sm_90: 32
+//                          registers, as 0, for the f32 and bf16 means of row_regs). Expected
+//                          gain small; the level-2 chain (264 partials a column at 1000 f32
+//                          columns, ~17 dependent batches) is what COL_SLICES cuts
+//   LOOM_CUDA_COL_SLICES=s column reductions (loop and split, not the persistent <= 16 rows):
+//                          a block walks its columns as s slices of interleaved rows (Variant::cs;
+//                          slice l: rows l, l + s, ...), combined through shared memory at the
+//                          end; a block is LOOM_CUDA_COL_BLOCK threads (default 256) = block / s
+//                          columns x s slices. Fewer columns a block: s times the blocks across
+//                          (1000 columns: 16 not 4 at s 4), so the split needs s times fewer
+//                          segments for its wave (at most one: floor), and each column's
+//                          partials are s times fewer and combined s at a time. Default 1
+//   LOOM_CUDA_COL_PAIRS=0|1 column reductions of 2-byte columns (bf16, f16; col_vector_width):
+//                          1: a thread takes 2 adjacent columns as one 4-byte load a walked row
+//                          (a warp 128 bytes a row, as f32; bf16 now loads 64 with 2-byte
+//                          loads: half the bytes in flight an SM at the same warps and
+//                          registers), 2 accumulators, each column summed in the scalar order
+//                          (bit-identical); a split takes twice the segments (as many threads;
+//                          each thread combines 2 columns' partials, COL_COMBINE at a time).
+//                          With slices too (a block's column pairs x s slices). Default 0.
+//                          (Vector columns of 16 bytes lost, see COL_UNROLL above: 8x fewer
+//                          warps, or 8x the partials a thread combines; pairs keep the warps.)
+//   LOOM_CUDA_COL_BLOCK=n  threads a column block with slices (256, 512 or 1024; s 4 at 1024
+//                          keeps 256 columns a block, its 4 warps of a column group on adjacent
+//                          rows)
 struct RowKnobs {
   int tpr = 0, rpb = 0, chunks = 4, minb = -1;
   int remat = -1;
@@ -388,6 +458,7 @@ struct RowKnobs {
   int peel_remat = 2;
   bool stage = true;
   int stage_rows = 0, stage_block = 1024;
+  int col_combine = 8, col_slices = 1, col_block = 256, col_pairs = 0;
 };
 const RowKnobs& row_knobs() {
   static const RowKnobs k = [] {
@@ -415,6 +486,11 @@ const RowKnobs& row_knobs() {
     const int sr = get("LOOM_CUDA_ROW_STAGE_ROWS", 0, 128, 0);
     r.stage_rows = sr > 0 ? int(pow2ceil(sr)) : 0;
     r.stage_block = int(pow2ceil(get("LOOM_CUDA_ROW_STAGE_BLOCK", 64, 1024, 1024)));
+    r.col_combine = get("LOOM_CUDA_COL_COMBINE", 0, 32, 8);
+    r.col_pairs = get("LOOM_CUDA_COL_PAIRS", 0, 1, 0);
+    r.col_block = int(pow2ceil(get("LOOM_CUDA_COL_BLOCK", 256, 1024, 256)));
+    r.col_slices = std::min<int>(int(pow2ceil(get("LOOM_CUDA_COL_SLICES", 1, 32, 1))),
+                                 r.col_block / 32);  // at least a warp of columns
     return r;
   }();
   return k;
@@ -647,8 +723,16 @@ Variant choose_variant(const Group& g, int sm) {
     // this one runs 4 x 264 blocks of 256, 8 an SM (64 warps): too few warps to cover the
     // walk's latency. With vec times the segments instead (as many threads), a thread of the
     // split's last block combines the partials of vec columns over vec times the segments in
-    // series (1056 segments x 4 columns against 264 x 1).
-    v.tpr = 1, v.rpb = 256, v.unroll = col_unroll(cols);
+    // series (1056 segments x 4 columns against 264 x 1). Pairs of bf16 columns
+    // (LOOM_CUDA_COL_PAIRS) keep the warps (twice the segments) and combine them in batches
+    // (LOOM_CUDA_COL_COMBINE); slices (LOOM_CUDA_COL_SLICES) cut the segments instead.
+    v.tpr = 1, v.cs = kn.col_slices;
+    v.rpb = (v.cs > 1 ? kn.col_block : 256) / v.cs;
+    v.vec = kn.col_pairs ? col_vector_width(g) : 0;
+    // Pairs within 32 registers (8 blocks an SM): ptxas sm_90 gave a bf16 mean split 34 (6
+    // blocks at the allocation's 8-register steps), 32 under the cap with 4 bytes spilled.
+    v.minb = v.vec > 1 ? 2048 / v.block() : 0;
+    v.unroll = col_unroll(cdiv(cols, v.cs));
   } else if (stage_variant(g, sm, v)) {
     return v;
   } else {
@@ -683,13 +767,17 @@ Variant choose_variant(const Group& g, int sm) {
     if (layout != Layout::Columns) s.tpr = 256, s.rpb = 1;
     if (s.shift >= 0) s.shift = -1, s.novec = 0, s.vw = vw0;  // segments: not peeled
     const int64_t S = split_segments(g, s, sm);
-    if (layout == Layout::Columns) s.unroll = col_unroll(cdiv(cols, std::max<int64_t>(1, S)));
+    if (layout == Layout::Columns) {
+      s.unroll = col_unroll(cdiv(cdiv(cols, std::max<int64_t>(1, S)), s.cs));
+      s.comb = kn.col_combine;
+      s.minb = v.minb;
+    }
     if (S > 1) return s;
   }
   if (layout == Layout::Columns) {  // a thread a row: persistent for rows of up to 16 columns
     int64_t k = pow2ceil(std::max<int64_t>(1, cols));
     v.k = cols <= 16 && k * std::max(4, row_cache_bytes(g, 0)) <= 192 ? int(k) : 0;
-    if (v.k > 0) v.unroll = 1;  // persistent: no loop walk
+    if (v.k > 0) v.unroll = 1, v.cs = 1, v.rpb = 256, v.vec = 0, v.minb = 0;  // persistent
   }
   return v;
 }
@@ -710,7 +798,8 @@ LaunchConfig launch_config(const Group& g, const Variant& v, int sm) {
   }
   int64_t rows = g.rows(), cols = g.cols();
   lc.empty = rows == 0;
-  int64_t blocks = cdiv(rows, v.rpb);
+  // (Column pairs: a thread takes vec rows; vec divides rows, see col_vector_width.)
+  int64_t blocks = cdiv(v.vec > 1 ? rows / v.vec : rows, v.rpb);
   if (v.split) {
     LOOM_CHECK(blocks < (int64_t(1) << 31), Runtime, "cuda: too many rows for a split launch");
     int64_t S = split_segments(g, v, sm);

@@ -173,11 +173,33 @@ std::vector<lc::Variant> variants_for(const Group& g, bool all) {
           vs.push_back(x);
         }
     }
-    if (l == lc::Layout::Columns)
+    if (l == lc::Layout::Columns) {
       for (lc::Variant u : {loop, split}) {
         u.unroll = 8;
         vs.push_back(u);
       }
+      // The split's batched combine (LOOM_CUDA_COL_COMBINE) and column slices
+      // (LOOM_CUDA_COL_SLICES, LOOM_CUDA_COL_BLOCK): 64 columns x 4 slices, 256 x 4.
+      lc::Variant b = split;
+      b.unroll = 8, b.comb = 8;
+      vs.push_back(b);
+      // Column pairs (LOOM_CUDA_COL_PAIRS): 2 columns a thread, 8 rows a step and 1, and with
+      // 4 slices of 64 pairs.
+      if (g.n_kept >= 1)
+        for (lc::Variant x : {loop, b}) {
+          x.vec = 2, x.unroll = 8, x.minb = 8;
+          vs.push_back(x);
+          x.unroll = 1;
+          vs.push_back(x);
+          x.cs = 4, x.rpb = 64;
+          vs.push_back(x);
+        }
+      for (int rpb : {64, 256})
+        for (lc::Variant x : {loop, b}) {
+          x.cs = 4, x.rpb = rpb, x.unroll = 8, x.comb = x.split ? 4 : 0;
+          vs.push_back(x);
+        }
+    }
   }
   return vs;
 }
@@ -866,8 +888,8 @@ TEST_CASE("codegen: row knobs: one barrier a combine, next-row prefetch, column 
   REQUIRE(c.tpr == 1);
   CHECK(c.unroll == 1);  // 1024 segments of 64 rows
   // By default a thread that walks 256 rows or more loads 8 a step (132 blocks of 256 columns:
-  // no split, each thread walks the whole column).
-  if (!std::getenv("LOOM_CUDA_COL_UNROLL")) {
+  // no split, each thread walks the whole column; with slices a slice walks a part).
+  if (!std::getenv("LOOM_CUDA_COL_UNROLL") && !std::getenv("LOOM_CUDA_COL_SLICES")) {
     Tensor tall = data({256, 33792}, DType::Float32), flat = data({64, 33792}, DType::Float32);
     lc::Variant t = lc::choose_variant(only(mean(tall.clone(), Dims{0}, false)), 132);
     lc::Variant f = lc::choose_variant(only(mean(flat.clone(), Dims{0}, false)), 132);
@@ -878,15 +900,23 @@ TEST_CASE("codegen: row knobs: one barrier a combine, next-row prefetch, column 
   lc::Variant c8 = c;
   c8.unroll = 8;
   std::string c1s = lc::generate(cm, c).source, c8s = lc::generate(cm, c8).source;
-  CHECK(c8.key() == c.key() + "_u8");
+  CHECK(c8.key().find("_u8") != std::string::npos);
+  CHECK(c.key().find("_u") == std::string::npos);
   CHECK(count(c1s, "u < ch") == 0);
-  CHECK(count(c8s, "for (; cb + 7u < ch1; cb += 8u)") == 1);
-  CHECK(count(c8s, "for (; cb < ch1; cb += 8u)") == 1);
+  // (A slice steps over the other slices' rows: cs times the stride.)
+  const std::string st = std::to_string(8 * c.cs) + "u)";
+  CHECK(count(c8s, "for (; cb + " + std::to_string(7 * c.cs) + "u < ch1; cb += " + st) == 1);
+  CHECK(count(c8s, "for (; cb < ch1; cb += " + st) == 1);
   srcs.push_back(c8s);
   if (!lc::nvrtc_available()) return;
   StrictGuard strict;
   for (const std::string& src : srcs)
     CHECK_FALSE(lc::compile(src, "loom_row_knobs", 9, 0).cubin.empty());
+}
+
+bool pairs_on() {
+  const char* e = std::getenv("LOOM_CUDA_COL_PAIRS");
+  return e && std::string(e) == "1";
 }
 
 // Column reductions: a thread a kept column (tpr 1, no vector of adjacent columns: that lost on
@@ -931,15 +961,22 @@ TEST_CASE("codegen: column reductions take one column a thread, strided columns 
       continue;
     }
     CHECK(v.tpr == 1);
-    CHECK(v.vec == 0);
+    // Pairs (LOOM_CUDA_COL_PAIRS=1, the ctest col_pairs entry): contiguous aligned bf16
+    // columns only (an even count, every row base even).
+    const bool pairs = pairs_on() && w.what.rfind("bf16", 0) == 0 && w.what != "bf16 1001";
+    CHECK(v.vec == (pairs ? 2 : 0));
     CHECK(v.vw == 1);
     CHECK(v.k == 0);  // 4096 or 512 rows: a loop or split walk, not persistent
     const std::string src = lc::generate(w.g, v).source;
     INFO(src);
-    CHECK(count(src, "lm_vec") == 0);  // scalar loads: a thread's one column a walked row
+    // Scalar loads (a thread's one column a walked row), or one 4-byte load of a pair.
+    CHECK((count(src, "lm_vec<unsigned, 1>") > 0) == pairs);
+    CHECK((count(src, "lm_vec") == 0) == !pairs);
+    const int vc = std::max(1, v.vec);  // columns a thread
     lc::LaunchConfig c = lc::launch_config(w.g, v, 132);
-    CHECK(int64_t(c.grid_x) * c.block >= w.g.rows());
-    CHECK(int64_t(c.grid_x - 1) * c.block < w.g.rows());
+    CHECK(c.block == unsigned(v.rpb * v.cs));  // rpb column groups a block (x cs slices)
+    CHECK(int64_t(c.grid_x) * v.rpb * vc >= w.g.rows());
+    CHECK(int64_t(c.grid_x - 1) * v.rpb * vc < w.g.rows());
     srcs.push_back(src);
   }
   // A persistent column kernel (rows of up to 16) keeps a thread a column too.
@@ -1057,4 +1094,158 @@ TEST_CASE("codegen: every op, dtype and kernel kind compiles for sm_90 without w
   MESSAGE(c.generated() << " kernels generated, " << compiled << " distinct sources compiled");
   for (const std::string& f : failures) FAIL_CHECK(f);
   CHECK(compiled > 60);
+}
+
+// The split column kernel's last block: partials segment-major and LOOM_CUDA_COL_COMBINE (8)
+// loaded at once, added in segment order; 0 the row-major serial loop of before. Column slices
+// (LOOM_CUDA_COL_SLICES): a block = rpb columns x cs slices of interleaved rows, combined
+// through shared memory in slice order; the split keeps to one wave of the SMs' threads.
+TEST_CASE("codegen: column reductions: batched split combine, column slices") {
+  Tensor f = data({4096, 1000}, DType::Float32), f4 = data({4096, 4096}, DType::Float32);
+  Tensor h = data({4096, 4096}, DType::BFloat16);
+  Group cm = only(mean(f.clone(), Dims{0}, false));
+  Group cv = only(var(h.clone(), Dims{0}));
+  Group ca = only(argmax(f.clone(), 0));
+  Group c4 = only(mean(f4.clone(), Dims{0}, false));
+  const lc::Variant d = lc::choose_variant(cm, 132);
+  REQUIRE(d.split);
+  REQUIRE(d.tpr == 1);
+  if (!std::getenv("LOOM_CUDA_COL_COMBINE")) CHECK(d.comb == 8);
+  if (!std::getenv("LOOM_CUDA_COL_SLICES")) CHECK(d.cs == 1);
+  if (const char* e = std::getenv("LOOM_CUDA_COL_SLICES")) {  // (the ctest col_slices entry)
+    CHECK(d.cs == std::atoi(e));
+    CHECK(
+        d.block() ==
+        (std::getenv("LOOM_CUDA_COL_BLOCK") ? std::atoi(std::getenv("LOOM_CUDA_COL_BLOCK")) : 256));
+  }
+  std::vector<std::string> srcs;
+  lc::Variant s0 = d, s8 = d;
+  s0.comb = 0, s0.cs = 1, s0.rpb = 256;
+  s8.comb = 8, s8.cs = 1, s8.rpb = 256;
+  CHECK(s8.key() == s0.key() + "_c8");
+  for (const Group* g : {&cm, &cv, &ca}) {
+    lc::Variant a = lc::choose_variant(*g, 132), b = a;
+    REQUIRE(a.split);
+    a.comb = 0, a.cs = 1, a.rpb = 256, a.vec = 0, a.minb = 0;  // (a column a thread)
+    b.comb = 8, b.cs = 1, b.rpb = 256, b.vec = 0, b.minb = 0;
+    const std::string x = lc::generate(*g, a).source, y = lc::generate(*g, b).source;
+    INFO(b.key() << "\n" << y);
+    // Row-major partials, one at a time, before; segment-major, 8 at a time, then the rest.
+    CHECK(count(x, "row * gridDim.y + blockIdx.y") > 0);
+    const int combines = count(x, "if (lm_ticket == gridDim.y - 1) {");
+    CHECK(combines >= 1);
+    CHECK(count(x, "for (U s = 0; s < gridDim.y; s += 1u)") == combines);
+    CHECK(count(y, "row * gridDim.y") == 0);
+    CHECK(count(y, "((unsigned long long)blockIdx.y * rows + row)") > 0);
+    CHECK(count(y, "for (; s + 7u * 1u < gridDim.y; s += 8u * 1u) {") ==
+          count(x, "for (U s = 0; s < gridDim.y"));
+    CHECK(count(y, "for (; s < gridDim.y; s += 1u) {") == count(x, "for (U s = 0; s < gridDim.y"));
+    // argmax carries its index words too.
+    if (g == &ca) CHECK(count(y, "wi") > 0);
+    srcs.push_back(x), srcs.push_back(y);
+  }
+  // Slices: 64 columns x 4 slices (a 256-thread block) and 256 x 4 (1024), loop and split.
+  for (const Group* g : {&cm, &cv, &ca, &c4})
+    for (int rpb : {64, 256})
+      for (bool split : {false, true}) {
+        lc::Variant v = lc::choose_variant(*g, 132);
+        v.cs = 4, v.rpb = rpb, v.split = split, v.comb = split ? 8 : 0, v.vec = 0, v.minb = 0;
+        const std::string src = lc::generate(*g, v).source;
+        INFO(v.key() << "\n" << src);
+        CHECK(v.key().find("_l4") != std::string::npos);
+        CHECK(v.block() == 4 * rpb);
+        CHECK(count(src, "const int lane = (int)(threadIdx.x / " + std::to_string(rpb) + "u);") >
+              0);
+        CHECK(count(src, "const U grp = threadIdx.x % " + std::to_string(rpb) + "u;") > 0);
+        CHECK(count(src, "for (int w = 1; w < 4; ++w) {") > 0);
+        CHECK(count(src, "[threadIdx.x] = a") > 0);
+        // A slice's walk steps over the other slices' rows.
+        if (split) CHECK(count(src, "s += 1u") == 0);
+        srcs.push_back(src);
+        if (!split) continue;
+        // The split keeps the grid to one wave of the SMs' 2048 threads.
+        lc::LaunchConfig c = lc::launch_config(*g, v, 132);
+        CHECK(c.block == unsigned(4 * rpb));
+        CHECK(int64_t(c.grid_x) * c.grid_y * c.block <= 132 * 2048);
+        CHECK(int64_t(c.grid_x) * rpb >= g->rows());
+      }
+  if (!lc::nvrtc_available()) return;
+  StrictGuard strict;
+  for (const std::string& src : srcs)
+    CHECK_FALSE(lc::compile(src, "loom_col_comb", 9, 0).cubin.empty());
+}
+
+// Column pairs (Variant::vec 2, LOOM_CUDA_COL_PAIRS): a thread takes 2 adjacent bf16 columns
+// as one 4-byte load a walked row (ld.global.u32), an accumulator each in the scalar order; a
+// split's partials and finals a column each, combined column by column in segment order.
+TEST_CASE("codegen: column pairs load 2 bf16 columns as one word") {
+  Tensor h = data({4096, 4096}, DType::BFloat16), h1 = data({4096, 1000}, DType::BFloat16);
+  Tensor w = data({1000}, DType::BFloat16, 7);
+  std::vector<Group> gs = {only(mean(h.clone(), Dims{0}, false)), only(var(h1.clone(), Dims{0})),
+                           only(argmax(h1.clone(), 0)),
+                           only(sum(h1.clone() * h1.clone(), {0}) * 0.5 * w)};
+  std::vector<std::string> srcs;
+  for (const Group& g : gs) {
+    lc::Variant d = lc::choose_variant(g, 132);
+    REQUIRE(d.tpr == 1);
+    if (pairs_on()) CHECK(d.vec == 2);
+    if (pairs_on()) CHECK(d.minb == 2048 / d.block());
+    for (bool split : {false, true})
+      for (int comb : {0, 8}) {
+        if (!split && comb) continue;
+        lc::Variant v = d;
+        v.cs = 1, v.rpb = 256, v.vec = 2, v.minb = 8, v.unroll = 8, v.split = split, v.comb = comb;
+        const std::string src = lc::generate(g, v).source;
+        INFO(v.key() << "\n" << src);
+        CHECK(v.key().find("_v2") != std::string::npos);
+        // Whole and guarded steps, in each kernel that walks (var: two passes).
+        const int loads = count(src, "lw0[k] = *(const lm_vec<unsigned, 1>*)");
+        CHECK(loads > 0);
+        CHECK(loads % 2 == 0);
+        CHECK(count(src, "for (int e = 0; e < 2; ++e) {") >= 3);
+        CHECK(count(src, "__launch_bounds__(256, 8)") > 0);
+        if (split) {
+          CHECK(count(src, "const U row = ((U)blockIdx.x * 256u + grp) * 2u;") > 0);
+          CHECK(count(src, "(row + (U)e)") > 0);  // a slot a column
+          if (comb) CHECK(count(src, "for (; s + 7u * 1u < gridDim.y; s += 8u * 1u) {") > 0);
+        } else {
+          CHECK(count(src, "rb < rows / 2u") == 1);
+        }
+        srcs.push_back(src);
+      }
+    // With 4 slices of 64 pairs: a slice's walk steps over the others' rows, and the slices
+    // combine a column of the pair at a time.
+    for (bool split : {false, true}) {
+      lc::Variant v = d;
+      v.cs = 4, v.rpb = 64, v.vec = 2, v.minb = 8, v.unroll = 8, v.split = split;
+      v.comb = split ? 8 : 0;
+      const std::string src = lc::generate(g, v).source;
+      INFO(v.key() << "\n" << src);
+      if (split) CHECK(count(src, "const U row = ((U)blockIdx.x * 64u + grp) * 2u;") > 0);
+      CHECK(count(src, "const U ch = cb + (U)(k * 4);") > 0);
+      CHECK(count(src, "for (int w = 1; w < 4; ++w) {") > 0);
+      CHECK(count(src, "& a") > 0);  // (a pair's accumulators bound one at a time)
+      srcs.push_back(src);
+      lc::LaunchConfig c = lc::launch_config(g, v, 132);
+      CHECK(c.block == 256u);
+      CHECK(int64_t(c.grid_x) * 64 * 2 >= g.rows());
+      if (split) CHECK(int64_t(c.grid_x) * c.grid_y <= 132 * 8);
+    }
+    // The launch covers each pair once; a split keeps as many threads as a column a thread
+    // (twice the segments, at most a wave).
+    lc::Variant v = d;
+    v.cs = 1, v.rpb = 256, v.vec = 2, v.split = true;
+    lc::Variant one = v;
+    one.vec = 0;
+    lc::LaunchConfig c = lc::launch_config(g, v, 132), c1 = lc::launch_config(g, one, 132);
+    CHECK(int64_t(c.grid_x) * 256 * 2 >= g.rows());
+    CHECK(int64_t(c.grid_x - 1) * 256 * 2 < g.rows());
+    CHECK(int64_t(c.grid_x) * c.grid_y <= int64_t(c1.grid_x) * c1.grid_y + c.grid_y);
+  }
+  if (!lc::nvrtc_available()) return;
+  StrictGuard strict;
+  for (const std::string& src : srcs) {
+    lc::CompileResult r = lc::compile(src, "loom_col_pairs", 9, 0, {"--ptxas-options=-v"});
+    CHECK_FALSE(r.cubin.empty());
+  }
 }

@@ -4,6 +4,12 @@
 // Split kernels (tall columns: segments combined by the last block) and loop kernels (short or
 // many columns), odd and strided columns, offset views, keepdim, two-pass reductions (var),
 // max and argmax. Skips itself where CUDA is unavailable.
+// The column knobs of cuda/launch.cpp take other kernels over the same cases; run the file again
+// under each (knobs are read once a process): LOOM_CUDA_COL_COMBINE=0 (the split's serial
+// row-major combine), =3 (batches of 3 and a tail), LOOM_CUDA_COL_SLICES=4 (64 columns x 4
+// slices), LOOM_CUDA_COL_SLICES=4 LOOM_CUDA_COL_BLOCK=1024 (256 x 4), LOOM_CUDA_COL_SLICES=8,
+// LOOM_CUDA_COL_PAIRS=1 (2 bf16 columns a thread where the columns are even and aligned: the
+// bf16 cases but 1001 and offset 1), LOOM_CUDA_COL_PAIRS=1 LOOM_CUDA_COL_SLICES=4.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -139,14 +145,18 @@ TEST_CASE("gpu: column reduction references agree with the CPU device") {
                    {300, 1000, DType::BFloat16, Form::EveryOtherRow}});
 }
 
-// Columns of every form: tall (split: [20000, n] and [3000, 4096]), short (a loop kernel over
-// 100 rows) and many (a loop kernel over 140000 columns), 1000 / 4096 / 1001 columns.
+// Columns of every form: tall (split: [20000, n] and [3000, 4096]: 264 / 46 segments, the
+// combine's batches of 8 and a tail of 6; [600, 4096]: 9 segments, one batch and a tail of 1;
+// [200, 4096]: 3 segments, the tail alone), short (a loop kernel over 100 rows) and many (a
+// loop kernel over 140000 columns), 1000 / 4096 / 1001 columns.
 TEST_CASE("gpu: column reductions of contiguous columns match float64 references") {
   if (skip()) return;
   check_cols(kGPU, {{20000, 1000, DType::Float32},
                     {20000, 1000, DType::BFloat16},
                     {3000, 4096, DType::Float32},
                     {3000, 4096, DType::BFloat16},
+                    {600, 4096, DType::Float32},
+                    {200, 4096, DType::BFloat16},
                     {20000, 1001, DType::Float32},
                     {20000, 1001, DType::BFloat16},
                     {100, 4096, DType::BFloat16},
