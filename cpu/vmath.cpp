@@ -22,6 +22,9 @@ namespace {
 // coefficients). Adding kShift rounds to an integer (|v| < 2^22) held in the low bits.
 // Every function but exp divides once (vdivps, ~8-10 cycles a vector beside the vector ports),
 // so the rest is kept to ~15 instructions: signs folded into constants, scalings by vscalefps.
+// Tried and dropped (2026-11-30): an exact vrcp14ps + Newton + Markstein division (same bits
+// over all 2^32 inputs) made chain8 ~15% slower here: the loops are bound by the vector ports,
+// which its 5-8 extra uops a vector load, more than by the divider it frees.
 constexpr float kLog2e = 0x1.715476p+0f;
 constexpr float kShift = 0x1.8p23f;
 constexpr float kLn2Hi = 0x1.62e430p-1f;    // float(ln 2)
@@ -106,31 +109,6 @@ inline float s_tanh(float x) {
 #if defined(__AVX512F__)
 inline __m512 set(float v) { return _mm512_set1_ps(v); }
 
-// Division without vdivps (~10 cycles a zmm vector on one unpipelined divider), to the same
-// bits, for cores where that divider bounds these kernels (rcp_on()). 1 / b by vrcp14ps
-// (relative error < 2^-14) and two Newton steps y + y e, e = 1 - b y (exact in an fma). The
-// second step's pre-rounding value falls short of 1 / b by y e^2; for a b whose significand is
-// all ones (2 - 2^-23), y a power of two below 1 / b, that shortfall reaches the margin 1 / b
-// has above a rounding midpoint and the step ties to the wrong side. Adding 1 to e's bits (one
-// ulp further from 0: a step up there) fixes it, and elsewhere moves the result by far less
-// than the margin. Then a / b = q + (a - b q) y with q = a y (Markstein: correctly rounded when
-// y is). Checked exhaustively (bench/vmath_exhaustive.cpp --div): 1 / b equals IEEE division's
-// for every normal b in [2^-126, 2^126) (sigmoid's d lies in [0.7, 2^116]), m / (-2 - m) for
-// every m in [-1, 0] (tanh's); tanh and sigmoid equal their scalar forms on all 2^32 inputs.
-inline __m512 v_rcp(__m512 b) {
-  const __m512 one = set(1.f);
-  __m512 y = _mm512_rcp14_ps(b);
-  y = _mm512_fmadd_ps(_mm512_fnmadd_ps(b, y, one), y, y);
-  __m512i e = _mm512_castps_si512(_mm512_fnmadd_ps(b, y, one));
-  e = _mm512_add_epi32(e, _mm512_set1_epi32(1));  // (where e is NaN, so is y)
-  return _mm512_fmadd_ps(_mm512_castsi512_ps(e), y, y);
-}
-inline __m512 v_div(__m512 a, __m512 b) {
-  __m512 y = v_rcp(b);
-  __m512 q = _mm512_mul_ps(a, y);
-  return _mm512_fmadd_ps(_mm512_fnmadd_ps(b, q, a), y, q);
-}
-
 inline __m512 v_reduce(__m512 y, __m512& r) {
   __m512 kf = _mm512_sub_ps(_mm512_fmadd_ps(y, set(kLog2e), set(kShift)), set(kShift));
   r = _mm512_fmadd_ps(kf, set(-kLn2Hi), y);
@@ -156,8 +134,6 @@ inline __m512 v_exp(__m512 x) {
 }
 
 // e^-y = 2^k e^r: nk = -k and r' = -r straight from y (no negations), e^r = E(-r').
-// Rcp: v_rcp rather than vdivps (the same bits; see rcp_on()).
-template <bool Rcp>
 inline __m512 v_sigmoid(__m512 x) {
   __m512 y = _mm512_min_ps(set(kSigHi), _mm512_max_ps(set(kExpLo), x));
   __m512 nk = _mm512_sub_ps(set(kShift), _mm512_fmadd_ps(y, set(-kLog2e), set(kShift)));
@@ -170,13 +146,12 @@ inline __m512 v_sigmoid(__m512 x) {
   q = _mm512_fmadd_ps(q, r, set(-1.f));
   q = _mm512_fmadd_ps(q, r, set(1.f));
   __m512 d = _mm512_add_ps(_mm512_scalef_ps(set(1.f), nk), q);
-  return _mm512_scalef_ps(Rcp ? v_rcp(d) : _mm512_div_ps(set(1.f), d), nk);
+  return _mm512_scalef_ps(_mm512_div_ps(set(1.f), d), nk);
 }
 
 // Works on h = r / 2 straight from u = -|x| (no doubling): 2 log2(e) and ln(2) / 2 are exact
 // scalings, and p / 2 = h + h^2 Q(h) with Q_j = 2^(j+1) c_(j+2), also exact. ln 2's low part is
 // left out: it moves e^(2u) by k 2e-9 relatively, under 0.1 ulp of tanh for every k.
-template <bool Rcp>
 inline __m512 v_tanh(__m512 x) {
   const __m512i sign = _mm512_set1_epi32(INT32_MIN);
   __m512 u = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(x), sign));  // -|x|
@@ -191,7 +166,7 @@ inline __m512 v_tanh(__m512 x) {
   __m512 s2 = _mm512_scalef_ps(set(2.f), kf);                                     // 2^(k+1)
   __m512 m = _mm512_fmadd_ps(s2, ph, _mm512_fmadd_ps(s2, set(0.5f), set(-1.f)));  // 2^k(1+p)-1
   __m512 dn = _mm512_sub_ps(set(-2.f), m);
-  __m512 th = Rcp ? v_div(m, dn) : _mm512_div_ps(m, dn);
+  __m512 th = _mm512_div_ps(m, dn);
   // copysign: sign bit from x, the rest from th (bitwise select, 0xCA = a ? b : c)
   return _mm512_castsi512_ps(
       _mm512_ternarylogic_epi32(sign, _mm512_castps_si512(x), _mm512_castps_si512(th), 0xCA));
@@ -222,61 +197,17 @@ bool vmath_on() {
   return on;
 }
 
-// One map over n floats: the AVX-512 kernel where built with it, else the scalar form (the
-// vector kernels exist only in AVX-512 builds, hence a macro rather than a template).
+// One map over n floats: the AVX-512 kernel where built with it, else the scalar form.
 #if defined(__AVX512F__)
-// Whether tanh and sigmoid divide by v_rcp / v_div or by vdivps (default): LOOM_CPU_RCP=1 / 0,
-// read once; the same bits either way. vdivps by default: on this Sapphire Rapids class box the
-// kernels are bound by the two vector ports (p0, p5) and the divider about equally (~10 cycles
-// a vector each: the divider runs beside the ports), so v_div's 8 extra port uops (v_rcp's 5)
-// cost more than the divider saves: tanh ~50% and sigmoid ~20% slower a vector, chain8 fused
-// 10.0-10.4 ms -> 11.2-13.2 ms (2026-11-30). A core with a slower divider or more vector ports
-// may differ: A/B with loom_bench --chain8.
-static bool rcp_on() {
-  static const bool on = env_flag("LOOM_CPU_RCP", false);
-  return on;
-}
-// vec: a kernel template on the division (v_tanh, v_sigmoid)
-#define LOOM_VMATH_MAP(vec, scalar)                                  \
-  rcp_on() ? v_map(a, out, n, [](__m512 v) { return vec<true>(v); }) \
-           : v_map(a, out, n, [](__m512 v) { return vec<false>(v); })
+#define LOOM_VMATH_MAP(vec, scalar) v_map(a, out, n, [](__m512 v) { return vec(v); })
 #else
 #define LOOM_VMATH_MAP(vec, scalar) \
   for (int64_t i = 0; i < n; ++i) out[i] = scalar(a[i])
 #endif
-void exp_f32(const float* a, float* out, int64_t n) {
-#if defined(__AVX512F__)
-  v_map(a, out, n, v_exp);
-#else
-  for (int64_t i = 0; i < n; ++i) out[i] = s_exp(a[i]);
-#endif
-}
+void exp_f32(const float* a, float* out, int64_t n) { LOOM_VMATH_MAP(v_exp, s_exp); }
 void tanh_f32(const float* a, float* out, int64_t n) { LOOM_VMATH_MAP(v_tanh, s_tanh); }
 void sigmoid_f32(const float* a, float* out, int64_t n) { LOOM_VMATH_MAP(v_sigmoid, s_sigmoid); }
 #undef LOOM_VMATH_MAP
-
-void rcp_f32(const float* b, float* out, int64_t n) {
-#if defined(__AVX512F__)
-  v_map(b, out, n, v_rcp);
-#else
-  for (int64_t i = 0; i < n; ++i) out[i] = 1.f / b[i];
-#endif
-}
-
-void div_f32(const float* a, const float* b, float* out, int64_t n) {
-#if defined(__AVX512F__)
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(out + i, v_div(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i)));
-  if (i < n) {
-    __mmask16 m = __mmask16((1u << (n - i)) - 1);
-    __m512 q = v_div(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i));
-    _mm512_mask_storeu_ps(out + i, m, q);
-  }
-#else
-  for (int64_t i = 0; i < n; ++i) out[i] = a[i] / b[i];
-#endif
-}
 
 float exp_scalar(float x) { return s_exp(x); }
 float tanh_scalar(float x) { return s_tanh(x); }
@@ -456,12 +387,8 @@ void pair_unary_f32(Op inner, const float* a, int sa, const float* c, int sc, Op
   };
   // lambdas, not function pointers: each loop gets its f inlined
   if (f == Op::Exp) return run([](__m512 v) { return v_exp(v); });
-  const bool r = rcp_on();
-  if (f == Op::Tanh)
-    return r ? run([](__m512 v) { return v_tanh<true>(v); })
-             : run([](__m512 v) { return v_tanh<false>(v); });
-  return r ? run([](__m512 v) { return v_sigmoid<true>(v); })
-           : run([](__m512 v) { return v_sigmoid<false>(v); });
+  if (f == Op::Tanh) return run([](__m512 v) { return v_tanh(v); });
+  return run([](__m512 v) { return v_sigmoid(v); });
 #else
   (void)stream;  // plain stores
   // f(b) through memory first (no contraction into the ops after it), then the pair.

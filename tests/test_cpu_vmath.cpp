@@ -10,6 +10,7 @@
 #include <random>
 
 #include "cpu/vmath.h"
+#include "cpu/vmath_table.h"
 #include "helpers.h"
 
 using namespace loom;
@@ -18,39 +19,10 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-// |got - want| in units of the float ulp at want (subnormal spacing below FLT_MIN); a result
-// that rounds past FLT_MAX counts as exact when it is inf.
-double ulp_error(float got, double want) {
-  if (std::isnan(want)) return std::isnan(got) ? 0 : 1e30;
-  if (std::isnan(got)) return 1e30;
-  if (std::isinf(got) && std::fabs(want) >= 0x1p128 * (1 - 0x1p-25) && (got > 0) == (want > 0))
-    return 0;
-  if (std::isinf(want)) return got == want ? 0 : 1e30;
-  int e;
-  std::frexp(std::fabs(want), &e);
-  double ulp = std::ldexp(1.0, std::max(e - 24, -149));
-  return std::fabs(double(got) - want) / ulp;
-}
-
-double ref_tanh(double x) { return std::tanh(x); }
-double ref_sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
-double ref_exp(double x) { return std::exp(x); }
-
-using Kernel = void (*)(const float*, float*, int64_t);
-using Scalar = float (*)(float);
-using Ref = double (*)(double);
-
-struct Fn {
-  const char* name;
-  Kernel vec;
-  Scalar scalar;
-  Ref ref;
-  double max_ulp;
-};
-
-const Fn kFns[] = {{"tanh", cpu::tanh_f32, cpu::tanh_scalar, ref_tanh, 3},
-                   {"sigmoid", cpu::sigmoid_f32, cpu::sigmoid_scalar, ref_sigmoid, 3},
-                   {"exp", cpu::exp_f32, cpu::exp_scalar, ref_exp, 2}};
+using cpu::vmath_table::kFns;
+using cpu::vmath_table::ref_sigmoid;
+using cpu::vmath_table::ulp_error;
+using Fn = cpu::vmath_table::Fn;
 
 // Every float whose bit pattern is a multiple of `stride`, the special values, and a dense
 // uniform sweep of [-30, 30].
@@ -113,10 +85,7 @@ TEST_CASE("cpu vmath: exp, tanh, sigmoid within a few ulp of float64 over the fl
     for (size_t i = 0; i < xs.size(); ++i) {
       double e = ulp_error(out[i], f.ref(double(xs[i])));
       if (e > worst) worst = e, at = xs[i];
-      float s = f.scalar(xs[i]);
-      if (std::bit_cast<uint32_t>(s) != std::bit_cast<uint32_t>(out[i]) &&
-          !(std::isnan(s) && std::isnan(out[i])))
-        ++scalar_mismatch;
+      if (!cpu::vmath_table::same(f.scalar(xs[i]), out[i])) ++scalar_mismatch;
     }
     INFO("worst " << worst << " ulp at x = " << at);
     CHECK(worst <= f.max_ulp);
@@ -159,49 +128,6 @@ TEST_CASE("cpu vmath: special values, signs and NaN") {
   cpu::sigmoid_f32(&x, &y, 1);
   CHECK(y > 0.f);
   CHECK(ulp_error(y, ref_sigmoid(-100.0)) <= 1);
-}
-
-// The division tanh and sigmoid can use (LOOM_CPU_RCP=1: vrcp14ps, Newton steps, a
-// correction) against IEEE division, bit for bit, on its hard cases and random ones (the full
-// proof: bench/vmath_exhaustive.cpp --div). Odd lengths: the masked tail too.
-TEST_CASE("cpu vmath: reciprocal-and-Newton division gives IEEE division's bits") {
-  std::mt19937 g(11);
-  std::vector<float> b;
-  // every all-ones significand (2 - 2^-23) 2^e, where a plain second Newton step ties the wrong
-  // way, its neighbours, and powers of two, both signs
-  for (int e = -126; e < 125; ++e)
-    for (int d = -3; d <= 3; ++d) {
-      float v = std::bit_cast<float>(std::bit_cast<uint32_t>(std::ldexp(1.f, e + 1)) + d);
-      b.push_back(v);
-      b.push_back(-v);
-    }
-  std::uniform_int_distribution<uint32_t> bits(std::bit_cast<uint32_t>(0x1p-126f),
-                                               std::bit_cast<uint32_t>(0x1p126f) - 1);
-  for (int i = 0; i < 1 << 18; ++i) b.push_back(std::bit_cast<float>(bits(g)));
-  b.push_back(0.7f);  // sigmoid's divisor range: [0.7, 2^116]
-  std::vector<float> got(b.size());
-  cpu::rcp_f32(b.data(), got.data(), int64_t(b.size()));
-  int64_t bad = 0;
-  float at = 0;
-  for (size_t i = 0; i < b.size(); ++i)
-    if (std::bit_cast<uint32_t>(got[i]) != std::bit_cast<uint32_t>(1.f / b[i])) ++bad, at = b[i];
-  INFO("1 / b differs at b = " << at);
-  CHECK(bad == 0);
-  // tanh's m / (-2 - m), m in [-1, 0]: tiny m (divisor -2 + ulp: the tie above) and random
-  std::vector<float> m = {0.f,         -0.f,       -1.f,       -0x1p-23f,        -0x1p-24f,
-                          -0x1.8p-23f, -0x1p-149f, -0x1p-126f, -0x1.8f5c02p-19f, -0.5f};
-  std::uniform_int_distribution<uint32_t> mb(std::bit_cast<uint32_t>(-0.f),
-                                             std::bit_cast<uint32_t>(-1.f));
-  for (int i = 0; i < 1 << 18; ++i) m.push_back(std::bit_cast<float>(mb(g)));
-  m.push_back(-0x1.fffffep-1f);
-  std::vector<float> den(m.size()), q(m.size());
-  for (size_t i = 0; i < m.size(); ++i) den[i] = -2.f - m[i];
-  cpu::div_f32(m.data(), den.data(), q.data(), int64_t(m.size()));
-  bad = 0;
-  for (size_t i = 0; i < m.size(); ++i)
-    if (std::bit_cast<uint32_t>(q[i]) != std::bit_cast<uint32_t>(m[i] / den[i])) ++bad, at = m[i];
-  INFO("m / (-2 - m) differs at m = " << at);
-  CHECK(bad == 0);
 }
 
 TEST_CASE("cpu vmath: the same value at every position (masked tails) and exp_sub") {
