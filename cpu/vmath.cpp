@@ -125,52 +125,85 @@ inline __m512 v_exp_poly(__m512 r) {
   return _mm512_fmadd_ps(q, r, set(1.f));
 }
 
+// Each function in two stages, the reduction and polynomial (first) and what follows (second),
+// so pair_unary_loop can run the first stage of one vector beside the second of the one
+// before (see there); f(x) = second(first(x)), the same operations either way.
 // max(lo, y) and min(hi, y) return y itself when y is NaN (the second operand).
-inline __m512 v_exp(__m512 x) {
-  __m512 y = _mm512_min_ps(set(kExpHi), _mm512_max_ps(set(kExpLo), x));
-  __m512 r;
-  __m512 kf = v_reduce(y, r);
-  return _mm512_scalef_ps(v_exp_poly(r), kf);
-}
+struct ExpF {
+  struct S {
+    __m512 p, kf;
+  };
+  static S first(__m512 x) {
+    __m512 y = _mm512_min_ps(set(kExpHi), _mm512_max_ps(set(kExpLo), x));
+    __m512 r;
+    __m512 kf = v_reduce(y, r);
+    return {v_exp_poly(r), kf};
+  }
+  static __m512 second(const S& s) { return _mm512_scalef_ps(s.p, s.kf); }
+};
 
 // e^-y = 2^k e^r: nk = -k and r' = -r straight from y (no negations), e^r = E(-r').
-inline __m512 v_sigmoid(__m512 x) {
-  __m512 y = _mm512_min_ps(set(kSigHi), _mm512_max_ps(set(kExpLo), x));
-  __m512 nk = _mm512_sub_ps(set(kShift), _mm512_fmadd_ps(y, set(-kLog2e), set(kShift)));
-  __m512 r = _mm512_fmadd_ps(nk, set(-kLn2Hi), y);
-  r = _mm512_fmadd_ps(nk, set(-kLn2Lo), r);
-  __m512 q = _mm512_fmadd_ps(set(kC6), r, set(-kC5));
-  q = _mm512_fmadd_ps(q, r, set(kC4));
-  q = _mm512_fmadd_ps(q, r, set(-kC3));
-  q = _mm512_fmadd_ps(q, r, set(kC2));
-  q = _mm512_fmadd_ps(q, r, set(-1.f));
-  q = _mm512_fmadd_ps(q, r, set(1.f));
-  __m512 d = _mm512_add_ps(_mm512_scalef_ps(set(1.f), nk), q);
-  return _mm512_scalef_ps(_mm512_div_ps(set(1.f), d), nk);
-}
+struct SigmoidF {
+  struct S {
+    __m512 q, nk;
+  };
+  static S first(__m512 x) {
+    __m512 y = _mm512_min_ps(set(kSigHi), _mm512_max_ps(set(kExpLo), x));
+    __m512 nk = _mm512_sub_ps(set(kShift), _mm512_fmadd_ps(y, set(-kLog2e), set(kShift)));
+    __m512 r = _mm512_fmadd_ps(nk, set(-kLn2Hi), y);
+    r = _mm512_fmadd_ps(nk, set(-kLn2Lo), r);
+    __m512 q = _mm512_fmadd_ps(set(kC6), r, set(-kC5));
+    q = _mm512_fmadd_ps(q, r, set(kC4));
+    q = _mm512_fmadd_ps(q, r, set(-kC3));
+    q = _mm512_fmadd_ps(q, r, set(kC2));
+    q = _mm512_fmadd_ps(q, r, set(-1.f));
+    q = _mm512_fmadd_ps(q, r, set(1.f));
+    return {q, nk};
+  }
+  static __m512 second(const S& s) {
+    __m512 d = _mm512_add_ps(_mm512_scalef_ps(set(1.f), s.nk), s.q);
+    return _mm512_scalef_ps(_mm512_div_ps(set(1.f), d), s.nk);
+  }
+};
 
 // Works on h = r / 2 straight from u = -|x| (no doubling): 2 log2(e) and ln(2) / 2 are exact
 // scalings, and p / 2 = h + h^2 Q(h) with Q_j = 2^(j+1) c_(j+2), also exact. ln 2's low part is
 // left out: it moves e^(2u) by k 2e-9 relatively, under 0.1 ulp of tanh for every k.
-inline __m512 v_tanh(__m512 x) {
-  const __m512i sign = _mm512_set1_epi32(INT32_MIN);
-  __m512 u = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(x), sign));  // -|x|
-  u = _mm512_max_ps(set(kTanhLo), u);
-  __m512 kf = _mm512_sub_ps(_mm512_fmadd_ps(u, set(2.f * kLog2e), set(kShift)), set(kShift));
-  __m512 h = _mm512_fmadd_ps(kf, set(-0.5f * kLn2Hi), u);
-  __m512 q = _mm512_fmadd_ps(set(32.f * kC6), h, set(16.f * kC5));
-  q = _mm512_fmadd_ps(q, h, set(8.f * kC4));
-  q = _mm512_fmadd_ps(q, h, set(4.f * kC3));
-  q = _mm512_fmadd_ps(q, h, set(2.f * kC2));
-  __m512 ph = _mm512_fmadd_ps(q, _mm512_mul_ps(h, h), h);
-  __m512 s2 = _mm512_scalef_ps(set(2.f), kf);                                     // 2^(k+1)
-  __m512 m = _mm512_fmadd_ps(s2, ph, _mm512_fmadd_ps(s2, set(0.5f), set(-1.f)));  // 2^k(1+p)-1
-  __m512 dn = _mm512_sub_ps(set(-2.f), m);
-  __m512 th = _mm512_div_ps(m, dn);
-  // copysign: sign bit from x, the rest from th (bitwise select, 0xCA = a ? b : c)
-  return _mm512_castsi512_ps(
-      _mm512_ternarylogic_epi32(sign, _mm512_castps_si512(x), _mm512_castps_si512(th), 0xCA));
+struct TanhF {
+  struct S {
+    __m512 q, h, kf, x;
+  };
+  static S first(__m512 x) {
+    __m512 u = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(x), sign()));  // -|x|
+    u = _mm512_max_ps(set(kTanhLo), u);
+    __m512 kf = _mm512_sub_ps(_mm512_fmadd_ps(u, set(2.f * kLog2e), set(kShift)), set(kShift));
+    __m512 h = _mm512_fmadd_ps(kf, set(-0.5f * kLn2Hi), u);
+    __m512 q = _mm512_fmadd_ps(set(32.f * kC6), h, set(16.f * kC5));
+    q = _mm512_fmadd_ps(q, h, set(8.f * kC4));
+    q = _mm512_fmadd_ps(q, h, set(4.f * kC3));
+    q = _mm512_fmadd_ps(q, h, set(2.f * kC2));
+    return {q, h, kf, x};
+  }
+  static __m512 second(const S& s) {
+    __m512 ph = _mm512_fmadd_ps(s.q, _mm512_mul_ps(s.h, s.h), s.h);
+    __m512 s2 = _mm512_scalef_ps(set(2.f), s.kf);                                   // 2^(k+1)
+    __m512 m = _mm512_fmadd_ps(s2, ph, _mm512_fmadd_ps(s2, set(0.5f), set(-1.f)));  // 2^k(1+p)-1
+    __m512 dn = _mm512_sub_ps(set(-2.f), m);
+    __m512 th = _mm512_div_ps(m, dn);
+    // copysign: sign bit from x, the rest from th (bitwise select, 0xCA = a ? b : c)
+    return _mm512_castsi512_ps(
+        _mm512_ternarylogic_epi32(sign(), _mm512_castps_si512(s.x), _mm512_castps_si512(th), 0xCA));
+  }
+  static __m512i sign() { return _mm512_set1_epi32(INT32_MIN); }
+};
+
+template <typename F>
+inline __m512 v_f(__m512 x) {
+  return F::second(F::first(x));
 }
+inline __m512 v_exp(__m512 x) { return v_f<ExpF>(x); }
+inline __m512 v_sigmoid(__m512 x) { return v_f<SigmoidF>(x); }
+inline __m512 v_tanh(__m512 x) { return v_f<TanhF>(x); }
 
 // Applies f to n floats, 16 at a time; the tail through masked loads and stores, so every
 // element is computed by the same instructions whatever its position.
@@ -298,6 +331,12 @@ struct Pre {
 };
 
 #if defined(__AVX512F__)
+// Whether pair_unary_loop runs software-pipelined (below): LOOM_CPU_PIPE=1 / 0, read once.
+int pair_pipe() {
+  static const bool on = env_flag("LOOM_CPU_PIPE", true);
+  return on;
+}
+
 template <Op I, Op O, bool Swap, bool Relu, typename F>
 void pair_unary_loop(const float* a, int sa, const float* c, int sc, F f, const float* b,
                      float* out, int64_t n, const Tail& tail, bool stream, const Pre& pre) {
@@ -322,46 +361,84 @@ void pair_unary_loop(const float* a, int sa, const float* c, int sc, F f, const 
   const float *pa = one(a, sa, splat[0]), *pc = one(c, sc, splat[1]),
               *pw = one(t.w, t.sw, splat[2]);
   const int64_t ka = sa ? 1 : 0, kc = sc ? 1 : 0, kw = t.sw ? 1 : 0;
-  // tl: whether there is a tail op (else w is not read)
-  auto body = [&](__m512 x, __m512 y, __m512 z, __m512 wv, auto tl) {
+  // tl: whether there is a tail op (else w is not read). One vector in two stages: front
+  // (loads, a inner c, the ops before f, f's first stage) and back (f's second stage, the
+  // outer op, tail, relu); St carries what back needs.
+  struct St {
+    __m512 xy, wv;
+    typename F::S fs;
+  };
+  auto front = [&](__m512 x, __m512 y, __m512 z, __m512 wv) {
     if (np > 0) z = _mm512_fmadd_ps(z, m0, d0);
     if (np > 1) z = _mm512_fmadd_ps(z, m1, d1);
     if (np > 2) z = _mm512_fmadd_ps(z, m2, d2);
-    __m512 v = arith<O, Swap>(arith<I, false>(x, y), f(z));
-    if constexpr (decltype(tl)::value) v = t.apply_op(v, wv, mv);
+    __m512 xy = arith<I, false>(x, y);
+    // xy as computed: without this the compiler may contract a product xy into an fma with
+    // the outer op in some of the loops (it did in the plain one), one rounding fewer
+    __asm__("" : "+v"(xy));
+    return St{xy, wv, F::first(z)};
+  };
+  auto back = [&](const St& st, auto tl) {
+    __m512 v = arith<O, Swap>(st.xy, F::second(st.fs));
+    if constexpr (decltype(tl)::value) v = t.apply_op(v, st.wv, mv);
     // relu as unary() has it, max(0, v) + 0 (a NaN v kept, -0 to +0), in one vfixupimmps
     // rather than two ops: by v's class, +0 for zeros, negatives and -inf, v itself
     // otherwise (an SNaN quieted); the same bits as max + add for all 2^32 floats (checked).
     if constexpr (Relu) v = _mm512_fixupimm_ps(v, v, relu_tbl, 0);
     return v;
   };
-  // Streaming and the tail's presence as constants of each loop (their branches, per
-  // vector, cost issue slots as the operand ones did).
-  auto loop = [&](auto nt, auto tl) {
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-      __m512 x = _mm512_loadu_ps(pa + i * ka), y = _mm512_loadu_ps(pc + i * kc);
-      __m512 wv = decltype(tl)::value ? _mm512_loadu_ps(pw + i * kw) : _mm512_setzero_ps();
-      __m512 r = body(x, y, _mm512_loadu_ps(b + i), wv, tl);
+  // Streaming, the tail's presence and the pipelining as constants of each loop (their
+  // branches, per vector, cost issue slots as the operand ones did).
+  auto loop = [&](auto nt, auto tl, auto pipe) {
+    auto load = [&](int64_t j) {
+      __m512 x = _mm512_loadu_ps(pa + j * ka), y = _mm512_loadu_ps(pc + j * kc);
+      __m512 wv = decltype(tl)::value ? _mm512_loadu_ps(pw + j * kw) : _mm512_setzero_ps();
+      return front(x, y, _mm512_loadu_ps(b + j), wv);
+    };
+    auto put = [&](int64_t j, __m512 r) {
       if constexpr (decltype(nt)::value)
-        _mm512_stream_ps(out + i, r);
+        _mm512_stream_ps(out + j, r);
       else
-        _mm512_storeu_ps(out + i, r);
+        _mm512_storeu_ps(out + j, r);
+    };
+    int64_t i = 0;
+    // Pipelined: each iteration computes vector i's front and vector i - 16's back, whose
+    // front finished an iteration earlier. A vector's whole chain (~80 cycles of dependent
+    // ops, the division's ~18 among them) otherwise sits in the scheduler while the next
+    // vectors queue behind it: the loops ran at ~2x their port bound (bench/tile_loops.cpp:
+    // chain8's two loops on an L1 tile 29-39 -> 23-25 TSC ticks per 16 floats). Two vectors
+    // an iteration (unrolled, not pipelined) did not help: both chains still queue whole.
+    if constexpr (decltype(pipe)::value) {
+      if (n >= 32) {
+        St prev = load(0);
+        for (i = 16; i + 16 <= n; i += 16) {
+          St cur = load(i);
+          put(i - 16, back(prev, tl));
+          prev = cur;
+        }
+        put(i - 16, back(prev, tl));
+      }
     }
+    for (; i + 16 <= n; i += 16) put(i, back(load(i), tl));
     if (i < n) {
       __mmask16 m = __mmask16((1u << (n - i)) - 1);
       __m512 x = _mm512_maskz_loadu_ps(m, pa + i * ka);
       __m512 y = _mm512_maskz_loadu_ps(m, pc + i * kc);
       __m512 wv = _mm512_maskz_loadu_ps(m, pw + i * kw);
-      _mm512_mask_storeu_ps(out + i, m, body(x, y, _mm512_maskz_loadu_ps(m, b + i), wv, tl));
+      St st = front(x, y, _mm512_maskz_loadu_ps(m, b + i), wv);
+      _mm512_mask_storeu_ps(out + i, m, back(st, tl));
     }
   };
   const std::true_type yes;
   const std::false_type no;
+  auto piped = [&](auto nt, auto tl) {
+    if (pair_pipe()) return loop(nt, tl, yes);
+    loop(nt, tl, no);
+  };
   if (stream)
-    t.none ? loop(yes, no) : loop(yes, yes);
+    t.none ? piped(yes, no) : piped(yes, yes);
   else
-    t.none ? loop(no, no) : loop(no, yes);
+    t.none ? piped(no, no) : piped(no, yes);
 }
 #endif
 
@@ -385,10 +462,10 @@ void pair_unary_f32(Op inner, const float* a, int sa, const float* c, int sc, Op
       });
     });
   };
-  // lambdas, not function pointers: each loop gets its f inlined
-  if (f == Op::Exp) return run([](__m512 v) { return v_exp(v); });
-  if (f == Op::Tanh) return run([](__m512 v) { return v_tanh(v); });
-  return run([](__m512 v) { return v_sigmoid(v); });
+  // f as a type: each loop gets both its stages inlined
+  if (f == Op::Exp) return run(ExpF{});
+  if (f == Op::Tanh) return run(TanhF{});
+  return run(SigmoidF{});
 #else
   (void)stream;  // plain stores
   // f(b) through memory first (no contraction into the ops after it), then the pair.

@@ -165,6 +165,52 @@ TEST_CASE("cpu vmath: the same value at every position (masked tails) and exp_su
   for (int i = 0; i < 80; ++i) CHECK(got[size_t(i)] == want[size_t(i)]);
 }
 
+// pair_unary_f32 (the fused loop) by position: runs of 16 to 31 floats take the plain loop,
+// longer ones the software-pipelined one (cpu/vmath.cpp), the rest a masked tail; every
+// element must come out the same whichever took it, and as exp_f32 & co. and plain ops give it.
+TEST_CASE("cpu vmath: the fused loop gives the same value at every position and length") {
+  std::mt19937 g(5);
+  std::normal_distribution<float> nd(0.f, 3.f);
+  constexpr int kLen = 100;
+  std::vector<float> a(kLen), b(kLen), w(kLen), whole(kLen), part(kLen), fb(kLen);
+  for (auto& v : a) v = nd(g);
+  for (auto& v : b) v = nd(g);
+  for (auto& v : w) v = nd(g);
+  cpu::PreOps pre;
+  pre.n = 2, pre.op[0] = Op::Mul, pre.k[0] = 1.5f, pre.op[1] = Op::Add, pre.k[1] = 0.5f;
+  for (const Fn& f : kFns)
+    for (bool relu : {false, true}) {
+      INFO(std::string(f.name) << " relu " << relu);
+      auto run = [&](int off, int n, float* out) {
+        cpu::pair_unary_f32(Op::Mul, a.data() + off, 1, a.data() + off, 1, Op::Add, true, f.op,
+                            b.data() + off, relu, out, n, Op::Sub, true, w.data() + off, 1, false,
+                            pre);
+      };
+      run(0, kLen, whole.data());
+      // the reference: b * 1.5 + 0.5, f, a * a + that, - w, relu, each rounded on its own
+      for (int i = 0; i < kLen; ++i) fb[size_t(i)] = b[size_t(i)] * 1.5f + 0.5f;
+      f.vec(fb.data(), fb.data(), kLen);
+      for (int i = 0; i < kLen; ++i) {
+        volatile float sq = a[size_t(i)] * a[size_t(i)];
+        volatile float sum = sq + fb[size_t(i)];
+        float v = sum - w[size_t(i)];
+        float want = relu ? (v > 0 ? v : (v != v ? v : 0.f)) : v;
+        CHECK(cpu::vmath_table::same(whole[size_t(i)], want));
+      }
+      for (int off : {0, 3, 16})
+        for (int n : {0, 1, 15, 16, 17, 31, 32, 33, 47, 48, 63, 64, 65, 80}) {
+          if (off + n > kLen) continue;
+          std::fill(part.begin(), part.end(), -7.f);
+          run(off, n, part.data());
+          for (int i = 0; i < n; ++i)
+            CHECK_MESSAGE(cpu::vmath_table::same(part[size_t(i)], whole[size_t(off + i)]),
+                          "off " << off << " n " << n << " i " << i << ": " << part[size_t(i)]
+                                 << " vs " << whole[size_t(off + i)]);
+          CHECK(part[size_t(n)] == -7.f);  // nothing written past n
+        }
+    }
+}
+
 TEST_CASE("cpu vmath: fused programs with tanh, sigmoid, exp match fusion-off and float64") {
   // Bit for bit with the own kernels (same loop either way); Eigen's (LOOM_CPU_VMATH=0) take
   // a different path for a run's unaligned ends, so there only within tolerance.
@@ -185,12 +231,13 @@ TEST_CASE("cpu vmath: fused programs with tanh, sigmoid, exp match fusion-off an
       double s = 1.0 / (1.0 + std::exp(-(std::tanh(v * 1.5 + 0.5) * v)));
       want[size_t(i)] = std::max(s + v * v - 0.25, 0.0);
     }
-    std::vector<double> got = lt::check_fused_matches_unfused(chain8);
+    // bit for bit too: each op of the fused loops rounds as its own kernel does
+    std::vector<double> got = lt::check_fused_matches_unfused(chain8, {}, exact);
     lt::check_close(lt::make(got, {n}, DType::Float64), want, lt::tol(DType::Float32));
     // exp of a difference (the exp_sub fold), tanh and sigmoid feeding other ops
     Tensor y = lt::random({n}, DType::Float32, uint32_t(12 + n), -6, 6);
     lt::check_fused_matches_unfused([&] { return exp(x - y); }, {}, exact);
-    lt::check_fused_matches_unfused([&] { return exp(y - 0.5) + tanh(x) * sigmoid(y); });
+    lt::check_fused_matches_unfused([&] { return exp(y - 0.5) + tanh(x) * sigmoid(y); }, {}, exact);
   }
   // rows: softmax's exp(x - rowmax) (exp_sub with a per-row operand)
   Tensor m = lt::random({64, 300}, DType::Float32, 99, -40, 40);
