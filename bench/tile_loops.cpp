@@ -271,6 +271,9 @@ int main(int argc, char** argv) {
   {
     tbb::global_control one(tbb::global_control::max_allowed_parallelism, 1);
     row("loom chain8 fused, 1 thread", best(reps, [&] { chain8(); }));
+    set_fusion(false);
+    row("loom chain8 fusion-off, 1 thread", best(reps, [&] { chain8(); }));
+    set_fusion(true);
   }
   row("loom chain8 fused, TBB", best(reps, [&] { chain8(); }));
   std::free(o);

@@ -332,14 +332,14 @@ struct Pre {
 
 #if defined(__AVX512F__)
 // Whether pair_unary_loop runs software-pipelined (below): LOOM_CPU_PIPE=1 / 0, read once.
-int pair_pipe() {
+bool pair_pipe() {
   static const bool on = env_flag("LOOM_CPU_PIPE", true);
   return on;
 }
 
 template <Op I, Op O, bool Swap, bool Relu, typename F>
-void pair_unary_loop(const float* a, int sa, const float* c, int sc, F f, const float* b,
-                     float* out, int64_t n, const Tail& tail, bool stream, const Pre& pre) {
+void pair_unary_loop(const float* a, int sa, const float* c, int sc, F, const float* b, float* out,
+                     int64_t n, const Tail& tail, bool stream, const Pre& pre) {
   const Tail t = tail;  // a local copy: stores to `out` cannot alias it, so it stays in registers
   const int np = pre.n;
   const __m512 m0 = _mm512_set1_ps(pre.m[0]), d0 = _mm512_set1_ps(pre.d[0]);
@@ -374,7 +374,8 @@ void pair_unary_loop(const float* a, int sa, const float* c, int sc, F f, const 
     if (np > 2) z = _mm512_fmadd_ps(z, m2, d2);
     __m512 xy = arith<I, false>(x, y);
     // xy as computed: without this the compiler may contract a product xy into an fma with
-    // the outer op in some of the loops (it did in the plain one), one rounding fewer
+    // the outer op (main's loop did for chain8's x * x + sigmoid(v)), one rounding fewer
+    // than the ops run one at a time
     __asm__("" : "+v"(xy));
     return St{xy, wv, F::first(z)};
   };
