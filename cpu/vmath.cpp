@@ -337,6 +337,20 @@ bool pair_pipe() {
   return on;
 }
 
+// How far ahead (floats) the pipelined loop prefetches its operands into L1, a line each an
+// iteration: LOOM_CPU_PF_AHEAD, read once; 0 turns it off. A tile of a 16M-float chain8 reads
+// x from memory, and those reads did not overlap the compute: on one thread they added ~13
+// TSC ticks per 16 floats to the ~25 of the loops on an L1 tile, whether or not the
+// interpreter prefetched the next tile in bursts (LOOM_CPU_PREFETCH). One prefetch a line,
+// 2048 floats (two tiles) ahead: streamed 37-51 -> 26-32 ticks, loom's chain8 on one thread
+// 19-26 -> 17-19 ms CPU (bench/tile_loops.cpp, load 4-5; 1024 and 4096 ahead less steady).
+// An operand already in cache costs a load-port uop an iteration (the loops are bound by the
+// vector ports); prefetches never fault, so reading past an operand's end is harmless.
+int64_t pair_pf_ahead() {
+  static const int64_t d = std::max<int64_t>(0, env_int("LOOM_CPU_PF_AHEAD", 2048));
+  return d;
+}
+
 template <Op I, Op O, bool Swap, bool Relu, typename F>
 void pair_unary_loop(const float* a, int sa, const float* c, int sc, F, const float* b, float* out,
                      int64_t n, const Tail& tail, bool stream, const Pre& pre) {
@@ -412,7 +426,16 @@ void pair_unary_loop(const float* a, int sa, const float* c, int sc, F, const fl
     if constexpr (decltype(pipe)::value) {
       if (n >= 32) {
         St prev = load(0);
+        const int64_t pf = pair_pf_ahead();
+        const char* pfa = reinterpret_cast<const char*>(pa + pf * ka);
+        const char* pfc = reinterpret_cast<const char*>(pc + pf * kc);
+        const char* pfb = reinterpret_cast<const char*>(b + pf);
         for (i = 16; i + 16 <= n; i += 16) {
+          if (pf) {  // (a one-value operand: its 16 copies again, in L1)
+            _mm_prefetch(pfb + i * 4, _MM_HINT_T0);
+            _mm_prefetch(pfa + i * 4 * ka, _MM_HINT_T0);
+            if (pfc != pfa) _mm_prefetch(pfc + i * 4 * kc, _MM_HINT_T0);
+          }
           St cur = load(i);
           put(i - 16, back(prev, tl));
           prev = cur;
