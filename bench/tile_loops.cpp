@@ -116,6 +116,7 @@ double segmented(int reps, int64_t nseg, const std::function<void(int64_t)>& seg
 
 int main(int argc, char** argv) {
   int reps = argc > 1 ? std::atoi(argv[1]) : 7;
+  const bool loom_only = argc > 2 && !std::strcmp(argv[2], "--loom");  // its rows alone
   double load[1] = {0};
   getloadavg(load, 1);
   const Chain8 c;
@@ -128,30 +129,32 @@ int main(int argc, char** argv) {
   // ---- one tile in L1, each instruction alone and both in sequence ----------------------
   std::vector<float> xs(kChunk * 8), v(kChunk * 8), out(kChunk * 8);
   for (size_t i = 0; i < xs.size(); ++i) xs[i] = float((int64_t(i) * 7919 % 6001) - 3000) / 1000.f;
-  for (int64_t n : {int64_t(256), int64_t(1024), kChunk, kChunk * 4, kChunk * 8}) {
-    int rep_in = int(std::max<int64_t>(1, 32768 / n));  // 32K floats (~2048 vectors) a window
-    double vecs = double(rep_in) * double(n) / 16;
-    int r = reps * 60;
-    Time ta = best(r, [&] {
-      for (int k = 0; k < rep_in; ++k) c.a(xs.data(), v.data(), n);
-    });
-    Time tb = best(r, [&] {
-      for (int k = 0; k < rep_in; ++k) c.b(xs.data(), v.data(), out.data(), n, false);
-    });
-    Time tab = best(r, [&] {
-      for (int k = 0; k < rep_in; ++k) {
-        c.a(xs.data(), v.data(), n);
-        c.b(xs.data(), v.data(), out.data(), n, false);
-      }
-    });
-    std::printf(
-        "tile %6lld floats (%4lld KiB x,v,out): A %5.1f  B %5.1f  A;B %5.1f ticks/16 floats\n",
-        (long long)n, (long long)(n * 12 / 1024), ta.ticks / vecs, tb.ticks / vecs,
-        tab.ticks / vecs);
+  if (!loom_only) {
+    for (int64_t n : {int64_t(256), int64_t(1024), kChunk, kChunk * 4, kChunk * 8}) {
+      int rep_in = int(std::max<int64_t>(1, 32768 / n));  // 32K floats (~2048 vectors) a window
+      double vecs = double(rep_in) * double(n) / 16;
+      int r = reps * 60;
+      Time ta = best(r, [&] {
+        for (int k = 0; k < rep_in; ++k) c.a(xs.data(), v.data(), n);
+      });
+      Time tb = best(r, [&] {
+        for (int k = 0; k < rep_in; ++k) c.b(xs.data(), v.data(), out.data(), n, false);
+      });
+      Time tab = best(r, [&] {
+        for (int k = 0; k < rep_in; ++k) {
+          c.a(xs.data(), v.data(), n);
+          c.b(xs.data(), v.data(), out.data(), n, false);
+        }
+      });
+      std::printf(
+          "tile %6lld floats (%4lld KiB x,v,out): A %5.1f  B %5.1f  A;B %5.1f ticks/16 floats\n",
+          (long long)n, (long long)(n * 12 / 1024), ta.ticks / vecs, tb.ticks / vecs,
+          tab.ticks / vecs);
+    }
+    double tpc_hot = ticks_per_cycle();
+    std::printf("TSC ticks per core cycle: %.3f idle, %.3f right after AVX-512 loops\n", tpc_idle,
+                tpc_hot);
   }
-  double tpc_hot = ticks_per_cycle();
-  std::printf("TSC ticks per core cycle: %.3f idle, %.3f right after AVX-512 loops\n", tpc_idle,
-              tpc_hot);
 
   // ---- 16M floats from memory ------------------------------------------------------------
   Tensor xt = randn({kN});
@@ -169,94 +172,98 @@ int main(int argc, char** argv) {
     std::printf("%-46s %7.2f ms wall, %7.2f ms CPU  %6.1f ticks/16 floats\n", what, t.ns / 1e6,
                 t.cpu_ns / 1e6, t.ticks / vecs);
   };
-  std::vector<float> vt(kChunk);
-  auto chunks = [&](int64_t s, bool stream) {
-    stream_chunks(c, x.data(), o, s * kSegment, std::min(nch, (s + 1) * kSegment), stream,
-                  vt.data());
-  };
-  seg_row("copy x+1 (read, stream store), 1 thread", segmented(reps, nseg, [&](int64_t s) {
-            int64_t i0 = s * kSegment * kChunk, i1 = std::min(kN, i0 + kSegment * kChunk);
-            for (int64_t i = i0; i < i1; i += 16)
-              _mm512_stream_ps(o + i,
-                               _mm512_add_ps(_mm512_loadu_ps(x.data() + i), _mm512_set1_ps(1)));
-            _mm_sfence();
-          }));
-  seg_row("A;B per 2048 chunk, 1 thread, stream",
-          segmented(reps, nseg, [&](int64_t s) { chunks(s, true); }));
-  std::vector<float> mine(o, o + kN);
-  seg_row("A;B per 2048 chunk, 1 thread, plain store",
-          segmented(reps, nseg, [&](int64_t s) { chunks(s, false); }));
-  std::vector<float> ol(kChunk);
-  seg_row("A;B, x from memory, out to one L1 tile", segmented(reps, nseg, [&](int64_t s) {
-            for (int64_t ch = s * kSegment; ch < std::min(nch, (s + 1) * kSegment); ++ch) {
-              c.a(x.data() + ch * kChunk, vt.data(), kChunk);
-              c.b(x.data() + ch * kChunk, vt.data(), ol.data(), kChunk, false);
-            }
-          }));
-  seg_row("A;B, x from one L1 tile, out streamed", segmented(reps, nseg, [&](int64_t s) {
-            for (int64_t ch = s * kSegment; ch < std::min(nch, (s + 1) * kSegment); ++ch) {
-              c.a(xs.data(), vt.data(), kChunk);
-              c.b(xs.data(), vt.data(), o + ch * kChunk, kChunk, true);
-            }
-            _mm_sfence();
-          }));
-  // software prefetch of x `dist` floats ahead, a few lines before each 256-float piece of A
-  for (int64_t dist : {int64_t(2048), int64_t(4096), int64_t(8192)}) {
-    char what[80];
-    std::snprintf(what, sizeof what, "A;B stream, prefetcht0 x %lld floats ahead", (long long)dist);
-    seg_row(what, segmented(reps, nseg, [&](int64_t s) {
+  std::vector<float> vt(kChunk), mine;
+  if (!loom_only) {
+    auto chunks = [&](int64_t s, bool stream) {
+      stream_chunks(c, x.data(), o, s * kSegment, std::min(nch, (s + 1) * kSegment), stream,
+                    vt.data());
+    };
+    seg_row("copy x+1 (read, stream store), 1 thread", segmented(reps, nseg, [&](int64_t s) {
+              int64_t i0 = s * kSegment * kChunk, i1 = std::min(kN, i0 + kSegment * kChunk);
+              for (int64_t i = i0; i < i1; i += 16)
+                _mm512_stream_ps(o + i,
+                                 _mm512_add_ps(_mm512_loadu_ps(x.data() + i), _mm512_set1_ps(1)));
+              _mm_sfence();
+            }));
+    seg_row("A;B per 2048 chunk, 1 thread, stream",
+            segmented(reps, nseg, [&](int64_t s) { chunks(s, true); }));
+    mine.assign(o, o + kN);
+    seg_row("A;B per 2048 chunk, 1 thread, plain store",
+            segmented(reps, nseg, [&](int64_t s) { chunks(s, false); }));
+    std::vector<float> ol(kChunk);
+    seg_row("A;B, x from memory, out to one L1 tile", segmented(reps, nseg, [&](int64_t s) {
               for (int64_t ch = s * kSegment; ch < std::min(nch, (s + 1) * kSegment); ++ch) {
-                const float* xc = x.data() + ch * kChunk;
-                for (int64_t p = 0; p < kChunk; p += 256) {
-                  for (int64_t l = 0; l < 256; l += 16)
-                    _mm_prefetch(xc + p + dist + l, _MM_HINT_T0);
-                  c.a(xc + p, vt.data() + p, 256);
-                }
-                c.b(xc, vt.data(), o + ch * kChunk, kChunk, true);
+                c.a(x.data() + ch * kChunk, vt.data(), kChunk);
+                c.b(x.data() + ch * kChunk, vt.data(), ol.data(), kChunk, false);
+              }
+            }));
+    seg_row("A;B, x from one L1 tile, out streamed", segmented(reps, nseg, [&](int64_t s) {
+              for (int64_t ch = s * kSegment; ch < std::min(nch, (s + 1) * kSegment); ++ch) {
+                c.a(xs.data(), vt.data(), kChunk);
+                c.b(xs.data(), vt.data(), o + ch * kChunk, kChunk, true);
               }
               _mm_sfence();
             }));
-  }
-  {  // the same over x and out on 2 MiB pages (madvise: THP is opt-in on this box)
-    auto huge = [&] {
-      void* p = std::aligned_alloc(size_t(2) << 20, size_t(kN) * 4);
-      madvise(p, size_t(kN) * 4, MADV_HUGEPAGE);
-      std::memset(p, 0, size_t(kN) * 4);
-      return static_cast<float*>(p);
-    };
-    float *hx = huge(), *ho = huge();
-    std::memcpy(hx, x.data(), size_t(kN) * 4);
-    seg_row("A;B per 2048 chunk, stream, 2 MiB pages", segmented(reps, nseg, [&](int64_t s) {
-              stream_chunks(c, hx, ho, s * kSegment, std::min(nch, (s + 1) * kSegment), true,
-                            vt.data());
-            }));
-    seg_row("copy x+1, 2 MiB pages", segmented(reps, nseg, [&](int64_t s) {
-              int64_t i0 = s * kSegment * kChunk, i1 = std::min(kN, i0 + kSegment * kChunk);
-              for (int64_t i = i0; i < i1; i += 16)
-                _mm512_stream_ps(ho + i, _mm512_add_ps(_mm512_loadu_ps(hx + i), _mm512_set1_ps(1)));
+    // software prefetch of x `dist` floats ahead, a few lines before each 256-float piece of A
+    for (int64_t dist : {int64_t(2048), int64_t(4096), int64_t(8192)}) {
+      char what[80];
+      std::snprintf(what, sizeof what, "A;B stream, prefetcht0 x %lld floats ahead",
+                    (long long)dist);
+      seg_row(what, segmented(reps, nseg, [&](int64_t s) {
+                for (int64_t ch = s * kSegment; ch < std::min(nch, (s + 1) * kSegment); ++ch) {
+                  const float* xc = x.data() + ch * kChunk;
+                  for (int64_t p = 0; p < kChunk; p += 256) {
+                    for (int64_t l = 0; l < 256; l += 16)
+                      _mm_prefetch(xc + p + dist + l, _MM_HINT_T0);
+                    c.a(xc + p, vt.data() + p, 256);
+                  }
+                  c.b(xc, vt.data(), o + ch * kChunk, kChunk, true);
+                }
+                _mm_sfence();
+              }));
+    }
+    {  // the same over x and out on 2 MiB pages (madvise: THP is opt-in on this box)
+      auto huge = [&] {
+        void* p = std::aligned_alloc(size_t(2) << 20, size_t(kN) * 4);
+        madvise(p, size_t(kN) * 4, MADV_HUGEPAGE);
+        std::memset(p, 0, size_t(kN) * 4);
+        return static_cast<float*>(p);
+      };
+      float *hx = huge(), *ho = huge();
+      std::memcpy(hx, x.data(), size_t(kN) * 4);
+      seg_row("A;B per 2048 chunk, stream, 2 MiB pages", segmented(reps, nseg, [&](int64_t s) {
+                stream_chunks(c, hx, ho, s * kSegment, std::min(nch, (s + 1) * kSegment), true,
+                              vt.data());
+              }));
+      seg_row("copy x+1, 2 MiB pages", segmented(reps, nseg, [&](int64_t s) {
+                int64_t i0 = s * kSegment * kChunk, i1 = std::min(kN, i0 + kSegment * kChunk);
+                for (int64_t i = i0; i < i1; i += 16)
+                  _mm512_stream_ps(ho + i,
+                                   _mm512_add_ps(_mm512_loadu_ps(hx + i), _mm512_set1_ps(1)));
+                _mm_sfence();
+              }));
+      std::free(hx);
+      std::free(ho);
+    }
+    std::vector<float> vall(static_cast<size_t>(kN));
+    seg_row("A over a segment, then B, 1 thread", segmented(reps, nseg, [&](int64_t s) {
+              int64_t i0 = s * kSegment * kChunk, n = std::min(kN, i0 + kSegment * kChunk) - i0;
+              c.a(x.data() + i0, vall.data() + i0, n);
+              c.b(x.data() + i0, vall.data() + i0, o + i0, n, true);
               _mm_sfence();
             }));
-    std::free(hx);
-    std::free(ho);
+    row("A;B per 2048 chunk, 1 thread, stream", best(reps, [&] {
+          for (int64_t s = 0; s < nseg; ++s) chunks(s, true);
+        }));
+    row("A;B per 2048 chunk, TBB segments of 32", best(reps, [&] {
+          tbb::parallel_for(tbb::blocked_range<int64_t>(0, nseg), [&](auto r) {
+            thread_local std::vector<float> t(kChunk);
+            for (int64_t s = r.begin(); s < r.end(); ++s)
+              stream_chunks(c, x.data(), o, s * kSegment, std::min(nch, (s + 1) * kSegment), true,
+                            t.data());
+          });
+        }));
   }
-  std::vector<float> vall(static_cast<size_t>(kN));
-  seg_row("A over a segment, then B, 1 thread", segmented(reps, nseg, [&](int64_t s) {
-            int64_t i0 = s * kSegment * kChunk, n = std::min(kN, i0 + kSegment * kChunk) - i0;
-            c.a(x.data() + i0, vall.data() + i0, n);
-            c.b(x.data() + i0, vall.data() + i0, o + i0, n, true);
-            _mm_sfence();
-          }));
-  row("A;B per 2048 chunk, 1 thread, stream", best(reps, [&] {
-        for (int64_t s = 0; s < nseg; ++s) chunks(s, true);
-      }));
-  row("A;B per 2048 chunk, TBB segments of 32", best(reps, [&] {
-        tbb::parallel_for(tbb::blocked_range<int64_t>(0, nseg), [&](auto r) {
-          thread_local std::vector<float> t(kChunk);
-          for (int64_t s = r.begin(); s < r.end(); ++s)
-            stream_chunks(c, x.data(), o, s * kSegment, std::min(nch, (s + 1) * kSegment), true,
-                          t.data());
-        });
-      }));
   auto chain8 = [&] {
     Tensor y = relu(sigmoid(tanh(xt * 1.5 + 0.5) * xt) + xt * xt - 0.25);
     loom::sync();
@@ -264,10 +271,11 @@ int main(int argc, char** argv) {
   };
   std::vector<float> theirs = chain8().to_vector<float>();
   int64_t diff = 0;
-  for (int64_t i = 0; i < kN; ++i)
+  for (int64_t i = 0; i < kN && !loom_only; ++i)
     diff += std::memcmp(&theirs[size_t(i)], &mine[size_t(i)], 4) != 0;
-  std::printf("(these loops vs loom's chain8: %lld of %lld results differ)\n", (long long)diff,
-              (long long)kN);
+  if (!loom_only)
+    std::printf("(these loops vs loom's chain8: %lld of %lld results differ)\n", (long long)diff,
+                (long long)kN);
   {
     tbb::global_control one(tbb::global_control::max_allowed_parallelism, 1);
     row("loom chain8 fused, 1 thread", best(reps, [&] { chain8(); }));
