@@ -22,6 +22,9 @@ namespace {
 // coefficients). Adding kShift rounds to an integer (|v| < 2^22) held in the low bits.
 // Every function but exp divides once (vdivps, ~8-10 cycles a vector beside the vector ports),
 // so the rest is kept to ~15 instructions: signs folded into constants, scalings by vscalefps.
+// Tried and dropped (2026-11-30): an exact vrcp14ps + Newton + Markstein division (same bits
+// over all 2^32 inputs) made chain8 ~15% slower here: the loops are bound by the vector ports,
+// which its 5-8 extra uops a vector load, more than by the divider it frees.
 constexpr float kLog2e = 0x1.715476p+0f;
 constexpr float kShift = 0x1.8p23f;
 constexpr float kLn2Hi = 0x1.62e430p-1f;    // float(ln 2)
@@ -106,31 +109,6 @@ inline float s_tanh(float x) {
 #if defined(__AVX512F__)
 inline __m512 set(float v) { return _mm512_set1_ps(v); }
 
-// Division without vdivps (~10 cycles a zmm vector on one unpipelined divider), to the same
-// bits, for cores where that divider bounds these kernels (rcp_on()). 1 / b by vrcp14ps
-// (relative error < 2^-14) and two Newton steps y + y e, e = 1 - b y (exact in an fma). The
-// second step's pre-rounding value falls short of 1 / b by y e^2; for a b whose significand is
-// all ones (2 - 2^-23), y a power of two below 1 / b, that shortfall reaches the margin 1 / b
-// has above a rounding midpoint and the step ties to the wrong side. Adding 1 to e's bits (one
-// ulp further from 0: a step up there) fixes it, and elsewhere moves the result by far less
-// than the margin. Then a / b = q + (a - b q) y with q = a y (Markstein: correctly rounded when
-// y is). Checked exhaustively (bench/vmath_exhaustive.cpp --div): 1 / b equals IEEE division's
-// for every normal b in [2^-126, 2^126) (sigmoid's d lies in [0.7, 2^116]), m / (-2 - m) for
-// every m in [-1, 0] (tanh's); tanh and sigmoid equal their scalar forms on all 2^32 inputs.
-inline __m512 v_rcp(__m512 b) {
-  const __m512 one = set(1.f);
-  __m512 y = _mm512_rcp14_ps(b);
-  y = _mm512_fmadd_ps(_mm512_fnmadd_ps(b, y, one), y, y);
-  __m512i e = _mm512_castps_si512(_mm512_fnmadd_ps(b, y, one));
-  e = _mm512_add_epi32(e, _mm512_set1_epi32(1));  // (where e is NaN, so is y)
-  return _mm512_fmadd_ps(_mm512_castsi512_ps(e), y, y);
-}
-inline __m512 v_div(__m512 a, __m512 b) {
-  __m512 y = v_rcp(b);
-  __m512 q = _mm512_mul_ps(a, y);
-  return _mm512_fmadd_ps(_mm512_fnmadd_ps(b, q, a), y, q);
-}
-
 inline __m512 v_reduce(__m512 y, __m512& r) {
   __m512 kf = _mm512_sub_ps(_mm512_fmadd_ps(y, set(kLog2e), set(kShift)), set(kShift));
   r = _mm512_fmadd_ps(kf, set(-kLn2Hi), y);
@@ -147,55 +125,85 @@ inline __m512 v_exp_poly(__m512 r) {
   return _mm512_fmadd_ps(q, r, set(1.f));
 }
 
+// Each function in two stages, the reduction and polynomial (first) and what follows (second),
+// so pair_unary_loop can run the first stage of one vector beside the second of the one
+// before (see there); f(x) = second(first(x)), the same operations either way.
 // max(lo, y) and min(hi, y) return y itself when y is NaN (the second operand).
-inline __m512 v_exp(__m512 x) {
-  __m512 y = _mm512_min_ps(set(kExpHi), _mm512_max_ps(set(kExpLo), x));
-  __m512 r;
-  __m512 kf = v_reduce(y, r);
-  return _mm512_scalef_ps(v_exp_poly(r), kf);
-}
+struct ExpF {
+  struct S {
+    __m512 p, kf;
+  };
+  static S first(__m512 x) {
+    __m512 y = _mm512_min_ps(set(kExpHi), _mm512_max_ps(set(kExpLo), x));
+    __m512 r;
+    __m512 kf = v_reduce(y, r);
+    return {v_exp_poly(r), kf};
+  }
+  static __m512 second(const S& s) { return _mm512_scalef_ps(s.p, s.kf); }
+};
 
 // e^-y = 2^k e^r: nk = -k and r' = -r straight from y (no negations), e^r = E(-r').
-// Rcp: v_rcp rather than vdivps (the same bits; see rcp_on()).
-template <bool Rcp>
-inline __m512 v_sigmoid(__m512 x) {
-  __m512 y = _mm512_min_ps(set(kSigHi), _mm512_max_ps(set(kExpLo), x));
-  __m512 nk = _mm512_sub_ps(set(kShift), _mm512_fmadd_ps(y, set(-kLog2e), set(kShift)));
-  __m512 r = _mm512_fmadd_ps(nk, set(-kLn2Hi), y);
-  r = _mm512_fmadd_ps(nk, set(-kLn2Lo), r);
-  __m512 q = _mm512_fmadd_ps(set(kC6), r, set(-kC5));
-  q = _mm512_fmadd_ps(q, r, set(kC4));
-  q = _mm512_fmadd_ps(q, r, set(-kC3));
-  q = _mm512_fmadd_ps(q, r, set(kC2));
-  q = _mm512_fmadd_ps(q, r, set(-1.f));
-  q = _mm512_fmadd_ps(q, r, set(1.f));
-  __m512 d = _mm512_add_ps(_mm512_scalef_ps(set(1.f), nk), q);
-  return _mm512_scalef_ps(Rcp ? v_rcp(d) : _mm512_div_ps(set(1.f), d), nk);
-}
+struct SigmoidF {
+  struct S {
+    __m512 q, nk;
+  };
+  static S first(__m512 x) {
+    __m512 y = _mm512_min_ps(set(kSigHi), _mm512_max_ps(set(kExpLo), x));
+    __m512 nk = _mm512_sub_ps(set(kShift), _mm512_fmadd_ps(y, set(-kLog2e), set(kShift)));
+    __m512 r = _mm512_fmadd_ps(nk, set(-kLn2Hi), y);
+    r = _mm512_fmadd_ps(nk, set(-kLn2Lo), r);
+    __m512 q = _mm512_fmadd_ps(set(kC6), r, set(-kC5));
+    q = _mm512_fmadd_ps(q, r, set(kC4));
+    q = _mm512_fmadd_ps(q, r, set(-kC3));
+    q = _mm512_fmadd_ps(q, r, set(kC2));
+    q = _mm512_fmadd_ps(q, r, set(-1.f));
+    q = _mm512_fmadd_ps(q, r, set(1.f));
+    return {q, nk};
+  }
+  static __m512 second(const S& s) {
+    __m512 d = _mm512_add_ps(_mm512_scalef_ps(set(1.f), s.nk), s.q);
+    return _mm512_scalef_ps(_mm512_div_ps(set(1.f), d), s.nk);
+  }
+};
 
 // Works on h = r / 2 straight from u = -|x| (no doubling): 2 log2(e) and ln(2) / 2 are exact
 // scalings, and p / 2 = h + h^2 Q(h) with Q_j = 2^(j+1) c_(j+2), also exact. ln 2's low part is
 // left out: it moves e^(2u) by k 2e-9 relatively, under 0.1 ulp of tanh for every k.
-template <bool Rcp>
-inline __m512 v_tanh(__m512 x) {
-  const __m512i sign = _mm512_set1_epi32(INT32_MIN);
-  __m512 u = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(x), sign));  // -|x|
-  u = _mm512_max_ps(set(kTanhLo), u);
-  __m512 kf = _mm512_sub_ps(_mm512_fmadd_ps(u, set(2.f * kLog2e), set(kShift)), set(kShift));
-  __m512 h = _mm512_fmadd_ps(kf, set(-0.5f * kLn2Hi), u);
-  __m512 q = _mm512_fmadd_ps(set(32.f * kC6), h, set(16.f * kC5));
-  q = _mm512_fmadd_ps(q, h, set(8.f * kC4));
-  q = _mm512_fmadd_ps(q, h, set(4.f * kC3));
-  q = _mm512_fmadd_ps(q, h, set(2.f * kC2));
-  __m512 ph = _mm512_fmadd_ps(q, _mm512_mul_ps(h, h), h);
-  __m512 s2 = _mm512_scalef_ps(set(2.f), kf);                                     // 2^(k+1)
-  __m512 m = _mm512_fmadd_ps(s2, ph, _mm512_fmadd_ps(s2, set(0.5f), set(-1.f)));  // 2^k(1+p)-1
-  __m512 dn = _mm512_sub_ps(set(-2.f), m);
-  __m512 th = Rcp ? v_div(m, dn) : _mm512_div_ps(m, dn);
-  // copysign: sign bit from x, the rest from th (bitwise select, 0xCA = a ? b : c)
-  return _mm512_castsi512_ps(
-      _mm512_ternarylogic_epi32(sign, _mm512_castps_si512(x), _mm512_castps_si512(th), 0xCA));
+struct TanhF {
+  struct S {
+    __m512 q, h, kf, x;
+  };
+  static S first(__m512 x) {
+    __m512 u = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(x), sign()));  // -|x|
+    u = _mm512_max_ps(set(kTanhLo), u);
+    __m512 kf = _mm512_sub_ps(_mm512_fmadd_ps(u, set(2.f * kLog2e), set(kShift)), set(kShift));
+    __m512 h = _mm512_fmadd_ps(kf, set(-0.5f * kLn2Hi), u);
+    __m512 q = _mm512_fmadd_ps(set(32.f * kC6), h, set(16.f * kC5));
+    q = _mm512_fmadd_ps(q, h, set(8.f * kC4));
+    q = _mm512_fmadd_ps(q, h, set(4.f * kC3));
+    q = _mm512_fmadd_ps(q, h, set(2.f * kC2));
+    return {q, h, kf, x};
+  }
+  static __m512 second(const S& s) {
+    __m512 ph = _mm512_fmadd_ps(s.q, _mm512_mul_ps(s.h, s.h), s.h);
+    __m512 s2 = _mm512_scalef_ps(set(2.f), s.kf);                                   // 2^(k+1)
+    __m512 m = _mm512_fmadd_ps(s2, ph, _mm512_fmadd_ps(s2, set(0.5f), set(-1.f)));  // 2^k(1+p)-1
+    __m512 dn = _mm512_sub_ps(set(-2.f), m);
+    __m512 th = _mm512_div_ps(m, dn);
+    // copysign: sign bit from x, the rest from th (bitwise select, 0xCA = a ? b : c)
+    return _mm512_castsi512_ps(
+        _mm512_ternarylogic_epi32(sign(), _mm512_castps_si512(s.x), _mm512_castps_si512(th), 0xCA));
+  }
+  static __m512i sign() { return _mm512_set1_epi32(INT32_MIN); }
+};
+
+template <typename F>
+inline __m512 v_f(__m512 x) {
+  return F::second(F::first(x));
 }
+inline __m512 v_exp(__m512 x) { return v_f<ExpF>(x); }
+inline __m512 v_sigmoid(__m512 x) { return v_f<SigmoidF>(x); }
+inline __m512 v_tanh(__m512 x) { return v_f<TanhF>(x); }
 
 // Applies f to n floats, 16 at a time; the tail through masked loads and stores, so every
 // element is computed by the same instructions whatever its position.
@@ -222,61 +230,17 @@ bool vmath_on() {
   return on;
 }
 
-// One map over n floats: the AVX-512 kernel where built with it, else the scalar form (the
-// vector kernels exist only in AVX-512 builds, hence a macro rather than a template).
+// One map over n floats: the AVX-512 kernel where built with it, else the scalar form.
 #if defined(__AVX512F__)
-// Whether tanh and sigmoid divide by v_rcp / v_div or by vdivps (default): LOOM_CPU_RCP=1 / 0,
-// read once; the same bits either way. vdivps by default: on this Sapphire Rapids class box the
-// kernels are bound by the two vector ports (p0, p5) and the divider about equally (~10 cycles
-// a vector each: the divider runs beside the ports), so v_div's 8 extra port uops (v_rcp's 5)
-// cost more than the divider saves: tanh ~50% and sigmoid ~20% slower a vector, chain8 fused
-// 10.0-10.4 ms -> 11.2-13.2 ms (2026-11-30). A core with a slower divider or more vector ports
-// may differ: A/B with loom_bench --chain8.
-static bool rcp_on() {
-  static const bool on = env_flag("LOOM_CPU_RCP", false);
-  return on;
-}
-// vec: a kernel template on the division (v_tanh, v_sigmoid)
-#define LOOM_VMATH_MAP(vec, scalar)                                  \
-  rcp_on() ? v_map(a, out, n, [](__m512 v) { return vec<true>(v); }) \
-           : v_map(a, out, n, [](__m512 v) { return vec<false>(v); })
+#define LOOM_VMATH_MAP(vec, scalar) v_map(a, out, n, [](__m512 v) { return vec(v); })
 #else
 #define LOOM_VMATH_MAP(vec, scalar) \
   for (int64_t i = 0; i < n; ++i) out[i] = scalar(a[i])
 #endif
-void exp_f32(const float* a, float* out, int64_t n) {
-#if defined(__AVX512F__)
-  v_map(a, out, n, v_exp);
-#else
-  for (int64_t i = 0; i < n; ++i) out[i] = s_exp(a[i]);
-#endif
-}
+void exp_f32(const float* a, float* out, int64_t n) { LOOM_VMATH_MAP(v_exp, s_exp); }
 void tanh_f32(const float* a, float* out, int64_t n) { LOOM_VMATH_MAP(v_tanh, s_tanh); }
 void sigmoid_f32(const float* a, float* out, int64_t n) { LOOM_VMATH_MAP(v_sigmoid, s_sigmoid); }
 #undef LOOM_VMATH_MAP
-
-void rcp_f32(const float* b, float* out, int64_t n) {
-#if defined(__AVX512F__)
-  v_map(b, out, n, v_rcp);
-#else
-  for (int64_t i = 0; i < n; ++i) out[i] = 1.f / b[i];
-#endif
-}
-
-void div_f32(const float* a, const float* b, float* out, int64_t n) {
-#if defined(__AVX512F__)
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(out + i, v_div(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i)));
-  if (i < n) {
-    __mmask16 m = __mmask16((1u << (n - i)) - 1);
-    __m512 q = v_div(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i));
-    _mm512_mask_storeu_ps(out + i, m, q);
-  }
-#else
-  for (int64_t i = 0; i < n; ++i) out[i] = a[i] / b[i];
-#endif
-}
 
 float exp_scalar(float x) { return s_exp(x); }
 float tanh_scalar(float x) { return s_tanh(x); }
@@ -367,9 +331,29 @@ struct Pre {
 };
 
 #if defined(__AVX512F__)
+// Whether pair_unary_loop runs software-pipelined (below): LOOM_CPU_PIPE=1 / 0, read once.
+bool pair_pipe() {
+  static const bool on = env_flag("LOOM_CPU_PIPE", true);
+  return on;
+}
+
+// How far ahead (floats) the pipelined loop prefetches its operands into L1, a line each an
+// iteration: LOOM_CPU_PF_AHEAD, read once; 0 turns it off. A tile of a 16M-float chain8 reads
+// x from memory, and those reads did not overlap the compute: on one thread they added ~13
+// TSC ticks per 16 floats to the ~25 of the loops on an L1 tile, whether or not the
+// interpreter prefetched the next tile in bursts (LOOM_CPU_PREFETCH). One prefetch a line,
+// 2048 floats (two tiles) ahead: streamed 37-51 -> 26-32 ticks, loom's chain8 on one thread
+// 19-26 -> 17-19 ms CPU (bench/tile_loops.cpp, load 4-5; 1024 and 4096 ahead less steady).
+// An operand already in cache costs a load-port uop an iteration (the loops are bound by the
+// vector ports); prefetches never fault, so reading past an operand's end is harmless.
+int64_t pair_pf_ahead() {
+  static const int64_t d = std::max<int64_t>(0, env_int("LOOM_CPU_PF_AHEAD", 2048));
+  return d;
+}
+
 template <Op I, Op O, bool Swap, bool Relu, typename F>
-void pair_unary_loop(const float* a, int sa, const float* c, int sc, F f, const float* b,
-                     float* out, int64_t n, const Tail& tail, bool stream, const Pre& pre) {
+void pair_unary_loop(const float* a, int sa, const float* c, int sc, F, const float* b, float* out,
+                     int64_t n, const Tail& tail, bool stream, const Pre& pre) {
   const Tail t = tail;  // a local copy: stores to `out` cannot alias it, so it stays in registers
   const int np = pre.n;
   const __m512 m0 = _mm512_set1_ps(pre.m[0]), d0 = _mm512_set1_ps(pre.d[0]);
@@ -391,46 +375,94 @@ void pair_unary_loop(const float* a, int sa, const float* c, int sc, F f, const 
   const float *pa = one(a, sa, splat[0]), *pc = one(c, sc, splat[1]),
               *pw = one(t.w, t.sw, splat[2]);
   const int64_t ka = sa ? 1 : 0, kc = sc ? 1 : 0, kw = t.sw ? 1 : 0;
-  // tl: whether there is a tail op (else w is not read)
-  auto body = [&](__m512 x, __m512 y, __m512 z, __m512 wv, auto tl) {
+  // tl: whether there is a tail op (else w is not read). One vector in two stages: front
+  // (loads, a inner c, the ops before f, f's first stage) and back (f's second stage, the
+  // outer op, tail, relu); St carries what back needs.
+  struct St {
+    __m512 xy, wv;
+    typename F::S fs;
+  };
+  auto front = [&](__m512 x, __m512 y, __m512 z, __m512 wv) {
     if (np > 0) z = _mm512_fmadd_ps(z, m0, d0);
     if (np > 1) z = _mm512_fmadd_ps(z, m1, d1);
     if (np > 2) z = _mm512_fmadd_ps(z, m2, d2);
-    __m512 v = arith<O, Swap>(arith<I, false>(x, y), f(z));
-    if constexpr (decltype(tl)::value) v = t.apply_op(v, wv, mv);
+    __m512 xy = arith<I, false>(x, y);
+    // xy as computed: without this the compiler may contract a product xy into an fma with
+    // the outer op (main's loop did for chain8's x * x + sigmoid(v)), one rounding fewer
+    // than the ops run one at a time
+    __asm__("" : "+v"(xy));
+    return St{xy, wv, F::first(z)};
+  };
+  auto back = [&](const St& st, auto tl) {
+    __m512 v = arith<O, Swap>(st.xy, F::second(st.fs));
+    if constexpr (decltype(tl)::value) v = t.apply_op(v, st.wv, mv);
     // relu as unary() has it, max(0, v) + 0 (a NaN v kept, -0 to +0), in one vfixupimmps
     // rather than two ops: by v's class, +0 for zeros, negatives and -inf, v itself
     // otherwise (an SNaN quieted); the same bits as max + add for all 2^32 floats (checked).
     if constexpr (Relu) v = _mm512_fixupimm_ps(v, v, relu_tbl, 0);
     return v;
   };
-  // Streaming and the tail's presence as constants of each loop (their branches, per
-  // vector, cost issue slots as the operand ones did).
-  auto loop = [&](auto nt, auto tl) {
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-      __m512 x = _mm512_loadu_ps(pa + i * ka), y = _mm512_loadu_ps(pc + i * kc);
-      __m512 wv = decltype(tl)::value ? _mm512_loadu_ps(pw + i * kw) : _mm512_setzero_ps();
-      __m512 r = body(x, y, _mm512_loadu_ps(b + i), wv, tl);
+  // Streaming, the tail's presence and the pipelining as constants of each loop (their
+  // branches, per vector, cost issue slots as the operand ones did).
+  auto loop = [&](auto nt, auto tl, auto pipe) {
+    auto load = [&](int64_t j) {
+      __m512 x = _mm512_loadu_ps(pa + j * ka), y = _mm512_loadu_ps(pc + j * kc);
+      __m512 wv = decltype(tl)::value ? _mm512_loadu_ps(pw + j * kw) : _mm512_setzero_ps();
+      return front(x, y, _mm512_loadu_ps(b + j), wv);
+    };
+    auto put = [&](int64_t j, __m512 r) {
       if constexpr (decltype(nt)::value)
-        _mm512_stream_ps(out + i, r);
+        _mm512_stream_ps(out + j, r);
       else
-        _mm512_storeu_ps(out + i, r);
+        _mm512_storeu_ps(out + j, r);
+    };
+    int64_t i = 0;
+    // Pipelined: each iteration computes vector i's front and vector i - 16's back, whose
+    // front finished an iteration earlier. A vector's whole chain (~80 cycles of dependent
+    // ops, the division's ~18 among them) otherwise sits in the scheduler while the next
+    // vectors queue behind it: the loops ran at ~2x their port bound (bench/tile_loops.cpp:
+    // chain8's two loops on an L1 tile 29-39 -> 23-25 TSC ticks per 16 floats). Two vectors
+    // an iteration (unrolled, not pipelined) did not help: both chains still queue whole.
+    if constexpr (decltype(pipe)::value) {
+      if (n >= 32) {
+        St prev = load(0);
+        const int64_t pf = pair_pf_ahead();
+        const char* pfa = reinterpret_cast<const char*>(pa + pf * ka);
+        const char* pfc = reinterpret_cast<const char*>(pc + pf * kc);
+        const char* pfb = reinterpret_cast<const char*>(b + pf);
+        for (i = 16; i + 16 <= n; i += 16) {
+          if (pf) {  // (a one-value operand: its 16 copies again, in L1)
+            _mm_prefetch(pfb + i * 4, _MM_HINT_T0);
+            _mm_prefetch(pfa + i * 4 * ka, _MM_HINT_T0);
+            if (pfc != pfa) _mm_prefetch(pfc + i * 4 * kc, _MM_HINT_T0);
+          }
+          St cur = load(i);
+          put(i - 16, back(prev, tl));
+          prev = cur;
+        }
+        put(i - 16, back(prev, tl));
+      }
     }
+    for (; i + 16 <= n; i += 16) put(i, back(load(i), tl));
     if (i < n) {
       __mmask16 m = __mmask16((1u << (n - i)) - 1);
       __m512 x = _mm512_maskz_loadu_ps(m, pa + i * ka);
       __m512 y = _mm512_maskz_loadu_ps(m, pc + i * kc);
       __m512 wv = _mm512_maskz_loadu_ps(m, pw + i * kw);
-      _mm512_mask_storeu_ps(out + i, m, body(x, y, _mm512_maskz_loadu_ps(m, b + i), wv, tl));
+      St st = front(x, y, _mm512_maskz_loadu_ps(m, b + i), wv);
+      _mm512_mask_storeu_ps(out + i, m, back(st, tl));
     }
   };
   const std::true_type yes;
   const std::false_type no;
+  auto piped = [&](auto nt, auto tl) {
+    if (pair_pipe()) return loop(nt, tl, yes);
+    loop(nt, tl, no);
+  };
   if (stream)
-    t.none ? loop(yes, no) : loop(yes, yes);
+    t.none ? piped(yes, no) : piped(yes, yes);
   else
-    t.none ? loop(no, no) : loop(no, yes);
+    t.none ? piped(no, no) : piped(no, yes);
 }
 #endif
 
@@ -454,14 +486,10 @@ void pair_unary_f32(Op inner, const float* a, int sa, const float* c, int sc, Op
       });
     });
   };
-  // lambdas, not function pointers: each loop gets its f inlined
-  if (f == Op::Exp) return run([](__m512 v) { return v_exp(v); });
-  const bool r = rcp_on();
-  if (f == Op::Tanh)
-    return r ? run([](__m512 v) { return v_tanh<true>(v); })
-             : run([](__m512 v) { return v_tanh<false>(v); });
-  return r ? run([](__m512 v) { return v_sigmoid<true>(v); })
-           : run([](__m512 v) { return v_sigmoid<false>(v); });
+  // f as a type: each loop gets both its stages inlined
+  if (f == Op::Exp) return run(ExpF{});
+  if (f == Op::Tanh) return run(TanhF{});
+  return run(SigmoidF{});
 #else
   (void)stream;  // plain stores
   // f(b) through memory first (no contraction into the ops after it), then the pair.

@@ -44,12 +44,6 @@ void pair_unary_f32(Op inner, const float* a, int sa, const float* c, int sc, Op
                     bool tail_first = true, const float* w = nullptr, int sw = 0,
                     bool stream = false, const PreOps& pre = {});
 
-// The division tanh and sigmoid use in AVX-512 builds (vrcp14ps and fma steps, the same bits
-// as IEEE division on the divisors they reach; cpu/vmath.cpp), out = 1 / b and a / b; plain
-// division elsewhere. For the tests and bench/vmath_exhaustive.cpp.
-void rcp_f32(const float* b, float* out, int64_t n);
-void div_f32(const float* a, const float* b, float* out, int64_t n);
-
 // The scalar forms (what builds without AVX-512 run), for tests: the vector code must give
 // the same bits.
 float exp_scalar(float x);

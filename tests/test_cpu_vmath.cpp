@@ -10,6 +10,7 @@
 #include <random>
 
 #include "cpu/vmath.h"
+#include "cpu/vmath_table.h"
 #include "helpers.h"
 
 using namespace loom;
@@ -18,39 +19,10 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-// |got - want| in units of the float ulp at want (subnormal spacing below FLT_MIN); a result
-// that rounds past FLT_MAX counts as exact when it is inf.
-double ulp_error(float got, double want) {
-  if (std::isnan(want)) return std::isnan(got) ? 0 : 1e30;
-  if (std::isnan(got)) return 1e30;
-  if (std::isinf(got) && std::fabs(want) >= 0x1p128 * (1 - 0x1p-25) && (got > 0) == (want > 0))
-    return 0;
-  if (std::isinf(want)) return got == want ? 0 : 1e30;
-  int e;
-  std::frexp(std::fabs(want), &e);
-  double ulp = std::ldexp(1.0, std::max(e - 24, -149));
-  return std::fabs(double(got) - want) / ulp;
-}
-
-double ref_tanh(double x) { return std::tanh(x); }
-double ref_sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
-double ref_exp(double x) { return std::exp(x); }
-
-using Kernel = void (*)(const float*, float*, int64_t);
-using Scalar = float (*)(float);
-using Ref = double (*)(double);
-
-struct Fn {
-  const char* name;
-  Kernel vec;
-  Scalar scalar;
-  Ref ref;
-  double max_ulp;
-};
-
-const Fn kFns[] = {{"tanh", cpu::tanh_f32, cpu::tanh_scalar, ref_tanh, 3},
-                   {"sigmoid", cpu::sigmoid_f32, cpu::sigmoid_scalar, ref_sigmoid, 3},
-                   {"exp", cpu::exp_f32, cpu::exp_scalar, ref_exp, 2}};
+using cpu::vmath_table::kFns;
+using cpu::vmath_table::ref_sigmoid;
+using cpu::vmath_table::ulp_error;
+using Fn = cpu::vmath_table::Fn;
 
 // Every float whose bit pattern is a multiple of `stride`, the special values, and a dense
 // uniform sweep of [-30, 30].
@@ -113,10 +85,7 @@ TEST_CASE("cpu vmath: exp, tanh, sigmoid within a few ulp of float64 over the fl
     for (size_t i = 0; i < xs.size(); ++i) {
       double e = ulp_error(out[i], f.ref(double(xs[i])));
       if (e > worst) worst = e, at = xs[i];
-      float s = f.scalar(xs[i]);
-      if (std::bit_cast<uint32_t>(s) != std::bit_cast<uint32_t>(out[i]) &&
-          !(std::isnan(s) && std::isnan(out[i])))
-        ++scalar_mismatch;
+      if (!cpu::vmath_table::same(f.scalar(xs[i]), out[i])) ++scalar_mismatch;
     }
     INFO("worst " << worst << " ulp at x = " << at);
     CHECK(worst <= f.max_ulp);
@@ -161,49 +130,6 @@ TEST_CASE("cpu vmath: special values, signs and NaN") {
   CHECK(ulp_error(y, ref_sigmoid(-100.0)) <= 1);
 }
 
-// The division tanh and sigmoid can use (LOOM_CPU_RCP=1: vrcp14ps, Newton steps, a
-// correction) against IEEE division, bit for bit, on its hard cases and random ones (the full
-// proof: bench/vmath_exhaustive.cpp --div). Odd lengths: the masked tail too.
-TEST_CASE("cpu vmath: reciprocal-and-Newton division gives IEEE division's bits") {
-  std::mt19937 g(11);
-  std::vector<float> b;
-  // every all-ones significand (2 - 2^-23) 2^e, where a plain second Newton step ties the wrong
-  // way, its neighbours, and powers of two, both signs
-  for (int e = -126; e < 125; ++e)
-    for (int d = -3; d <= 3; ++d) {
-      float v = std::bit_cast<float>(std::bit_cast<uint32_t>(std::ldexp(1.f, e + 1)) + d);
-      b.push_back(v);
-      b.push_back(-v);
-    }
-  std::uniform_int_distribution<uint32_t> bits(std::bit_cast<uint32_t>(0x1p-126f),
-                                               std::bit_cast<uint32_t>(0x1p126f) - 1);
-  for (int i = 0; i < 1 << 18; ++i) b.push_back(std::bit_cast<float>(bits(g)));
-  b.push_back(0.7f);  // sigmoid's divisor range: [0.7, 2^116]
-  std::vector<float> got(b.size());
-  cpu::rcp_f32(b.data(), got.data(), int64_t(b.size()));
-  int64_t bad = 0;
-  float at = 0;
-  for (size_t i = 0; i < b.size(); ++i)
-    if (std::bit_cast<uint32_t>(got[i]) != std::bit_cast<uint32_t>(1.f / b[i])) ++bad, at = b[i];
-  INFO("1 / b differs at b = " << at);
-  CHECK(bad == 0);
-  // tanh's m / (-2 - m), m in [-1, 0]: tiny m (divisor -2 + ulp: the tie above) and random
-  std::vector<float> m = {0.f,         -0.f,       -1.f,       -0x1p-23f,        -0x1p-24f,
-                          -0x1.8p-23f, -0x1p-149f, -0x1p-126f, -0x1.8f5c02p-19f, -0.5f};
-  std::uniform_int_distribution<uint32_t> mb(std::bit_cast<uint32_t>(-0.f),
-                                             std::bit_cast<uint32_t>(-1.f));
-  for (int i = 0; i < 1 << 18; ++i) m.push_back(std::bit_cast<float>(mb(g)));
-  m.push_back(-0x1.fffffep-1f);
-  std::vector<float> den(m.size()), q(m.size());
-  for (size_t i = 0; i < m.size(); ++i) den[i] = -2.f - m[i];
-  cpu::div_f32(m.data(), den.data(), q.data(), int64_t(m.size()));
-  bad = 0;
-  for (size_t i = 0; i < m.size(); ++i)
-    if (std::bit_cast<uint32_t>(q[i]) != std::bit_cast<uint32_t>(m[i] / den[i])) ++bad, at = m[i];
-  INFO("m / (-2 - m) differs at m = " << at);
-  CHECK(bad == 0);
-}
-
 TEST_CASE("cpu vmath: the same value at every position (masked tails) and exp_sub") {
   std::mt19937 g(3);
   std::normal_distribution<float> nd(0.f, 4.f);
@@ -239,6 +165,52 @@ TEST_CASE("cpu vmath: the same value at every position (masked tails) and exp_su
   for (int i = 0; i < 80; ++i) CHECK(got[size_t(i)] == want[size_t(i)]);
 }
 
+// pair_unary_f32 (the fused loop) by position: runs of 16 to 31 floats take the plain loop,
+// longer ones the software-pipelined one (cpu/vmath.cpp), the rest a masked tail; every
+// element must come out the same whichever took it, and as exp_f32 & co. and plain ops give it.
+TEST_CASE("cpu vmath: the fused loop gives the same value at every position and length") {
+  std::mt19937 g(5);
+  std::normal_distribution<float> nd(0.f, 3.f);
+  constexpr int kLen = 100;
+  std::vector<float> a(kLen), b(kLen), w(kLen), whole(kLen), part(kLen), fb(kLen);
+  for (auto& v : a) v = nd(g);
+  for (auto& v : b) v = nd(g);
+  for (auto& v : w) v = nd(g);
+  cpu::PreOps pre;
+  pre.n = 2, pre.op[0] = Op::Mul, pre.k[0] = 1.5f, pre.op[1] = Op::Add, pre.k[1] = 0.5f;
+  for (const Fn& f : kFns)
+    for (bool relu : {false, true}) {
+      INFO(std::string(f.name) << " relu " << relu);
+      auto run = [&](int off, int n, float* out) {
+        cpu::pair_unary_f32(Op::Mul, a.data() + off, 1, a.data() + off, 1, Op::Add, true, f.op,
+                            b.data() + off, relu, out, n, Op::Sub, true, w.data() + off, 1, false,
+                            pre);
+      };
+      run(0, kLen, whole.data());
+      // the reference: b * 1.5 + 0.5, f, a * a + that, - w, relu, each rounded on its own
+      for (int i = 0; i < kLen; ++i) fb[size_t(i)] = b[size_t(i)] * 1.5f + 0.5f;
+      f.vec(fb.data(), fb.data(), kLen);
+      for (int i = 0; i < kLen; ++i) {
+        volatile float sq = a[size_t(i)] * a[size_t(i)];
+        volatile float sum = sq + fb[size_t(i)];
+        float v = sum - w[size_t(i)];
+        float want = relu ? (v > 0 ? v : (v != v ? v : 0.f)) : v;
+        CHECK(cpu::vmath_table::same(whole[size_t(i)], want));
+      }
+      for (int off : {0, 3, 16})
+        for (int n : {0, 1, 15, 16, 17, 31, 32, 33, 47, 48, 63, 64, 65, 80}) {
+          if (off + n > kLen) continue;
+          std::fill(part.begin(), part.end(), -7.f);
+          run(off, n, part.data());
+          for (int i = 0; i < n; ++i)
+            CHECK_MESSAGE(cpu::vmath_table::same(part[size_t(i)], whole[size_t(off + i)]),
+                          "off " << off << " n " << n << " i " << i << ": " << part[size_t(i)]
+                                 << " vs " << whole[size_t(off + i)]);
+          CHECK(part[size_t(n)] == -7.f);  // nothing written past n
+        }
+    }
+}
+
 TEST_CASE("cpu vmath: fused programs with tanh, sigmoid, exp match fusion-off and float64") {
   // Bit for bit with the own kernels (same loop either way); Eigen's (LOOM_CPU_VMATH=0) take
   // a different path for a run's unaligned ends, so there only within tolerance.
@@ -259,12 +231,13 @@ TEST_CASE("cpu vmath: fused programs with tanh, sigmoid, exp match fusion-off an
       double s = 1.0 / (1.0 + std::exp(-(std::tanh(v * 1.5 + 0.5) * v)));
       want[size_t(i)] = std::max(s + v * v - 0.25, 0.0);
     }
-    std::vector<double> got = lt::check_fused_matches_unfused(chain8);
+    // bit for bit too: each op of the fused loops rounds as its own kernel does
+    std::vector<double> got = lt::check_fused_matches_unfused(chain8, {}, exact);
     lt::check_close(lt::make(got, {n}, DType::Float64), want, lt::tol(DType::Float32));
     // exp of a difference (the exp_sub fold), tanh and sigmoid feeding other ops
     Tensor y = lt::random({n}, DType::Float32, uint32_t(12 + n), -6, 6);
     lt::check_fused_matches_unfused([&] { return exp(x - y); }, {}, exact);
-    lt::check_fused_matches_unfused([&] { return exp(y - 0.5) + tanh(x) * sigmoid(y); });
+    lt::check_fused_matches_unfused([&] { return exp(y - 0.5) + tanh(x) * sigmoid(y); }, {}, exact);
   }
   // rows: softmax's exp(x - rowmax) (exp_sub with a per-row operand)
   Tensor m = lt::random({64, 300}, DType::Float32, 99, -40, 40);
