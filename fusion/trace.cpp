@@ -416,9 +416,10 @@ std::vector<uint64_t> trace_streams(Device d) {
 void set_log_fusion(bool on) { log_flag() = on; }
 bool fusion_enabled() { return fusion_flag(); }
 
-std::shared_ptr<Storage> record(std::shared_ptr<Node> n) {
-  RuntimeLock lock;
-  Trace& tr = recording_trace(n->device);
+namespace {
+
+// record() on the trace `tr` (the recording trace of n's device).
+std::shared_ptr<Storage> record_on(Trace& tr, std::shared_ptr<Node>& n) {
   if (n->device.kind != DeviceKind::CPU) {
     for (auto& in : n->in) order_access(tr, in.st, false);
     order_access(tr, n->base, true);
@@ -454,6 +455,22 @@ std::shared_ptr<Storage> record(std::shared_ptr<Node> n) {
   auto& rec = counters().nodes_recorded;
   rec.store(rec.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   return st;
+}
+
+}  // namespace
+
+std::shared_ptr<Storage> record(std::shared_ptr<Node> n) {
+  RuntimeLock lock;
+  return record_on(recording_trace(n->device), n);
+}
+
+void record_into(std::shared_ptr<Node> n, const std::shared_ptr<Buffer>& b) {
+  RuntimeLock lock;
+  // The trace stays valid through record_on (traces are only erased by sync()); its flush, if
+  // the limits call for one, runs before the node is added, so `b` joins the new trace.
+  Trace& tr = recording_trace(n->device);
+  b->cur = record_on(tr, n);
+  tr.buffers.push_back(b);
 }
 
 void track(const std::shared_ptr<Buffer>& b, Device d) {
