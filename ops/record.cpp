@@ -58,8 +58,16 @@ Tensor record_node(std::shared_ptr<Node> n) {
   // thread's flush may run the node and drop it (TSan saw the Node freed under a later read).
   // Filled in place, and the buffer tracked by the record itself (one trace lookup, one lock).
   Tensor t;
-  t.view_.shape = n->shape;
-  t.view_.strides = contiguous_strides(n->shape);
+  const Shape& shape = n->shape;
+  t.view_.shape = shape;
+  // contiguous_strides, written in place (its result was a Strides made and moved in).
+  Strides& st = t.view_.strides;
+  st = shape;
+  int64_t acc = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    st[i] = acc;
+    acc *= shape[i] > 0 ? shape[i] : 1;
+  }
   t.dtype_ = n->dtype;
   t.device_ = n->device;
   t.buf_ = std::allocate_shared<Buffer>(BlockAlloc<Buffer>());
