@@ -71,10 +71,16 @@ Tensor binary_op(Op op, const char* name, const Tensor& a, const Tensor& b, DTyp
 // scalar is an operand of the node itself (scalar_input): one recorded node, not two.
 Tensor scalar_op(Op op, const char* name, const Tensor& a, Scalar s, DType t, bool scalar_first) {
   RuntimeLock lock;  // the records of this op: inner holds are a thread-local count
-  // The result has a's shape (the scalar side is rank 0).
-  BinaryTypes bt = scalar_first
-                       ? binary_types(op, name, kRank0, t, a.shape(), a.dtype(), t, nullptr)
-                       : binary_types(op, name, a.shape(), a.dtype(), kRank0, t, t, nullptr);
+  // The result has a's shape (the scalar side is rank 0). A floating computation type (not a
+  // bitwise op, which rejects it): binary_types' result without its checks, none of which can
+  // fail then (a tensor-by-float op's every call, issue 7).
+  BinaryKind k = binary_kind(op);
+  BinaryTypes bt;
+  if (k != BinaryKind::Bitwise && is_floating(t))
+    bt = {t, (k == BinaryKind::Compare || k == BinaryKind::Logical) ? DType::Bool : t};
+  else
+    bt = scalar_first ? binary_types(op, name, kRank0, t, a.shape(), a.dtype(), t, nullptr)
+                      : binary_types(op, name, a.shape(), a.dtype(), kRank0, t, t, nullptr);
   if (bt.ct != t) {  // the scalar is cast first (integer true division): the general path
     Tensor c = const_tensor(s, t, a.device());
     return scalar_first ? binary_op(op, name, c, a, t) : binary_op(op, name, a, c, t);
