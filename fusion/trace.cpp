@@ -441,8 +441,7 @@ std::shared_ptr<Storage> record_on(Trace& tr, std::shared_ptr<Node>& n) {
     }
     limit = tr.limit;
   }
-  if (tr.cut.before(*n, tr.nodes, lim.max_nodes) || tr.pinned_bytes >= limit)
-    flush_trace(tr);
+  if (tr.cut.before(*n, tr.nodes, lim.max_nodes) || tr.pinned_bytes >= limit) flush_trace(tr);
   if (!tr.epoch) tr.epoch = next_mark_epoch();
   auto pin = [&](Storage* s) {
     if (s && !s->pending() && s->pin_epoch != tr.epoch) {
