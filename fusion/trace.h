@@ -19,6 +19,9 @@ std::recursive_mutex& runtime_mutex();
 // Records a node on its device's current stream; returns its pending storage.
 // May flush first when the trace reaches its length or pending-memory limit.
 std::shared_ptr<Storage> record(std::shared_ptr<Node> n);
+// record(n) as the new current storage of buffer `b` (a fresh one nothing else holds), and `b`
+// tracked (track()) on the same trace: what every op's result does, with one trace lookup.
+void record_into(std::shared_ptr<Node> n, const std::shared_ptr<Buffer>& b);
 // A buffer whose current storage is pending: a root candidate of the next flush.
 void track(const std::shared_ptr<Buffer>& b, Device d);
 // Runs everything pending on every stream of the device (a sync point; does not wait).

@@ -23,24 +23,27 @@ Tensor unary_op(Op op, const char* name, const Tensor& x) {
   }
   if (k == UnaryKind::BoolOut) out = DType::Bool;
   auto n = new_node(op, out, x.shape(), x.device());
-  n->in.push_back(as_input(src));
+  add_input(*n, src);
   return record_node(std::move(n));
 }
 
 struct BinaryTypes {
-  Shape out;
   DType ct, rt;  // computation and result dtypes
 };
 
-// Validates a binary op over operands of these shapes and dtypes; the result's shape and types.
+const Shape kRank0{};  // a scalar operand's shape
+
+// Validates a binary op over operands of these shapes and dtypes; the result's types, and its
+// shape into `out` (null: one side is rank 0, the result has the other's shape; a scalar op
+// skips the copy).
 BinaryTypes binary_types(Op op, const char* name, const Shape& sa, DType da, const Shape& sb,
-                         DType db, DType pt) {
+                         DType db, DType pt, Shape* out) {
   BinaryKind k = binary_kind(op);
   if (k == BinaryKind::Bitwise)
     LOOM_CHECK(!is_floating(da) && !is_floating(db), Type, name,
                ": needs integer or bool tensors, got ", dtype_name(da), " ", shape_str(sa), " and ",
                dtype_name(db), " ", shape_str(sb));
-  Shape out = broadcast_shapes(name, sa, sb);
+  if (out) *out = broadcast_shapes(name, sa, sb);
   DType ct = pt;
   if (k == BinaryKind::TrueDiv && !is_floating(ct)) ct = kDefaultFloat;
   if ((op == Op::Sub) && is_bool(ct))
@@ -50,16 +53,17 @@ BinaryTypes binary_types(Op op, const char* name, const Shape& sa, DType da, con
   if ((op == Op::Pow || op == Op::FloorDiv || op == Op::Remainder) && is_bool(ct))
     ct = DType::Int64;
   DType rt = (k == BinaryKind::Compare || k == BinaryKind::Logical) ? DType::Bool : ct;
-  return {std::move(out), ct, rt};
+  return {ct, rt};
 }
 
 Tensor binary_op(Op op, const char* name, const Tensor& a, const Tensor& b, DType pt) {
   RuntimeLock lock;  // the records of this op: inner holds are a thread-local count
   check_same_device(name, a, b);
-  BinaryTypes bt = binary_types(op, name, a.shape(), a.dtype(), b.shape(), b.dtype(), pt);
-  auto n = new_node(op, bt.rt, bt.out, a.device());
-  n->in.push_back(operand(a, bt.ct, bt.out));
-  n->in.push_back(operand(b, bt.ct, bt.out));
+  Shape out;
+  BinaryTypes bt = binary_types(op, name, a.shape(), a.dtype(), b.shape(), b.dtype(), pt, &out);
+  auto n = new_node(op, bt.rt, out, a.device());
+  add_operand(*n, a, bt.ct, n->shape);
+  add_operand(*n, b, bt.ct, n->shape);
   return record_node(std::move(n));
 }
 
@@ -67,17 +71,24 @@ Tensor binary_op(Op op, const char* name, const Tensor& a, const Tensor& b, DTyp
 // scalar is an operand of the node itself (scalar_input): one recorded node, not two.
 Tensor scalar_op(Op op, const char* name, const Tensor& a, Scalar s, DType t, bool scalar_first) {
   RuntimeLock lock;  // the records of this op: inner holds are a thread-local count
-  BinaryTypes bt = scalar_first ? binary_types(op, name, {}, t, a.shape(), a.dtype(), t)
-                                : binary_types(op, name, a.shape(), a.dtype(), {}, t, t);
+  // The result has a's shape (the scalar side is rank 0). A floating computation type (not a
+  // bitwise op, which rejects it): binary_types' result without its checks, none of which can
+  // fail then (a tensor-by-float op's every call, issue 7).
+  BinaryKind k = binary_kind(op);
+  BinaryTypes bt;
+  if (k != BinaryKind::Bitwise && is_floating(t))
+    bt = {t, (k == BinaryKind::Compare || k == BinaryKind::Logical) ? DType::Bool : t};
+  else
+    bt = scalar_first ? binary_types(op, name, kRank0, t, a.shape(), a.dtype(), t, nullptr)
+                      : binary_types(op, name, a.shape(), a.dtype(), kRank0, t, t, nullptr);
   if (bt.ct != t) {  // the scalar is cast first (integer true division): the general path
     Tensor c = const_tensor(s, t, a.device());
     return scalar_first ? binary_op(op, name, c, a, t) : binary_op(op, name, a, c, t);
   }
-  auto n = new_node(op, bt.rt, bt.out, a.device());
-  Input x = operand(a, bt.ct, bt.out);
-  Input c = scalar_input(*n, s, t);
-  n->in.push_back(scalar_first ? std::move(c) : std::move(x));
-  n->in.push_back(scalar_first ? std::move(x) : std::move(c));
+  auto n = new_node(op, bt.rt, a.shape(), a.device());
+  if (scalar_first) add_scalar(*n, s, t);
+  add_operand(*n, a, bt.ct, n->shape);
+  if (!scalar_first) add_scalar(*n, s, t);
   return record_node(std::move(n));
 }
 
@@ -98,7 +109,7 @@ void check_scalar_rhs(Op op, const char* name, const Tensor& a, Scalar b, DType 
 Tensor cast(const Tensor& x, DType t) {
   if (x.dtype() == t) return x;
   auto n = new_node(Op::Cast, t, x.shape(), x.device());
-  n->in.push_back(as_input(x));
+  add_input(*n, x);
   return record_node(std::move(n));
 }
 

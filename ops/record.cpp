@@ -12,11 +12,17 @@ Tensor::Tensor(std::shared_ptr<Buffer> buf, View view, DType dtype, Device devic
 int64_t Tensor::size(int64_t dim) const { return view_.shape[normalize_dim("size", dim, shape())]; }
 
 Tensor make_result(std::shared_ptr<Storage> st, const Shape& shape, DType dt, Device d) {
-  auto buf = std::allocate_shared<Buffer>(BlockAlloc<Buffer>());
+  // Filled in place (the returned Tensor is the caller's): a View built apart was moved twice.
+  Tensor t;
+  t.buf_ = std::allocate_shared<Buffer>(BlockAlloc<Buffer>());
   bool pending = st->pending();
-  buf->cur = std::move(st);
-  if (pending) track(buf, d);
-  return Tensor(std::move(buf), View{shape, contiguous_strides(shape), 0}, dt, d);
+  t.buf_->cur = std::move(st);
+  if (pending) track(t.buf_, d);
+  t.view_.shape = shape;
+  t.view_.strides = contiguous_strides(shape);
+  t.dtype_ = dt;
+  t.device_ = d;
+  return t;
 }
 
 Input as_input(const Tensor& t) { return Input{t.storage(), t.view_info(), t.dtype()}; }
@@ -27,26 +33,46 @@ Input operand(const Tensor& t, DType dt, const Shape& shape) {
   return as_input(expand_to(cast(t, dt), shape));
 }
 
-std::shared_ptr<Node> new_node(Op op, DType dt, Shape shape, Device d) {
+void add_input(Node& n, const Tensor& t) {
+  n.in.emplace_back(t.buffer()->cur, t.view_info(), t.dtype());
+}
+
+void add_operand(Node& n, const Tensor& t, DType dt, const Shape& shape) {
+  if (t.dtype() == dt && t.shape() == shape) return add_input(n, t);
+  add_input(n, expand_to(cast(t, dt), shape));
+}
+
+std::shared_ptr<Node> new_node(Op op, DType dt, const Shape& shape, Device d) {
   // For overwrite: value-initializing zeroed all 900 bytes of the Node before its member
   // initializers ran (op and dtype, the only members without one, are set below).
   auto n = std::allocate_shared_for_overwrite<Node>(BlockAlloc<Node>());
   n->op = op;
   n->dtype = dt;
-  n->shape = std::move(shape);
+  n->shape = shape;
   n->device = d;
   return n;
 }
 
 Tensor record_node(std::shared_ptr<Node> n) {
-  // Read the node before record(): once it returns, another thread's flush may run it and drop
-  // it (TSan saw the Node freed under a later read). Copying the shape (inline) is cheaper than
-  // the two atomic reference count updates of holding the node.
-  Shape shape = n->shape;
-  DType dt = n->dtype;
-  Device d = n->device;
-  auto st = record(std::move(n));
-  return make_result(std::move(st), shape, dt, d);
+  // The result's view is made from the node before record_into(): once it returns, another
+  // thread's flush may run the node and drop it (TSan saw the Node freed under a later read).
+  // Filled in place, and the buffer tracked by the record itself (one trace lookup, one lock).
+  Tensor t;
+  const Shape& shape = n->shape;
+  t.view_.shape = shape;
+  // contiguous_strides, written in place (its result was a Strides made and moved in).
+  Strides& st = t.view_.strides;
+  st = shape;
+  int64_t acc = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    st[i] = acc;
+    acc *= shape[i] > 0 ? shape[i] : 1;
+  }
+  t.dtype_ = n->dtype;
+  t.device_ = n->device;
+  t.buf_ = std::allocate_shared<Buffer>(BlockAlloc<Buffer>());
+  record_into(std::move(n), t.buf_);
+  return t;
 }
 
 Tensor const_tensor(Scalar s, DType dt, Device d, const Shape& shape) {
@@ -58,6 +84,11 @@ Tensor const_tensor(Scalar s, DType dt, Device d, const Shape& shape) {
 Input scalar_input(Node& n, Scalar s, DType dt) {
   n.value = s;
   return Input{nullptr, View{}, dt};
+}
+
+void add_scalar(Node& n, Scalar s, DType dt) {
+  n.value = s;
+  n.in.emplace_back().dtype = dt;  // no storage, an empty view
 }
 
 Tensor expand_to(const Tensor& t, const Shape& s) {

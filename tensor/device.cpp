@@ -1,6 +1,7 @@
 #include "tensor/device.h"
 
 #include <atomic>
+#include <cstdlib>
 
 #include "tensor/error.h"
 
@@ -57,13 +58,21 @@ const StreamRef& cpu_stream() {
 
 std::atomic<int> g_cuda_count{-1};
 
-int slot(Device d) {
+// The errors of slot(), out of line: their message building made the every-op check set up a
+// stack frame (~20 instructions a recorded op, issue 7).
+[[noreturn, gnu::noinline, gnu::cold]] void bad_slot(Device d, int n) {
   LOOM_CHECK(d.index >= 0 && d.index < kMaxDevices, Index, "stream: device index ", d.index,
              " out of range (at most ", kMaxDevices, " devices)");
-  int n = g_cuda_count.load(std::memory_order_relaxed);
   LOOM_CHECK(n < 0 || d.index < n, Index, "CUDA device cuda:", d.index,
              " does not exist: this machine has ", n, " CUDA device", n == 1 ? "" : "s",
              " (cuda:0 .. cuda:", n - 1, ")");
+  std::abort();  // (slot() calls this only when a check above fails)
+}
+
+inline int slot(Device d) {
+  int n = g_cuda_count.load(std::memory_order_relaxed);
+  if (d.index < 0 || d.index >= kMaxDevices || (n >= 0 && d.index >= n)) [[unlikely]]
+    bad_slot(d, n);
   return d.index;
 }
 

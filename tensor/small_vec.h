@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <concepts>
 #include <cstddef>
+#include <cstring>
 #include <initializer_list>
 #include <iterator>
 #include <memory>
@@ -36,7 +37,16 @@ class SmallVec {
     append(first, last);
   }
   SmallVec(const std::vector<T>& v) { append(v.begin(), v.end()); }  // NOLINT: interop with Dims
-  SmallVec(const SmallVec& o) { append(o.begin(), o.end()); }
+  SmallVec(const SmallVec& o) {
+    if constexpr (std::is_trivially_copyable_v<T>) {
+      if (o.ptr_ == reinterpret_cast<const T*>(o.buf_)) {  // inline: a few moves, no loop
+        std::memcpy(buf_, o.buf_, sizeof(buf_));
+        size_ = o.size_;
+        return;
+      }
+    }
+    append(o.begin(), o.end());
+  }
   SmallVec(SmallVec&& o) noexcept { steal(std::move(o)); }
   SmallVec& operator=(const SmallVec& o) {
     if (this != &o) {
@@ -140,8 +150,13 @@ class SmallVec {
     return ptr_ + a;
   }
 
+  // A loop, not std::equal: for integers that became a memcmp call, dearer than comparing the
+  // one to four dims of most shapes (a shape test an op, issue 7).
   friend bool operator==(const SmallVec& a, const SmallVec& b) {
-    return a.size_ == b.size_ && std::equal(a.begin(), a.end(), b.begin());
+    if (a.size_ != b.size_) return false;
+    for (size_t i = 0; i < a.size_; ++i)
+      if (!(a.ptr_[i] == b.ptr_[i])) return false;
+    return true;
   }
   friend bool operator!=(const SmallVec& a, const SmallVec& b) { return !(a == b); }
   friend bool operator<(const SmallVec& a, const SmallVec& b) {
@@ -184,6 +199,10 @@ class SmallVec {
     if (o.ptr_ != o.inline_ptr()) {
       ptr_ = o.ptr_, size_ = o.size_, cap_ = o.cap_;
       o.ptr_ = o.inline_ptr(), o.size_ = 0, o.cap_ = N;
+    } else if constexpr (std::is_trivially_copyable_v<T>) {
+      std::memcpy(buf_, o.buf_, sizeof(buf_));  // the whole inline buffer: no loop
+      ptr_ = inline_ptr(), cap_ = N, size_ = o.size_;
+      o.size_ = 0;
     } else {
       ptr_ = inline_ptr(), cap_ = N, size_ = 0;
       for (size_t i = 0; i < o.size_; ++i) {  // fits: o's elements are inline

@@ -138,6 +138,7 @@ class Tensor {
 
  private:
   friend Tensor make_result(std::shared_ptr<Storage>, const Shape&, DType, Device);
+  friend Tensor record_node(std::shared_ptr<Node>);
   friend void assign_inplace(Tensor& t, const Tensor& value);
   std::shared_ptr<Buffer> buf_;
   View view_;

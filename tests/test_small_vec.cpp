@@ -53,3 +53,23 @@ TEST_CASE("small_vec: elements that own something are neither lost nor doubled")
     CHECK(p.use_count() == 1);
   }
 }
+
+TEST_CASE("small_vec: == compares sizes and every element") {
+  for (size_t n : {size_t(1), size_t(4), size_t(6), size_t(9)}) {
+    SmallVec<int64_t, 6> a;
+    for (size_t i = 0; i < n; ++i) a.push_back(int64_t(i) * 3 + 1);
+    SmallVec<int64_t, 6> b(a);
+    CHECK(a == b);
+    for (size_t i = 0; i < n; ++i) {  // a difference at any position
+      SmallVec<int64_t, 6> c(a);
+      c[i] = -c[i];
+      CHECK_FALSE(a == c);
+      CHECK(a != c);
+    }
+    SmallVec<int64_t, 6> shorter(a.begin(), a.end() - 1);  // a prefix is not equal
+    CHECK_FALSE(a == shorter);
+    b.push_back(0);
+    CHECK_FALSE(a == b);
+  }
+  CHECK(SmallVec<int64_t, 6>() == SmallVec<int64_t, 6>());
+}
