@@ -409,9 +409,10 @@ bool narrow_rows(const Group& g) {
 //                          launch to pass LaunchConfig::smem (a kernel given less reads global
 //                          memory as the plain loop kernel does, so results never depend on it)
 //   LOOM_CUDA_ROW_STAGE_ROWS=n  tile rows (power of two) for every staged group; unset: the most
-//                          of 16..64 bytes of the narrowest staged element a reduced index whose
-//                          tile leaves 2 blocks an SM (at most 112 KiB), else 16 bytes' worth
-//                          at up to 160 KiB (one block an SM), else not staged
+//                          of 32..64 bytes of the narrowest staged element a reduced index whose
+//                          tile leaves 2 blocks an SM (at most 112 KiB), else 32 bytes' worth at
+//                          up to 160 KiB (one block an SM), else 16 bytes' worth there, else not
+//                          staged
 //   LOOM_CUDA_ROW_STAGE_BLOCK=n  threads of a staged block (default 1024: the copy's loads in
 //                          flight are the block's threads times 8; lanes a row = n / rows)
 //   LOOM_CUDA_COL_COMBINE=n  split column reductions: partials the last block's threads load
@@ -432,7 +433,10 @@ bool narrow_rows(const Group& g) {
 //                          columns x s slices. Fewer columns a block: s times the blocks across
 //                          (1000 columns: 16 not 4 at s 4), so the split needs s times fewer
 //                          segments for its wave (at most one: floor), and each column's
-//                          partials are s times fewer and combined s at a time. Default 1
+//                          partials are s times fewer and combined s at a time. Default 4
+//                          (H200 2026-11-30 rows_sweep, % of copy, 1 -> 4: f32 [268435, 1000]
+//                          82 -> 87, [65536, 4096] 102 -> 104, bf16 +1..+5; f32 offset-1 view
+//                          87 -> 83, slice 88 -> 87)
 //   LOOM_CUDA_COL_PAIRS=0|1 column reductions of 2-byte columns (bf16, f16; col_vector_width):
 //                          1: a thread takes 2 adjacent columns as one 4-byte load a walked row
 //                          (a warp 128 bytes a row, as f32; bf16 now loads 64 with 2-byte
@@ -440,7 +444,10 @@ bool narrow_rows(const Group& g) {
 //                          registers), 2 accumulators, each column summed in the scalar order
 //                          (bit-identical); a split takes twice the segments (as many threads;
 //                          each thread combines 2 columns' partials, COL_COMBINE at a time).
-//                          With slices too (a block's column pairs x s slices). Default 0.
+//                          With slices too (a block's column pairs x s slices). Default 1
+//                          (H200 2026-11-30, with 4 slices, % of copy: bf16 [65536, 4096] 70 ->
+//                          104, [268435, 1000] 64 -> 87, slice view 71 -> 90; 1001 columns and
+//                          offset-1 views do not qualify and stay at 65-73).
 //                          (Vector columns of 16 bytes lost, see COL_UNROLL above: 8x fewer
 //                          warps, or 8x the partials a thread combines; pairs keep the warps.)
 //   LOOM_CUDA_COL_BLOCK=n  threads a column block with slices (256, 512 or 1024; s 4 at 1024
@@ -458,7 +465,7 @@ struct RowKnobs {
   int peel_remat = 2;
   bool stage = true;
   int stage_rows = 0, stage_block = 1024;
-  int col_combine = 8, col_slices = 1, col_block = 256, col_pairs = 0;
+  int col_combine = 8, col_slices = 4, col_block = 256, col_pairs = 1;
 };
 const RowKnobs& row_knobs() {
   static const RowKnobs k = [] {
@@ -487,9 +494,9 @@ const RowKnobs& row_knobs() {
     r.stage_rows = sr > 0 ? int(pow2ceil(sr)) : 0;
     r.stage_block = int(pow2ceil(get("LOOM_CUDA_ROW_STAGE_BLOCK", 64, 1024, 1024)));
     r.col_combine = get("LOOM_CUDA_COL_COMBINE", 0, 32, 8);
-    r.col_pairs = get("LOOM_CUDA_COL_PAIRS", 0, 1, 0);
+    r.col_pairs = get("LOOM_CUDA_COL_PAIRS", 0, 1, 1);
     r.col_block = int(pow2ceil(get("LOOM_CUDA_COL_BLOCK", 256, 1024, 256)));
-    r.col_slices = std::min<int>(int(pow2ceil(get("LOOM_CUDA_COL_SLICES", 1, 32, 1))),
+    r.col_slices = std::min<int>(int(pow2ceil(get("LOOM_CUDA_COL_SLICES", 1, 32, 4))),
                                  r.col_block / 32);  // at least a warp of columns
     return r;
   }();
@@ -636,8 +643,12 @@ bool stage_variant(const Group& g, int sm, Variant& v) {
   if (kn.stage_rows > 0) {
     rt = bytes(kn.stage_rows) <= kStageOne ? kn.stage_rows : 0;
   } else {
-    for (int r = hi; r >= lo && rt == 0; r /= 2)
+    // 32 bytes or more at two blocks an SM; else 32 bytes at one block, which beat 16 bytes at
+    // two (H200 2026-11-30, x.t() of [65536, 4096] f32: 53-55% -> 59-66% of copy: a block uses
+    // whole 32-byte sectors instead of leaving half of each to a neighbour through L2); else 16.
+    for (int r = hi; r >= 2 * lo && rt == 0; r /= 2)
       if (bytes(r) <= kStageTwo) rt = r;
+    if (rt == 0 && bytes(2 * lo) <= kStageOne) rt = 2 * lo;
     if (rt == 0 && bytes(lo) <= kStageOne) rt = lo;
   }
   if (rt == 0 || rt > kn.stage_block || cdiv(rows, rt) < sm) return false;

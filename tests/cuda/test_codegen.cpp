@@ -832,6 +832,16 @@ TEST_CASE("codegen: peeled chunk grids cover each column once and stay in the ro
       }
 }
 
+// The column knobs as the launcher reads them (defaults: pairs on, 4 slices).
+bool pairs_on() {
+  const char* e = std::getenv("LOOM_CUDA_COL_PAIRS");
+  return !e || std::string(e) != "0";
+}
+int col_slices() {
+  const char* e = std::getenv("LOOM_CUDA_COL_SLICES");
+  return e ? std::atoi(e) : 4;
+}
+
 TEST_CASE("codegen: row knobs: one barrier a combine, next-row prefetch, column unroll") {
   Tensor fd = data({1024, 4096}, DType::Float32), hd = data({1024, 4096}, DType::BFloat16);
   Group sm = only(softmax(fd.clone(), 1)), ln = only(layer_norm(fd.clone(), {4096}));
@@ -889,7 +899,7 @@ TEST_CASE("codegen: row knobs: one barrier a combine, next-row prefetch, column 
   CHECK(c.unroll == 1);  // 1024 segments of 64 rows
   // By default a thread that walks 256 rows or more loads 8 a step (132 blocks of 256 columns:
   // no split, each thread walks the whole column; with slices a slice walks a part).
-  if (!std::getenv("LOOM_CUDA_COL_UNROLL") && !std::getenv("LOOM_CUDA_COL_SLICES")) {
+  if (!std::getenv("LOOM_CUDA_COL_UNROLL") && col_slices() == 1) {
     Tensor tall = data({256, 33792}, DType::Float32), flat = data({64, 33792}, DType::Float32);
     lc::Variant t = lc::choose_variant(only(mean(tall.clone(), Dims{0}, false)), 132);
     lc::Variant f = lc::choose_variant(only(mean(flat.clone(), Dims{0}, false)), 132);
@@ -914,10 +924,7 @@ TEST_CASE("codegen: row knobs: one barrier a combine, next-row prefetch, column 
     CHECK_FALSE(lc::compile(src, "loom_row_knobs", 9, 0).cubin.empty());
 }
 
-bool pairs_on() {
-  const char* e = std::getenv("LOOM_CUDA_COL_PAIRS");
-  return e && std::string(e) == "1";
-}
+
 
 // Column reductions: a thread a kept column (tpr 1, no vector of adjacent columns: that lost on
 // the H200, see LOOM_CUDA_COL_UNROLL in cuda/launch.cpp), whatever the columns' dtype, width,
@@ -1111,9 +1118,8 @@ TEST_CASE("codegen: column reductions: batched split combine, column slices") {
   REQUIRE(d.split);
   REQUIRE(d.tpr == 1);
   if (!std::getenv("LOOM_CUDA_COL_COMBINE")) CHECK(d.comb == 8);
-  if (!std::getenv("LOOM_CUDA_COL_SLICES")) CHECK(d.cs == 1);
-  if (const char* e = std::getenv("LOOM_CUDA_COL_SLICES")) {  // (the ctest col_slices entry)
-    CHECK(d.cs == std::atoi(e));
+  CHECK(d.cs == col_slices());
+  if (d.cs > 1) {
     CHECK(
         d.block() ==
         (std::getenv("LOOM_CUDA_COL_BLOCK") ? std::atoi(std::getenv("LOOM_CUDA_COL_BLOCK")) : 256));

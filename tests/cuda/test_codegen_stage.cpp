@@ -81,11 +81,11 @@ TEST_CASE("codegen: transposed row ops take staged tiles, contiguous rows do not
     int rows, tpr, vw;  // tile rows, lanes a row (1024-thread blocks, at most a lane per 4
                         // chunks), columns a chunk (16 bytes of the output)
   };
-  // Tiles: the most rows of 16-64 bytes a reduced index whose tile leaves two blocks an SM
-  // (112 KiB), else 16 bytes' worth in up to 160 KiB: f32 4096 columns 4 rows (80 KiB), bf16 8
-  // (72 KiB); 1000 f32 columns 16 rows (66 KiB); 128 bf16 columns 32 rows; 8192 f32 columns
-  // 4 rows (160 KiB, one block an SM).
-  for (Want w : {Want{DType::Float32, 4096, 4, 256, 4}, Want{DType::BFloat16, 4096, 8, 128, 8},
+  // Tiles: the most rows of 32-64 bytes a reduced index whose tile leaves two blocks an SM
+  // (112 KiB), else 32 bytes' worth in up to 160 KiB, else 16 bytes' worth there: f32 4096
+  // columns 8 rows (144 KiB, one block an SM), bf16 16 (136 KiB); 1000 f32 columns 16 rows
+  // (66 KiB); 128 bf16 columns 32 rows; 8192 f32 columns 4 rows (160 KiB).
+  for (Want w : {Want{DType::Float32, 4096, 8, 128, 4}, Want{DType::BFloat16, 4096, 16, 64, 8},
                  Want{DType::Float32, 1000, 16, 64, 4}, Want{DType::BFloat16, 128, 32, 4, 8},
                  Want{DType::Float32, 1001, 16, 64, 1}, Want{DType::Float32, 8192, 4, 256, 4}})
     for (const std::string& op : ops) {
@@ -121,7 +121,7 @@ TEST_CASE("codegen: transposed row ops take staged tiles, contiguous rows do not
     CHECK(lc::choose_variant(one_group(row_op(op, c.clone(), 4096)), 132).stage == 0);
   Tensor l = ready({32768, 1024}, DType::Float32);
   CHECK(lc::choose_variant(one_group(softmax(l.t(), 1)), 132).stage == 0);
-  Tensor f = ready({4096, 400}, DType::Float32);  // 100 tiles of 4 rows
+  Tensor f = ready({4096, 400}, DType::Float32);  // 50 tiles of 8 rows: fewer than the SMs
   CHECK(lc::choose_variant(one_group(softmax(f.t(), 1)), 132).stage == 0);
   Group s = one_group(sum(c.t(), Dims{1}));
   CHECK(lc::layout_of(s) == lc::Layout::Columns);
@@ -130,8 +130,8 @@ TEST_CASE("codegen: transposed row ops take staged tiles, contiguous rows do not
   Tensor m = ready({8192, 4096}, DType::Float32);
   Group mg = one_group(softmax(c.t().slice(0, 0, 4096) * 0.5 + m.slice(0, 0, 4096), 1));
   lc::Variant mv = lc::choose_variant(mg, 132);
-  CHECK(mv.stage == 4);
-  CHECK(lc::stage_col_bytes(mg, 4) == 5 * 4);
+  CHECK(mv.stage == 8);
+  CHECK(lc::stage_col_bytes(mg, 8) == 9 * 4);
   srcs.push_back(lc::generate(mg, mv).source);
   if (!lc::nvrtc_available()) return;
   StrictWarnings strict;
