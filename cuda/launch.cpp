@@ -410,9 +410,9 @@ bool narrow_rows(const Group& g) {
 //                          memory as the plain loop kernel does, so results never depend on it)
 //   LOOM_CUDA_ROW_STAGE_ROWS=n  tile rows (power of two) for every staged group; unset: the most
 //                          of 32..64 bytes of the narrowest staged element a reduced index whose
-//                          tile leaves 2 blocks an SM (at most 112 KiB), else 32 bytes' worth at
-//                          up to 160 KiB (one block an SM), else 16 bytes' worth there, else not
-//                          staged
+//                          tile leaves 2 blocks an SM (at most 112 KiB), else (f32 only) 32
+//                          bytes' worth at up to 160 KiB (one block an SM), else 16 bytes' worth
+//                          at up to 112 KiB, then 160 KiB, else not staged
 //   LOOM_CUDA_ROW_STAGE_BLOCK=n  threads of a staged block (default 1024: the copy's loads in
 //                          flight are the block's threads times 8; lanes a row = n / rows)
 //   LOOM_CUDA_COL_COMBINE=n  split column reductions: partials the last block's threads load
@@ -643,12 +643,13 @@ bool stage_variant(const Group& g, int sm, Variant& v) {
   if (kn.stage_rows > 0) {
     rt = bytes(kn.stage_rows) <= kStageOne ? kn.stage_rows : 0;
   } else {
-    // 32 bytes or more at two blocks an SM; else 32 bytes at one block, which beat 16 bytes at
-    // two (H200 2026-11-30, x.t() of [65536, 4096] f32: 53-55% -> 59-66% of copy: a block uses
-    // whole 32-byte sectors instead of leaving half of each to a neighbour through L2); else 16.
+    // 32 bytes or more at two blocks an SM; for f32, else 32 bytes at one block, which beat 16
+    // bytes at two (H200 2026-11-30, x.t() of [65536, 4096] f32: 53-55% -> 62-70% of copy) —
+    // but not for bf16 (16 rows at one block 49-60% against 8 at two 61-66%); else 16 bytes at
+    // two blocks, else at one.
     for (int r = hi; r >= 2 * lo && rt == 0; r /= 2)
       if (bytes(r) <= kStageTwo) rt = r;
-    if (rt == 0 && bytes(2 * lo) <= kStageOne) rt = 2 * lo;
+    if (rt == 0 && isz == 4 && bytes(2 * lo) <= kStageOne) rt = 2 * lo;
     if (rt == 0 && bytes(lo) <= kStageOne) rt = lo;
   }
   if (rt == 0 || rt > kn.stage_block || cdiv(rows, rt) < sm) return false;

@@ -82,10 +82,10 @@ TEST_CASE("codegen: transposed row ops take staged tiles, contiguous rows do not
                         // chunks), columns a chunk (16 bytes of the output)
   };
   // Tiles: the most rows of 32-64 bytes a reduced index whose tile leaves two blocks an SM
-  // (112 KiB), else 32 bytes' worth in up to 160 KiB, else 16 bytes' worth there: f32 4096
-  // columns 8 rows (144 KiB, one block an SM), bf16 16 (136 KiB); 1000 f32 columns 16 rows
+  // (112 KiB), else for f32 32 bytes' worth in up to 160 KiB, else 16 bytes' worth: f32 4096
+  // columns 8 rows (144 KiB, one block an SM), bf16 8 (72 KiB, two); 1000 f32 columns 16 rows
   // (66 KiB); 128 bf16 columns 32 rows; 8192 f32 columns 4 rows (160 KiB).
-  for (Want w : {Want{DType::Float32, 4096, 8, 128, 4}, Want{DType::BFloat16, 4096, 16, 64, 8},
+  for (Want w : {Want{DType::Float32, 4096, 8, 128, 4}, Want{DType::BFloat16, 4096, 8, 128, 8},
                  Want{DType::Float32, 1000, 16, 64, 4}, Want{DType::BFloat16, 128, 32, 4, 8},
                  Want{DType::Float32, 1001, 16, 64, 1}, Want{DType::Float32, 8192, 4, 256, 4}})
     for (const std::string& op : ops) {
