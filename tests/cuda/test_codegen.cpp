@@ -924,8 +924,6 @@ TEST_CASE("codegen: row knobs: one barrier a combine, next-row prefetch, column 
     CHECK_FALSE(lc::compile(src, "loom_row_knobs", 9, 0).cubin.empty());
 }
 
-
-
 // Column reductions: a thread a kept column (tpr 1, no vector of adjacent columns: that lost on
 // the H200, see LOOM_CUDA_COL_UNROLL in cuda/launch.cpp), whatever the columns' dtype, width,
 // alignment or row stride; the launch covers each column once. Columns no access walks at unit
