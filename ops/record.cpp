@@ -19,7 +19,7 @@ Tensor make_result(std::shared_ptr<Storage> st, const Shape& shape, DType dt, De
   t.buf_->cur = std::move(st);
   if (pending) track(t.buf_, d);
   t.view_.shape = shape;
-  t.view_.strides = contiguous_strides(shape);
+  contiguous_strides(shape, t.view_.strides);
   t.dtype_ = dt;
   t.device_ = d;
   return t;
@@ -60,14 +60,7 @@ Tensor record_node(std::shared_ptr<Node> n) {
   Tensor t;
   const Shape& shape = n->shape;
   t.view_.shape = shape;
-  // contiguous_strides, written in place (its result was a Strides made and moved in).
-  Strides& st = t.view_.strides;
-  st = shape;
-  int64_t acc = 1;
-  for (size_t i = shape.size(); i-- > 0;) {
-    st[i] = acc;
-    acc *= shape[i] > 0 ? shape[i] : 1;
-  }
+  contiguous_strides(shape, t.view_.strides);
   t.dtype_ = n->dtype;
   t.device_ = n->device;
   t.buf_ = std::allocate_shared<Buffer>(BlockAlloc<Buffer>());
@@ -79,11 +72,6 @@ Tensor const_tensor(Scalar s, DType dt, Device d, const Shape& shape) {
   auto n = new_node(Op::Const, dt, shape, d);
   n->value = s;
   return record_node(std::move(n));
-}
-
-Input scalar_input(Node& n, Scalar s, DType dt) {
-  n.value = s;
-  return Input{nullptr, View{}, dt};
 }
 
 void add_scalar(Node& n, Scalar s, DType dt) {

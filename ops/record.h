@@ -23,8 +23,7 @@ Tensor const_tensor(Scalar s, DType dt, Device d, const Shape& shape = {});
 // Scalar operand `s` of node `n`, as dtype `dt`: an input without storage (Input::st null) whose
 // value is n.value, read as one value over the node's shape. No Const node, Storage or trace
 // entry of its own: a scalar op records one node (issue 7). One a node (n.value holds it).
-Input scalar_input(Node& n, Scalar s, DType dt);
-void add_scalar(Node& n, Scalar s, DType dt);       // scalar_input, appended to n.in in place
+void add_scalar(Node& n, Scalar s, DType dt);
 Tensor expand_to(const Tensor& t, const Shape& s);  // broadcast view (no checks beyond rank)
 void check_same_device(const char* op, const Tensor& a, const Tensor& b);
 // torch's result_type for two tensors / a tensor and a Python scalar.

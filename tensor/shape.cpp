@@ -12,13 +12,18 @@ int64_t numel(const Shape& s) {
   return n;
 }
 
-Strides contiguous_strides(const Shape& s) {
-  Strides st(s.size());
+void contiguous_strides(const Shape& s, Strides& out) {
+  out.resize(s.size());
   int64_t acc = 1;
-  for (int i = int(s.size()) - 1; i >= 0; --i) {
-    st[i] = acc;
+  for (size_t i = s.size(); i-- > 0;) {
+    out[i] = acc;
     acc *= s[i] > 0 ? s[i] : 1;
   }
+}
+
+Strides contiguous_strides(const Shape& s) {
+  Strides st;
+  contiguous_strides(s, st);
   return st;
 }
 

@@ -13,7 +13,8 @@ using Strides = SmallVec<int64_t, 6>;
 
 int64_t numel(const Shape& s);
 Strides contiguous_strides(const Shape& s);
-std::string shape_str(const Shape& s);  // "[2, 3]"
+void contiguous_strides(const Shape& s, Strides& out);  // in place (the record path: no copy)
+std::string shape_str(const Shape& s);                  // "[2, 3]"
 
 // Broadcast two shapes (numpy rules); throws naming `op` when they do not match.
 Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
