@@ -635,7 +635,9 @@ class Runner {
   }
 
   // A load that can read memory in place: same type as computed, one unit-stride run.
-  const void* direct(const GNode& n, const RowState& rs, int64_t c0) const {
+  const void* direct(int id, const RowState& rs, int64_t c0) const {
+    const GNode& n = p_.nodes[id];
+    if (p_.load_copy[id]) return nullptr;
     const GLeaf& l = g_.leaves[n.leaf];
     if (rs.nr != 1 || rank_ - nk_ != 1 || l.strides[rank_ - 1] != 1) return nullptr;
     if (compute_dtype(l.dtype) != l.dtype || l.dtype == DType::Bool) return nullptr;
@@ -690,7 +692,7 @@ class Runner {
     int64_t len = rs.nr * nc;
     CT ct = p_.ct[id];
     if (is_load(n)) {
-      if (const void* p = direct(n, rs, c0)) return p;
+      if (const void* p = direct(id, rs, c0)) return p;
       dispatch_ct(ct, [&](auto t) {
         using T = decltype(t);
         load_full<T>(g_.leaves[n.leaf], static_cast<T*>(out), rs.r0, rs.nr, c0, nc);

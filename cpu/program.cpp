@@ -293,6 +293,25 @@ void fold_tails(Program& p, const Group& g) {
   }
 }
 
+// A load in the interpreter may be a pointer into its leaf's memory, read when a step uses it,
+// and an output is stored at the step that computes it. Where an output overwrites a leaf the
+// group reads, a step after the store that reads the leaf's load (a fold moved an early reader
+// there: y = x * 2; x.add_(1); y.mul_(x) computes x * 2 inside the last multiply) would read
+// the new values: such a load copies the values at its step instead.
+void mark_load_copies(Program& p, const Group& g, const StepList& sl) {
+  std::vector<int> pos(p.nodes.size(), -1);
+  for (int k = 0; k < int(sl.nodes.size()); ++k) pos[sl.nodes[k]] = k;
+  for (auto& o : g.outputs) {
+    if (o.overwrites < 0 || pos[o.node] < 0) continue;
+    for (int k = pos[o.node] + 1; k < int(sl.nodes.size()); ++k) {
+      int id = sl.nodes[k];
+      const GNode& n = p.nodes[id];
+      for (int a : {n.a, n.b, n.c, p.tail_arg[id]})
+        if (a >= 0 && is_load(p.nodes[a]) && p.nodes[a].leaf == o.overwrites) p.load_copy[a] = 1;
+    }
+  }
+}
+
 }  // namespace
 
 Program build_program(const Group& g) {
@@ -351,6 +370,9 @@ Program build_program(const Group& g) {
   }
   for (int i = 0; i < int(g.nodes.size()); ++i)
     if (g.nodes[i].space == Space::Row) p.row_nodes[g.nodes[i].pass].push_back(i);
+  p.load_copy.assign(p.nodes.size(), 0);
+  mark_load_copies(p, g, p.single);
+  for (auto& sl : p.per_pass) mark_load_copies(p, g, sl);
   return p;
 }
 

@@ -55,6 +55,10 @@ struct Program {
   std::vector<Op> tail_op;
   std::vector<int> tail_arg;
   std::vector<uint8_t> tail_first;
+  // Per node: 1 for a load of a leaf that an output overwrites (GOutput::overwrites) and that
+  // a step after the output's store still reads (a fold moved the reader there): the load
+  // copies the leaf's values at its own step instead of pointing into its memory.
+  std::vector<uint8_t> load_copy;
   int n_row = 0;
   int passes = 1;
   int last = 0;  // final pass

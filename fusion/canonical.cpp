@@ -171,6 +171,15 @@ void canonicalize(Group& g, const Shape& S, const std::vector<int>& axes) {
 }  // namespace
 
 Group GroupBuilder::finish() {
+  // An output taking over memory the group reads names that leaf (GOutput::overwrites). The
+  // planner admits one view of it (the output's own); two leaves of it keep their memory.
+  for (auto& o : g_.outputs) {
+    if (!o.alias) continue;
+    int hits = 0;
+    for (int l = 0; l < int(g_.leaves.size()); ++l)
+      if (g_.leaves[l].st == o.alias) o.overwrites = l, ++hits;
+    if (hits > 1) o.alias.reset(), o.overwrites = -1;
+  }
   compute_passes(g_);
   canonicalize(g_, S_, axes_);
   return std::move(g_);

@@ -68,7 +68,7 @@ uint64_t signature(const Group& g, DeviceKind target) {
     strides(l.strides);
   }
   for (auto& o : g.outputs) {
-    H.add(uint64_t(o.node));
+    H.add(uint64_t(o.node) | uint64_t(uint32_t(o.overwrites)) << 32);
     strides(o.strides);
   }
   return H.h;
@@ -84,14 +84,17 @@ std::string Group::str() const {
      << (index64 ? " idx64" : " idx32") << "\n";
   for (size_t i = 0; i < nodes.size(); ++i) {
     const GNode& n = nodes[i];
-    os << "  %" << i << " = " << (is_load(n) ? "load" : op_name(n.op)) << "."
-       << dtype_name(n.dtype) << (n.space == Space::Row ? " row" : "") << " p" << n.pass;
+    os << "  %" << i << " = " << (is_load(n) ? "load" : op_name(n.op)) << "." << dtype_name(n.dtype)
+       << (n.space == Space::Row ? " row" : "") << " p" << n.pass;
     for (int a : {n.a, n.b, n.c})
       if (a >= 0) os << " %" << a;
     if (n.leaf >= 0) os << " leaf" << n.leaf << " strides" << shape_str(leaves[n.leaf].strides);
     if (n.op == Op::Const) os << " $" << n.scalar;
     for (auto& o : outputs)
-      if (o.node == int(i)) os << "  -> out strides" << shape_str(o.strides);
+      if (o.node == int(i)) {
+        os << "  -> out strides" << shape_str(o.strides);
+        if (o.overwrites >= 0) os << " over leaf" << o.overwrites;
+      }
     os << "\n";
   }
   return os.str();

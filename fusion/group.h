@@ -52,6 +52,11 @@ struct GOutput {
   // `take_init`-style reuse through `alias`.
   std::shared_ptr<Storage> init;
   std::shared_ptr<Storage> alias;  // take this storage's memory (in-place update)
+  // The leaf whose memory `alias` hands over, when the group also reads it (x.add_(1) reads
+  // the x it overwrites), else -1. Part of the signature: a backend must finish every read of
+  // that leaf for an element before it stores the element (the planner only lets a group
+  // overwrite memory it reads element for element in the output's own order).
+  int overwrites = -1;
 };
 
 struct Group {

@@ -585,12 +585,18 @@ void set_fusion(bool on) {
   fusion_flag() = on;
 }
 
-std::vector<Group> plan_storage(const std::shared_ptr<Storage>& st) {
+std::vector<Group> plan_storage(const std::shared_ptr<Storage>& st) { return plan_storages({st}); }
+
+std::vector<Group> plan_storages(const std::vector<std::shared_ptr<Storage>>& all) {
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
-  if (!st->pending()) return {};
-  auto groups = plan(live_dag({st}), {st}, fusion_flag());
+  std::vector<std::shared_ptr<Storage>> roots;
+  for (auto& st : all)
+    if (st->pending() && std::find(roots.begin(), roots.end(), st) == roots.end())
+      roots.push_back(st);
+  if (roots.empty()) return {};
+  auto groups = plan(live_dag(roots), roots, fusion_flag());
   for (auto& g : groups)
-    if (!g.opaque) g.signature = signature(g, st->device.kind);
+    if (!g.opaque) g.signature = signature(g, roots[0]->device.kind);
   return groups;
 }
 

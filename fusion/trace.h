@@ -55,6 +55,8 @@ TraceLimits& trace_limits();
 
 // The groups a flush would make for the work `st` needs, with signatures (nothing runs).
 std::vector<Group> plan_storage(const std::shared_ptr<Storage>& st);
+// The same for several storages at once (each pending one a root, as live tensors are).
+std::vector<Group> plan_storages(const std::vector<std::shared_ptr<Storage>>& roots);
 // The same as text, with each group's lowered program or source.
 std::string explain_storage(const std::shared_ptr<Storage>& st);
 

@@ -1253,3 +1253,42 @@ TEST_CASE("codegen: column pairs load 2 bf16 columns as one word") {
     CHECK_FALSE(r.cubin.empty());
   }
 }
+
+TEST_CASE("codegen: an output that overwrites a leaf stores after every read of it") {
+  // y = x * 2; x.add_(1); y.mul_(x): one group writes x over the memory it reads x from
+  // (GOutput::overwrites). Every loop form must load x's element before storing over it: the
+  // loads sit in registers, so the text order of the loop body is the order of the accesses.
+  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::Int32})
+    for (const Shape& s : {Shape{4099}, Shape{64, 1000}, Shape{1000, 3}}) {
+      Tensor x = data(s, dt);
+      Tensor y = x * 2;
+      x.add_(1);
+      y.mul_(x);
+      std::vector<Group> gs = plan_storages({y.storage(), x.storage()});
+      REQUIRE(gs.size() == 1);
+      const Group& g = gs[0];
+      int out = -1;
+      for (int o = 0; o < int(g.outputs.size()); ++o)
+        if (g.outputs[o].overwrites >= 0) out = o;
+      REQUIRE(out >= 0);
+      std::string leaf = "L" + std::to_string(g.outputs[out].overwrites);
+      std::string o = "O" + std::to_string(out);
+      lc::Variant base = lc::choose_variant(g, 132);
+      for (int vec : {0, 1, 4})
+        for (int u : {1, 2, 4})
+          for (bool roll : {false, true}) {
+            lc::Variant v = base;
+            v.vec = vec, v.unroll = u, v.roll = roll;
+            std::string src = lc::generate(g, v).source;
+            size_t body = src.find("for (U");
+            REQUIRE(body != std::string::npos);
+            size_t last_read = src.rfind(leaf), first_write = std::string::npos;
+            for (const std::string& w : {o + "[", "(" + o + " + "}) {
+              size_t p = src.find(w, body);
+              if (p < first_write) first_write = p;
+            }
+            REQUIRE(first_write != std::string::npos);
+            CHECK_MESSAGE(last_read < first_write, v.key() << "\n" << src);
+          }
+    }
+}
