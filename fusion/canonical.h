@@ -19,6 +19,10 @@ class GroupBuilder {
   int add_load(const Input& in, Space sp, const Shape& node_shape);
   // `args`: the builder ids of n's inputs (for a materialized constant, its add_const id).
   int add_node(const Node& n, Space sp, const int* args, int nargs);
+  // Why the planner placed node `id` (GNode::rule; printed, never hashed).
+  void set_rule(int id, Rule r, Split s, Op from) {
+    g_.nodes[id].rule = r, g_.nodes[id].split = s, g_.nodes[id].split_from = from;
+  }
   void add_output(GOutput o, const Node& n);
   Group finish();
   size_t scalars() const { return g_.scalars.size(); }  // scalar slots so far

@@ -45,6 +45,28 @@ struct Hasher {
 
 }  // namespace
 
+const char* rule_name(Rule r) {
+  switch (r) {
+#define LOOM_X(name, text) \
+  case Rule::name:         \
+    return text;
+    LOOM_FUSE_RULES(LOOM_X)
+#undef LOOM_X
+  }
+  return "?";
+}
+
+const char* split_reason(Split s) {
+  switch (s) {
+#define LOOM_X(name, text) \
+  case Split::name:        \
+    return text;
+    LOOM_SPLIT_REASONS(LOOM_X)
+#undef LOOM_X
+  }
+  return "?";
+}
+
 uint64_t signature(const Group& g, DeviceKind target) {
   Hasher H;
   H.add(uint64_t(target));
@@ -95,6 +117,12 @@ std::string Group::str() const {
         os << "  -> out strides" << shape_str(o.strides);
         if (o.overwrites >= 0) os << " over leaf" << o.overwrites;
       }
+    if (n.rule != Rule::None) {
+      os << "  [" << rule_name(n.rule);
+      if (n.split != Split::None)
+        os << ": not after " << op_name(n.split_from) << ", " << split_reason(n.split);
+      os << "]";
+    }
     os << "\n";
   }
   return os.str();

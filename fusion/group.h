@@ -21,6 +21,46 @@ namespace loom {
 
 enum class Space : uint8_t { Full, Row };
 
+// Why the planner placed a node where it is: the join that brought it into its group, or why
+// it starts one. Group::str() prints it beside the node, so the fusion log and explain() answer
+// "why are these two in one kernel" and "why not". Never part of the signature.
+#define LOOM_FUSE_RULES(X)                                                                        \
+  X(None, "")                          /* loads and scalars: not placed by the planner */         \
+  X(Start, "start")                    /* first of its group (no producer it could join) */       \
+  X(Unfused, "unfused")                /* fusion off: one primitive a kernel */                   \
+  X(Opaque, "opaque")                  /* matmul, scan: run by the backend directly */            \
+  X(PointwiseChain, "pointwise_chain") /* a pointwise op over its producer's space */             \
+  X(ReducePrologue, "reduce_prologue") /* a reduction of its group's pointwise values */          \
+  X(RowEpilogue, "row_epilogue")       /* an op on the reduced values, one per row */             \
+  X(BroadcastBack, "broadcast_back")   /* a row value read back over the row (softmax's e / s) */ \
+  X(SiblingMerge, "sibling_merge")     /* its group merged into a reader's other producer's */
+
+// Why a node did not join the group of a producer in the flush (printed after "start").
+#define LOOM_SPLIT_REASONS(X)                                             \
+  X(None, "")                                                             \
+  X(ProducerOpaque, "the producer runs alone (matmul, scan)")             \
+  X(ProducerRegionWrite, "the producer writes a region of memory")        \
+  X(ProducerAlloc, "the producer is an allocation")                       \
+  X(View, "read through a view (not in the producer's own order)")        \
+  X(Shape, "another iteration space")                                     \
+  X(Axes, "a reduction over other dims")                                  \
+  X(Limit, "the producer's group is full (LOOM_MAX_GROUP_NODES, inputs)") \
+  X(OtherView, "it reads the producer's group through another view too")  \
+  X(Cycle, "joining would close a cycle through another group")
+
+enum class Rule : uint8_t {
+#define LOOM_X(name, text) name,
+  LOOM_FUSE_RULES(LOOM_X)
+#undef LOOM_X
+};
+enum class Split : uint8_t {
+#define LOOM_X(name, text) name,
+  LOOM_SPLIT_REASONS(LOOM_X)
+#undef LOOM_X
+};
+const char* rule_name(Rule r);
+const char* split_reason(Split s);
+
 struct GNode {
   Op op;
   DType dtype;  // result dtype (Load: the leaf's storage dtype)
@@ -29,6 +69,9 @@ struct GNode {
   int a = -1, b = -1, c = -1;  // argument nodes
   int leaf = -1;               // Load / Iota / Rand / Randn
   int scalar = -1;             // Const: its value slot; Rand/Randn: seed slot (offset is +1)
+  Rule rule = Rule::None;      // the planner's reason for placing it here (str() prints it)
+  Split split = Split::None;   // Start: why it did not join a producer's group
+  Op split_from = Op::NumOps;  // Start: that producer's op
 };
 
 // Load is spelled Op::Copy with a leaf and no arguments.

@@ -21,7 +21,10 @@ struct PNode {
   Space space = Space::Full;
   bool root = false;
   bool materialize = false;
-  bool in_memory = false;  // read as memory by a region write or an opaque op
+  bool in_memory = false;     // read as memory by a region write or an opaque op
+  Rule rule = Rule::Start;    // why it is in its group (Group::str() prints it)
+  Split split = Split::None;  // Start: why it did not join its first producer in the flush
+  Op split_from = Op::NumOps;
 };
 
 struct PGroup {
@@ -158,22 +161,30 @@ class Planner {
            groups_[g].leaves <= lim_.max_leaves;
   }
 
-  // The space node i would take in group g through input `in` from producer p, if fusable.
-  std::optional<Space> fusable(int i, const Input& in, int p) const {
+  // The space node i would take in group g through input `in` from producer p, if fusable;
+  // else why not (in `why`, when given).
+  std::optional<Space> fusable(int i, const Input& in, int p, Split* why = nullptr) const {
     const Node& n = *nodes_[i].n;
     const PNode& pp = nodes_[p];
     const PGroup& G = groups_[pp.group];
-    if (G.opaque || region_write(*pp.n) || pp.n->op == Op::Empty) return std::nullopt;
+    auto no = [&](Split s) -> std::optional<Space> {
+      if (why) *why = s;
+      return std::nullopt;
+    };
+    if (G.opaque) return no(Split::ProducerOpaque);
+    if (region_write(*pp.n)) return no(Split::ProducerRegionWrite);
+    if (pp.n->op == Op::Empty) return no(Split::ProducerAlloc);
     if (is_reduce(n.op)) {
-      if (pp.space != Space::Full || !linear_identity(in.view, *pp.n) || in.view.shape != G.S)
-        return std::nullopt;
-      if (!G.axes.empty() && G.axes != n.axes) return std::nullopt;
+      if (pp.space != Space::Full || !linear_identity(in.view, *pp.n)) return no(Split::View);
+      if (in.view.shape != G.S) return no(Split::Shape);
+      if (!G.axes.empty() && G.axes != n.axes) return no(Split::Axes);
       return Space::Row;
     }
     const Shape& Sn = n.base ? n.region->shape : n.shape;
     if (pp.space == Space::Full) {
-      if (linear_identity(in.view, *pp.n) && Sn == G.S) return Space::Full;
-      return std::nullopt;
+      if (!linear_identity(in.view, *pp.n)) return no(Split::View);
+      if (Sn == G.S) return Space::Full;
+      return no(Split::Shape);
     }
     // Row-space producer: an epilogue on the reduced shape, or broadcast back over rows.
     if (linear_identity(in.view, *pp.n) && (Sn == keep_shape(G) || Sn == squeeze_shape(G)) &&
@@ -184,11 +195,11 @@ class Planner {
       for (int d = 0; d < int(G.S.size()); ++d) {
         bool red = std::find(G.axes.begin(), G.axes.end(), d) != G.axes.end();
         if (G.S[d] == 1) continue;
-        if (red ? in.view.strides[d] != 0 : in.view.strides[d] != ks[d]) return std::nullopt;
+        if (red ? in.view.strides[d] != 0 : in.view.strides[d] != ks[d]) return no(Split::View);
       }
       return Space::Full;
     }
-    return std::nullopt;
+    return no(linear_identity(in.view, *pp.n) ? Split::Shape : Split::View);
   }
 
   // Node i may join (or pull in) group g in space `sp` only if every one of its inputs made
@@ -215,6 +226,7 @@ class Planner {
     if (is_opaque(n.op)) {
       int g = new_group(n.shape, {}, i);
       groups_[g].opaque = true;
+      nodes_[i].rule = Rule::Opaque;
       return;
     }
     Shape own = n.base ? n.region->shape : is_reduce(n.op) ? n.in[0].view.shape : n.shape;
@@ -222,6 +234,7 @@ class Planner {
     if (!fuse_) {
       new_group(own, axes, i);
       nodes_[i].space = is_reduce(n.op) ? Space::Row : Space::Full;
+      nodes_[i].rule = Rule::Unfused;
       count_leaves(nodes_[i].group, i);
       return;
     }
@@ -229,20 +242,30 @@ class Planner {
     // producers' groups that are compatible and independent.
     int target = -1;
     Space sp = Space::Full;
+    PNode& me = nodes_[i];
     for (auto& in : n.in) {
       int p = producer(in);
       if (p < 0 || is_const(p) || nodes_[p].group < 0) continue;
-      auto s = fusable(i, in, p);
-      if (!s || !fits(nodes_[p].group, 1)) continue;
+      // the first producer's reason is the one reported if the node starts a group
+      Split why = Split::None;
+      auto s = fusable(i, in, p, &why);
       int g = nodes_[p].group;
-      if (!same_space(i, g, *s)) continue;
-      bool cyclic = false;
-      for_each_dep(i, [&](int q) {
-        int qg = nodes_[q].group;
-        if (qg >= 0 && qg != g && reaches(qg, g)) cyclic = true;
-      });
-      if (cyclic) continue;
+      if (s && !fits(g, 1)) why = Split::Limit;
+      if (s && why == Split::None && !same_space(i, g, *s)) why = Split::OtherView;
+      if (s && why == Split::None) {
+        bool cyclic = false;
+        for_each_dep(i, [&](int q) {
+          int qg = nodes_[q].group;
+          if (qg >= 0 && qg != g && reaches(qg, g)) cyclic = true;
+        });
+        if (cyclic) why = Split::Cycle;
+      }
+      if (why != Split::None) {
+        if (me.split == Split::None) me.split = why, me.split_from = nodes_[p].n->op;
+        continue;
+      }
       target = g, sp = *s;
+      me.split = Split::None, me.split_from = Op::NumOps;
       break;
     }
     if (target < 0) {
@@ -253,6 +276,17 @@ class Planner {
     }
     if (is_reduce(n.op)) groups_[target].axes = n.axes;
     join(target, i, sp);
+    // The join's name: a Full node reading a row value of its group broadcasts it back.
+    bool reads_row = false;
+    for (auto& in : n.in) {
+      int p = producer(in);
+      if (p >= 0 && !is_const(p) && nodes_[p].group == target && nodes_[p].space == Space::Row)
+        reads_row = true;
+    }
+    me.rule = is_reduce(n.op)    ? Rule::ReducePrologue
+              : sp == Space::Row ? Rule::RowEpilogue
+              : reads_row        ? Rule::BroadcastBack
+                                 : Rule::PointwiseChain;
     count_leaves(target, i);
     for (auto& in : n.in) {
       int p = producer(in);
@@ -305,6 +339,9 @@ class Planner {
   void merge(int g, int h) {
     PGroup& H = groups_[h];
     if (groups_[g].axes.empty()) groups_[g].axes = H.axes;
+    // The merged group's first member now shares a kernel with the other producer's group.
+    nodes_[H.members[0]].rule = Rule::SiblingMerge;
+    nodes_[H.members[0]].split = Split::None;
     for (int m : H.members) nodes_[m].group = g;
     auto& M = groups_[g].members;
     M.insert(M.end(), H.members.begin(), H.members.end());
@@ -441,6 +478,7 @@ class Planner {
       }
       size_t before = b.scalars();
       int id = b.add_node(n, pn.space, args.data(), int(args.size()));
+      b.set_rule(id, pn.rule, pn.split, pn.split_from);
       note_scalars(before, m);
       member_id_[m] = id;
       set_.push_back(m);

@@ -159,6 +159,36 @@ TEST_CASE("fusion: explain reports the plan without running it") {
   CHECK(explain(y).find("ready") != std::string::npos);
 }
 
+TEST_CASE("fusion: explain names the rule that placed each node") {
+  Tensor x = lt::random({64, 100}, DType::Float32, 171);
+  Tensor b = lt::random({100}, DType::Float32, 172);
+  loom::sync();
+  // The line of the node computing `op` in the plan (the first such line).
+  auto line = [](const std::string& plan, const std::string& op) {
+    size_t p = plan.find("= " + op + ".");
+    REQUIRE(p != std::string::npos);
+    return plan.substr(p, plan.find('\n', p) - p);
+  };
+  std::string e = explain(softmax(x * 0.5 + b, 1));
+  CHECK(line(e, "mul").find("[start]") != std::string::npos);
+  CHECK(line(e, "add").find("[pointwise_chain]") != std::string::npos);
+  CHECK(line(e, "amax").find("[reduce_prologue]") != std::string::npos);
+  CHECK(line(e, "sub").find("[broadcast_back]") != std::string::npos);
+  CHECK(line(e, "reciprocal").find("[row_epilogue]") != std::string::npos);
+  // Why not: the sum reads x + 1 through a transpose, so it starts a kernel of its own.
+  Tensor y = x.clone() + 1;
+  e = explain((y.t() * 2).sum({0}) + y.sum({1}));
+  CHECK(e.find("2 kernel(s)") != std::string::npos);
+  CHECK(line(e, "mul").find("[start: not after add, read through a view") != std::string::npos);
+  // Two producers' groups joined by the node that reads both.
+  Tensor u = x.clone() * 3, v = x.clone() * 4;
+  e = explain(u + v);
+  CHECK(e.find("1 kernel(s)") != std::string::npos);
+  CHECK(e.find("[sibling_merge]") != std::string::npos);
+  lt::FusionOff off;
+  CHECK(explain(x * 2 + 1).find("[unfused]") != std::string::npos);
+}
+
 TEST_CASE("fusion: the trace-length limit flushes a long chain by itself") {
   int64_t saved = trace_limits().max_nodes;
   struct Restore {
