@@ -393,6 +393,26 @@ std::string Program::text() const {
         if (st.op != Op::Const) os << " " << op_name(st.op) << " %" << st.k;
       os << "\n";
     }
+  // every instruction as the folds left it: its op and arguments, and what it folded in
+  os << "  instructions:";
+  for (int i = 0; i < int(nodes.size()); ++i) {
+    const GNode& n = nodes[i];
+    if (n.space != Space::Full || is_load(n) || n.leaf >= 0) continue;
+    os << " %" << i << "=" << op_name(n.op) << "(";
+    for (int a : {n.a, n.b, n.c})
+      if (a >= 0) os << "%" << a << (a == n.c ? "" : ",");
+    os << ")";
+    if (exp_sub[i]) os << "exp_sub";
+    if (pair_op[i] != Op::Const)
+      os << "pair:" << op_name(pair_op[i]) << (pair_first[i] ? "1" : "2");
+    if (pair_relu[i]) os << "relu";
+    if (pair_f[i] != Op::Const) os << "f:" << op_name(pair_f[i]);
+    if (tail_op[i] != Op::Const)
+      os << "tail:" << op_name(tail_op[i]) << (tail_first[i] ? "1" : "2");
+  }
+  os << "\n";
+  for (int i = 0; i < int(nodes.size()); ++i)
+    if (load_copy[i]) os << "  %" << i << " copied (an output overwrites its leaf)\n";
   for (int k = 0; k < passes; ++k) {
     os << "  pass " << k << " rows:";
     for (int r : row_nodes[k]) os << " %" << r;

@@ -1,7 +1,9 @@
 #include "fusion/kernel_cache.h"
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <list>
 #include <unordered_map>
 #include <vector>
@@ -63,6 +65,19 @@ Cache& cache() {
   return c;
 }
 
+// LOOM_DUMP_KERNELS=DIR: every lowered kernel's source (CUDA C++, the CPU tile program) goes to
+// DIR/<hash of the text>.txt, so two builds' kernels compare as two directories
+// (scripts/dump_kernels.sh).
+void dump_kernel(const std::string& text) {
+  static const std::string dir = env_str("LOOM_DUMP_KERNELS");
+  if (dir.empty()) return;
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char ch : text) h = (h ^ ch) * 0x100000001b3ull;
+  char name[32];
+  std::snprintf(name, sizeof name, "/%016llx.txt", static_cast<unsigned long long>(h));
+  std::ofstream(dir + name) << text;
+}
+
 }  // namespace
 
 KernelLookup get_kernel(Device d, const Group& g) {
@@ -87,6 +102,7 @@ KernelLookup get_kernel(Device d, const Group& g) {
   double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   counters().cache_misses++;
+  dump_kernel(k->source());
   c.evict_to(c.limit - 1);  // room for the new one, which is never the one evicted
   Kernel* raw = k.get();
   c.lru.push_front(key);

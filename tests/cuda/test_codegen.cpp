@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -244,12 +245,16 @@ class Corpus {
       });
     for (auto& t : threads) t.join();
     *compiled = int(work.size());
-    if (const char* dir = std::getenv("LOOM_DUMP_KERNELS")) {  // for reading what was generated
-      int i = 0;
-      for (auto& [src, what] : work)
-        std::ofstream(std::string(dir) + "/k" + std::to_string(i++) + ".cu")
-            << "// " << what << "\n"
-            << src;
+    // For reading what was generated, and for scripts/dump_kernels.sh: DIR/<hash of the
+    // source>.cu, so two builds' corpora compare as two directories.
+    if (const char* dir = std::getenv("LOOM_DUMP_KERNELS")) {
+      for (auto& [src, what] : work) {
+        uint64_t h = 0xcbf29ce484222325ull;
+        for (unsigned char ch : src) h = (h ^ ch) * 0x100000001b3ull;
+        char name[32];
+        std::snprintf(name, sizeof name, "/%016llx.cu", static_cast<unsigned long long>(h));
+        std::ofstream(std::string(dir) + name) << src;
+      }
     }
     return failures;
   }

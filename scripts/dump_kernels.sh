@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Dumps the source of every kernel the test suite lowers, to compare two trees: the CPU tile
+# programs of the CPU tests and the CUDA C++ of the codegen corpus (tests/cuda/test_codegen*.cpp,
+# NVRTC needed only to compile them), each file named by a hash of its text. A refactoring that
+# changes no kernel leaves the two directories equal:
+#   BUILD=build bash scripts/dump_kernels.sh /tmp/new && diff -r /tmp/old /tmp/new
+# Needs a built tree ($BUILD, default build) with loom_tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+OUT=$(realpath -m "${1:?usage: dump_kernels.sh OUTDIR}")
+rm -rf "$OUT" && mkdir -p "$OUT/cpu" "$OUT/cuda"
+TESTS=$BUILD/tests/loom_tests
+# CPU: one process a file, as ctest runs them (a kernel is dumped when its signature is first
+# lowered in the process); the fuzz batch and the long enumerations at a fixed small size.
+for f in tests/test_*.cpp; do
+  LOOM_DUMP_KERNELS=$OUT/cpu LOOM_FUZZ_COUNT=400 LOOM_INPLACE_LEN=3 \
+    "$TESTS" --source-file="*$(basename "$f")" >/dev/null 2>&1 || echo "note: $f failed" >&2
+done
+for f in tests/cuda/test_codegen*.cpp; do
+  LOOM_DUMP_KERNELS=$OUT/cuda "$TESTS" --source-file="*cuda/$(basename "$f")" >/dev/null 2>&1 ||
+    echo "note: $f failed" >&2
+done
+echo "$(ls "$OUT/cpu" | wc -l) CPU tile programs, $(ls "$OUT/cuda" | wc -l) CUDA sources in $OUT"
