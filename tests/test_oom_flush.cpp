@@ -241,6 +241,39 @@ TEST_CASE("oom flush: a limit flush at record time that runs out of memory does 
   trace_limits() = saved;
 }
 
+TEST_CASE(
+    "oom flush: a pending-memory limit flush that runs out of memory is not retried every op") {
+  TraceLimits saved = trace_limits();
+  auto av = lt::uniform(256, -1, 1, 19), bv = lt::uniform(512 * 1000, -1, 1, 20);
+  Tensor a = lt::make(av, {256});
+  Tensor big = lt::make(bv, {512, 1000});  // 2 MB
+  loom::sync();
+  trace_limits().max_pending_bytes = int64_t(1) << 20;
+  {
+    AllocLimit limit(kLimit);
+    Tensor z = big * 3;  // pins big (over the pending-memory limit); cannot get memory
+    Tensor acc = a;
+    int64_t flushes0 = counters().flushes.load();
+    for (int i = 0; i < 100; ++i) acc = acc * 0.5 + a;  // no throw
+    // One limit flush (it fails for z); the next would need another limit's worth pinned.
+    CHECK(counters().flushes.load() - flushes0 == 1);
+    CHECK(z.is_pending());
+    std::vector<double> want = av;
+    for (int i = 0; i < 100; ++i)
+      for (size_t k = 0; k < want.size(); ++k)
+        want[k] = float(float(want[k]) * 0.5f + float(av[k]));
+    auto got = lt::host(acc);
+    for (size_t k = 0; k < want.size(); ++k)
+      CHECK(got[k] == doctest::Approx(want[k]).epsilon(1e-5));
+    limit.lift();
+    auto zs = lt::host(z);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < 512 * 1000; ++i) bad += zs[i] != float(float(bv[i]) * 3.0f);
+    CHECK(bad == 0);
+  }
+  trace_limits() = saved;
+}
+
 TEST_CASE("oom flush: groups run before the failure keep their results (fail the k-th alloc)") {
   FusionMode mode(false);  // one kernel (and allocation) an op, in record order
   auto av = lt::uniform(500, -1, 1, 18);
