@@ -73,6 +73,17 @@ void init_runtime(nb::module_& m) {
   m.def(
       "cuda_is_available", [] { return backend_available(DeviceKind::CUDA); },
       "True when a CUDA driver and GPU were found.");
+  // Fault injection for the Python tests (tensor/fault.h); underscored: not part of the API.
+  m.def(
+      "_testing_fail_allocs_above",
+      [](int64_t nbytes) {
+        LOOM_CHECK(nbytes >= 0, Value, "_testing_fail_allocs_above: nbytes must be >= 0, got ",
+                   nbytes);
+        fault::fail_allocs_above(size_t(nbytes));
+      },
+      "nbytes"_a,
+      "Testing only: every allocation of more than nbytes raises MemoryError, as on a device "
+      "with little memory, until _testing_fail_allocs_above(0).");
 }
 
 }  // namespace loom::py

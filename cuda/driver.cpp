@@ -125,6 +125,7 @@ struct Driver {
 };
 
 std::atomic<bool> g_fail_next_alloc{false};
+std::atomic<size_t> g_alloc_limit{0};  // fault::fail_allocs_above; 0: none
 
 std::string result_name(const Api& api, CUresult r) {
   const char* name = nullptr;
@@ -520,6 +521,8 @@ bool event_done(const Event& e) {
 
 DevicePtr alloc(size_t bytes, const Stream& s) {
   if (g_fail_next_alloc.exchange(false)) throw_oom(bytes, s.device, "injected by fault hook");
+  if (size_t lim = g_alloc_limit.load(std::memory_order_relaxed); lim && bytes > lim)
+    throw_oom(bytes, s.device, "injected by fault hook: allocations above the test's limit fail");
   if (bytes == 0) return 0;
   DeviceState& d = enter(s.device);
   DevicePtr p = 0;
@@ -696,6 +699,7 @@ void launch(const Function& f, Dim3 grid, Dim3 block, unsigned smem_bytes, const
 
 namespace fault {
 void fail_next_alloc() { g_fail_next_alloc = true; }
+void fail_allocs_above(size_t bytes) { g_alloc_limit = bytes; }
 }  // namespace fault
 
 }  // namespace loom::cuda

@@ -181,6 +181,9 @@ void launch(const Function& f, Dim3 grid, Dim3 block, unsigned smem_bytes, const
 namespace fault {
 // The next alloc() throws the out-of-memory error (ErrorKind::Memory) without allocating.
 void fail_next_alloc();
+// Every alloc() of more than `bytes` throws that error, until fail_allocs_above(0): a device with
+// little memory, where small allocations (and the backend's scratch) still succeed.
+void fail_allocs_above(size_t bytes);
 }  // namespace fault
 
 }  // namespace loom::cuda

@@ -11,6 +11,7 @@
 #include <sstream>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "fusion/counters.h"
 #include "fusion/kernel_cache.h"
@@ -60,9 +61,11 @@ struct Trace {
   std::vector<std::weak_ptr<Buffer>> spare;
   int64_t nodes = 0;
   int64_t pinned_bytes = 0;  // ready storages pending nodes read (each once per epoch)
-  uint64_t epoch = 0;        // changes at every flush; 0: not started
-  int64_t limit = -1;        // the automatic pending-memory limit, once known
-  LengthCut cut;             // where the trace-length limit flushes
+  // What a flush that ran out of memory left pending (hold_pending): the limits count from here.
+  int64_t node_floor = 0, pinned_floor = 0;
+  uint64_t epoch = 0;  // changes at every flush; 0: not started
+  int64_t limit = -1;  // the automatic pending-memory limit, once known
+  LengthCut cut;       // where the trace-length limit flushes
   // Cross-stream ordering: `submitted` changes whenever work is submitted to the stream;
   // `waited` holds, per producer stream, its `submitted` when this stream last waited on it
   // (a second wait with nothing new submitted in between is skipped).
@@ -188,6 +191,42 @@ int64_t group_bytes(const Group& g) {
   return b;
 }
 
+// What a pending storage's node computes, for an out-of-memory message: "randn of shape [8]
+// float32".
+std::string what_computes(const Storage& st) {
+  if (!st.node) return "a storage of " + std::to_string(st.nbytes) + " bytes";
+  const Node& n = *st.node;
+  std::string s =
+      detail::cat(op_name(n.op), " of shape ", shape_str(n.shape), " ", dtype_name(n.dtype));
+  if (n.base) s += detail::cat(" (written into a buffer of ", st.nbytes, " bytes)");
+  return s;
+}
+
+// Out of memory in a flush: the error (naming what it was for) and the storages the failed
+// group would have computed, which stay pending. Caught by flush_trace; a loom::Error of kind
+// Memory should it ever escape.
+struct FlushOom : Error {
+  FlushOom(const std::string& msg, std::vector<std::shared_ptr<Storage>> b)
+      : Error(ErrorKind::Memory, msg), blocked(std::move(b)) {}
+  std::vector<std::shared_ptr<Storage>> blocked;
+};
+
+// Group `g` failed for memory (`e`): none of its outputs was computed, and those that got memory
+// before the failure give it back now, not at the retry. When the failure was the allocation of
+// output `st`, only `st` (and later what needs it) is blocked: the other outputs may run in a
+// flush without it. Otherwise (memory a kernel needed) all of them are.
+[[noreturn]] void group_oom(Group& g, const std::string& e, const std::shared_ptr<Storage>& st) {
+  std::vector<std::shared_ptr<Storage>> blocked;
+  for (auto& o : g.outputs)
+    if (o.st->pending()) {
+      o.st->mem.reset();
+      if (!st) blocked.push_back(o.st);
+    }
+  if (st) blocked.push_back(st);
+  std::string msg = e + " for " + what_computes(st ? *st : *g.outputs[0].st);
+  throw FlushOom(msg, std::move(blocked));
+}
+
 void materialize(Device d, GOutput& o) {
   Storage& st = *o.st;
   if (o.alias && o.alias->mem) {
@@ -198,25 +237,44 @@ void materialize(Device d, GOutput& o) {
   if (o.init && o.init->mem) backend(d).copy_within(st.mem->ptr, o.init->mem->ptr, st.nbytes);
 }
 
+// Runs group `g`; `*at` is the output being materialized while that goes on, else null.
+void run_group(Device d, Group& g, size_t gi, std::ostream* log, const GOutput** at) {
+  auto materialize_all = [&] {
+    for (auto& o : g.outputs) *at = &o, materialize(d, o);
+    *at = nullptr;
+  };
+  if (g.opaque) {
+    materialize_all();
+    backend(d).run_opaque(g);
+    if (log) *log << "  group " << gi << ": " << g.str();
+  } else {
+    if (!g.signature) g.signature = signature(g, d.kind);  // plan_cached sets it
+    KernelLookup k = get_kernel(d, g);  // lower before touching memory: a failure loses nothing
+    materialize_all();
+    k.kernel->run(g);
+    counters().bytes_moved += group_bytes(g);
+    if (log)
+      *log << "  group " << gi << " sig " << std::hex << g.signature << std::dec
+           << (k.hit ? " hit" : " compile") << " " << k.lower_ms << " ms, " << g.rows()
+           << " rows x " << g.cols() << " cols\n"
+           << g.str();
+  }
+}
+
+// Runs the groups in order. Out of memory stops at the group that met it (FlushOom): the groups
+// before it keep their results, it and the ones after stay pending.
 void run_groups(Device d, std::vector<Group>& groups, std::ostream* log) {
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     Group& g = groups[gi];
     counters().groups++;
-    if (g.opaque) {
-      for (auto& o : g.outputs) materialize(d, o);
-      backend(d).run_opaque(g);
-      if (log) *log << "  group " << gi << ": " << g.str();
-    } else {
-      if (!g.signature) g.signature = signature(g, d.kind);  // plan_cached sets it
-      KernelLookup k = get_kernel(d, g);  // lower before touching memory: a failure loses nothing
-      for (auto& o : g.outputs) materialize(d, o);
-      k.kernel->run(g);
-      counters().bytes_moved += group_bytes(g);
-      if (log)
-        *log << "  group " << gi << " sig " << std::hex << g.signature << std::dec
-             << (k.hit ? " hit" : " compile") << " " << k.lower_ms << " ms, " << g.rows()
-             << " rows x " << g.cols() << " cols\n"
-             << g.str();
+    const GOutput* at = nullptr;
+    try {
+      run_group(d, g, gi, log, &at);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::Memory) throw;
+      group_oom(g, e.what(), at ? at->st : nullptr);
+    } catch (const std::bad_alloc&) {  // host memory inside a kernel (scratch, a matmul's)
+      group_oom(g, d.str() + ": out of memory (std::bad_alloc) in a kernel", nullptr);
     }
     counters().kernels++;
     for (auto& o : g.outputs) {
@@ -226,16 +284,33 @@ void run_groups(Device d, std::vector<Group>& groups, std::ostream* log) {
   }
 }
 
-void run_pending(Device d, const std::vector<std::shared_ptr<Storage>>& roots, bool fuse) {
+// Memory that work left pending by a partial flush still reads (flush_trace): an in-place
+// update of this flush must not take it over.
+using KeepMemory = std::unordered_set<const Memory*>;
+
+void run_pending(Device d, const std::vector<std::shared_ptr<Storage>>& roots, bool fuse,
+                 const KeepMemory* keep) {
   auto dag = live_dag(roots);
   // Empty storages (allocation only) that a live tensor holds get their memory now.
   for (auto& st : dag)
     if (st->node->op == Op::Empty) {
-      st->mem = allocate(d, st->nbytes);
+      try {
+        st->mem = allocate(d, st->nbytes);
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::Memory) throw;
+        throw FlushOom(std::string(e.what()) + " for " + what_computes(*st), {st});
+      }
     }
   int64_t plan_hits = counters().plan_hits.load(std::memory_order_relaxed);
   FlushPlan flush_plan = plan_cached(dag, roots, fuse, d.kind);
   std::vector<Group>& groups = flush_plan.groups();
+  // The planner saw only this DAG: an in-place update whose old memory pending work outside it
+  // still reads writes fresh memory instead (plans with aliases are never cached, so this
+  // changes no cached plan).
+  if (keep)
+    for (auto& g : groups)
+      for (auto& o : g.outputs)
+        if (o.alias && o.alias->mem && keep->count(o.alias->mem.get())) o.alias = nullptr;
   // The log's stream only when logging: constructing one costs about as much as a small flush.
   std::unique_ptr<std::ostringstream> os;
   if (log_fusion()) os = std::make_unique<std::ostringstream>();
@@ -243,7 +318,8 @@ void run_pending(Device d, const std::vector<std::shared_ptr<Storage>>& roots, b
   if (log)
     *log << "[loom] flush " << d.str() << ": " << dag.size() << " nodes -> " << groups.size()
          << " groups" << (fuse ? "" : " (fusion off)")
-         << (counters().plan_hits.load() != plan_hits ? " (plan cached)" : "") << "\n";
+         << (counters().plan_hits.load() != plan_hits ? " (plan cached)" : "")
+         << (keep ? " (partial: around work that ran out of memory)" : "") << "\n";
   try {
     run_groups(d, groups, log);
   } catch (...) {
@@ -283,7 +359,60 @@ bool log_fusion() { return log_flag(); }
 
 namespace {
 
-void flush_trace(Trace& tr);
+// A group a flush could not run for want of memory: the error (naming the op and shape) and the
+// storages it would have computed. They, and the work that needs them, stay pending; a flush
+// runs all other work (flush_trace), and a sync point raises only when it needs what is left.
+struct OomFailure {
+  Error error;
+  std::vector<std::shared_ptr<Storage>> blocked;
+};
+using Failures = std::vector<OomFailure>;  // empty: the flush ran everything
+
+[[nodiscard]] Failures flush_trace(Trace& tr);
+
+// A sync point that needs everything: throws the first failure.
+void raise_any(const Failures& f) {
+  if (!f.empty()) throw f.front().error;
+}
+
+// A sync point that needs `st`: throws the failure `st` waits for, if it is still pending.
+void raise_for(const Failures& f, const std::shared_ptr<Storage>& st) {
+  if (f.empty() || !st->pending()) return;
+  std::unordered_set<const Storage*> needs;
+  for (auto& s : live_dag({st})) needs.insert(s.get());
+  for (auto& x : f)
+    for (auto& b : x.blocked)
+      if (needs.count(b.get())) throw x.error;
+  throw f.front().error;
+}
+
+// Pending storages of `tr` that a live tensor holds: the roots of its next flush.
+std::vector<std::shared_ptr<Storage>> trace_roots(const Trace& tr) {
+  std::vector<std::shared_ptr<Storage>> roots;
+  uint64_t seen = next_mark_epoch();  // marks roots already taken (no hash set per flush)
+  for (auto& w : tr.buffers)
+    if (auto b = w.lock()) {
+      Storage& st = *b->cur;
+      // A buffer updated on another stream since it was tracked here belongs to that trace.
+      if (st.pending() && st.stream == tr.stream.id && st.mark_epoch != seen) {
+        st.mark_epoch = seen;
+        roots.push_back(b->cur);
+      }
+    }
+  return roots;
+}
+
+// After `f`, may memory `m` be overwritten? Not while work left pending on `tr` reads it: then
+// throws the failure that work waits for.
+void raise_if_read(const Failures& f, const Trace& tr, const Memory* m) {
+  if (f.empty()) return;
+  for (auto& s : live_dag(trace_roots(tr))) {
+    const Node& n = *s->node;
+    bool reads = n.base && n.base->mem.get() == m;
+    for (auto& in : n.in) reads = reads || (in.st && in.st->mem.get() == m);
+    if (reads) raise_for(f, s);
+  }
+}
 
 std::atomic<bool> g_stream_waits{true};
 
@@ -299,7 +428,8 @@ void depend(Trace& tr, Device d, uint64_t producer) {
 }
 
 // A node recorded on `tr`'s stream touches storage `s` (reads it, or may write it in place when
-// `writes`): work of other streams it depends on becomes a stream wait, never a race.
+// `writes`): work of other streams it depends on becomes a stream wait, never a race. Out of
+// memory on the other stream raises only when the node needs what could not be computed.
 void order_access(Trace& tr, const std::shared_ptr<Storage>& s, bool writes) {
   if (!s) return;
   Device d = s->device;
@@ -307,7 +437,7 @@ void order_access(Trace& tr, const std::shared_ptr<Storage>& s, bool writes) {
     Trace* p = find_trace(d, s->stream);
     LOOM_CHECK(p, Runtime, "internal: storage ", s->id, " pending on ", d.str(), " stream ",
                s->stream, " which has no trace");
-    flush_trace(*p);
+    raise_for(flush_trace(*p), s);
   }
   if (s->pending()) return;  // pending on this stream: its trace keeps the order
   depend(tr, d, s->stream);  // the writer of this version
@@ -316,33 +446,119 @@ void order_access(Trace& tr, const std::shared_ptr<Storage>& s, bool writes) {
     // The memory may be overwritten in place: every stream that used it (pending reads
     // included, so flush them first) must be done with it.
     if (s->mem->stream.id != tr.stream.id) {
-      if (Trace* o = find_trace(d, s->mem->stream.id)) flush_trace(*o);
+      if (Trace* o = find_trace(d, s->mem->stream.id))
+        raise_if_read(flush_trace(*o), *o, s->mem.get());
       depend(tr, d, s->mem->stream.id);
     }
     for (size_t i = 0; i < s->mem->users.size(); ++i) {
       uint64_t u = s->mem->users[i].id;
       if (u == tr.stream.id) continue;
-      if (Trace* o = find_trace(d, u)) flush_trace(*o);
+      if (Trace* o = find_trace(d, u)) raise_if_read(flush_trace(*o), *o, s->mem.get());
       depend(tr, d, u);
     }
   }
   s->mem->add_user(tr.stream);  // its free waits for this stream
 }
 
-void flush_trace(Trace& tr) {
-  if (tr.buffers.empty()) return;
-  Device d = tr.stream.device;
-  std::vector<std::shared_ptr<Storage>> roots;
-  uint64_t seen = next_mark_epoch();  // marks roots already taken (no hash set per flush)
-  for (auto& w : tr.buffers)
-    if (auto b = w.lock()) {
-      Storage& st = *b->cur;
-      // A buffer updated on another stream since it was tracked here belongs to that trace.
-      if (st.pending() && st.stream == tr.stream.id && st.mark_epoch != seen) {
-        st.mark_epoch = seen;
-        roots.push_back(b->cur);
-      }
+// Runs what `roots` need (fused when fusion is on; a fused kernel that fails to build makes the
+// flush run what is still pending one primitive at a time).
+void run_roots(Device d, const std::vector<std::shared_ptr<Storage>>& roots,
+               const KeepMemory* keep) {
+  try {
+    run_pending(d, roots, fusion_flag(), keep);
+  } catch (const LowerError& e) {
+    if (!fusion_flag()) throw;
+    if (log_fusion())
+      std::cerr << "[loom] fused lowering failed, running unfused: " << e.what() << "\n";
+    std::vector<std::shared_ptr<Storage>> left;
+    for (auto& r : roots)
+      if (r->pending()) left.push_back(r);
+    run_pending(d, left, false, keep);
+  }
+}
+
+// After a flush of `roots` ran out of memory (`failed`): runs every root that needs none of the
+// failed work, as one closed sub-DAG, leaving the rest pending; each further failure blocks more.
+// What stays pending must still see the values it was recorded against (eager order), so
+//  - a pending storage the sub-DAG computes and left-pending work reads becomes a root of the
+//    sub-DAG: materialized now, not left to be recomputed later from memory that an in-place
+//    update of the sub-DAG may have taken over;
+//  - ready memory that left-pending work reads is never taken over by an in-place update of the
+//    sub-DAG (the planner sees only the sub-DAG: its only-reader test cannot know).
+void run_around(Device d, const std::vector<std::shared_ptr<Storage>>& roots, Failures& failed) {
+  for (;;) {
+    std::vector<std::shared_ptr<Storage>> pending;
+    for (auto& r : roots)
+      if (r->pending()) pending.push_back(r);
+    auto dag = live_dag(pending);                // producers first
+    std::unordered_set<const Storage*> blocked;  // failed, or needs failed work
+    for (auto& f : failed)
+      for (auto& b : f.blocked) blocked.insert(b.get());
+    auto each_dep = [](const Node& n, auto&& fn) {
+      for (auto& in : n.in)
+        if (in.st) fn(in.st);
+      if (n.base) fn(n.base);
+    };
+    for (auto& s : dag) {
+      bool b = blocked.count(s.get()) > 0;
+      each_dep(*s->node,
+               [&](const std::shared_ptr<Storage>& c) { b = b || blocked.count(c.get()); });
+      if (b) blocked.insert(s.get());
     }
+    std::vector<std::shared_ptr<Storage>> run;
+    for (auto& r : pending)
+      if (!blocked.count(r.get())) run.push_back(r);
+    if (run.empty()) return;
+    std::unordered_set<const Storage*> sub;  // what `run` needs (none of it blocked)
+    for (auto& s : live_dag(run)) sub.insert(s.get());
+    KeepMemory keep;
+    std::unordered_set<const Storage*> rooted(sub.size());
+    for (auto& r : run) rooted.insert(r.get());
+    for (auto& s : dag) {
+      if (sub.count(s.get())) continue;  // runs now
+      each_dep(*s->node, [&](const std::shared_ptr<Storage>& c) {
+        if (c->pending()) {
+          if (sub.count(c.get()) && rooted.insert(c.get()).second) run.push_back(c);
+        } else if (c->mem) {
+          keep.insert(c->mem.get());
+        }
+      });
+    }
+    try {
+      run_roots(d, run, &keep);
+      return;
+    } catch (const FlushOom& e) {
+      if (e.blocked.empty()) throw;  // (every group has an output: cannot happen)
+      failed.push_back({e, e.blocked});
+    }
+  }
+}
+
+void pin(Trace& tr, Storage* s) {
+  if (s && !s->pending() && s->pin_epoch != tr.epoch) {
+    s->pin_epoch = tr.epoch;
+    tr.pinned_bytes += int64_t(s->nbytes);
+  }
+}
+
+// After a flush left work pending: the trace counts the nodes still pending and the ready memory
+// they pin, and its limits count from there, so work that cannot run is retried once a limit's
+// worth of new work is recorded, not at every record.
+void hold_pending(Trace& tr) {
+  auto dag = live_dag(trace_roots(tr));
+  tr.nodes = int64_t(dag.size());
+  for (auto& s : dag) {
+    for (auto& in : s->node->in) pin(tr, in.st.get());
+    pin(tr, s->node->base.get());
+  }
+  tr.node_floor = tr.nodes;
+  tr.pinned_floor = tr.pinned_bytes;
+}
+
+Failures flush_trace(Trace& tr) {
+  if (tr.buffers.empty()) return {};
+  Device d = tr.stream.device;
+  std::vector<std::shared_ptr<Storage>> roots = trace_roots(tr);
   std::vector<std::weak_ptr<Buffer>> saved;
   saved.swap(tr.buffers);
   tr.buffers.swap(tr.spare);
@@ -356,7 +572,7 @@ void flush_trace(Trace& tr) {
       if (saved.capacity() > tr.spare.capacity()) tr.spare.swap(saved);
     }
   } recycle{tr, saved};
-  tr.nodes = tr.pinned_bytes = 0;
+  tr.nodes = tr.pinned_bytes = tr.node_floor = tr.pinned_floor = 0;
   tr.epoch = next_mark_epoch();
   tr.submitted++;
   counters().flushes++;
@@ -366,21 +582,13 @@ void flush_trace(Trace& tr) {
         if (b->cur->pending() && b->cur->stream == tr.stream.id) tr.buffers.push_back(w);
   };
   ActiveStreamScope active(tr.stream);  // allocations, copies and launches go to this stream
+  Failures failed;
   try {
-    run_pending(d, roots, fusion_flag());
-  } catch (const LowerError& e) {
-    // A fused kernel failed to build: run what is still pending one primitive at a time.
-    if (!fusion_flag()) {
-      restore();
-      throw;
-    }
-    if (log_fusion())
-      std::cerr << "[loom] fused lowering failed, running unfused: " << e.what() << "\n";
-    std::vector<std::shared_ptr<Storage>> left;
-    for (auto& r : roots)
-      if (r->pending()) left.push_back(r);
+    run_roots(d, roots, nullptr);
+  } catch (const FlushOom& e) {
+    failed.push_back({e, e.blocked});
     try {
-      run_pending(d, left, false);
+      run_around(d, roots, failed);
     } catch (...) {
       restore();
       throw;
@@ -389,6 +597,14 @@ void flush_trace(Trace& tr) {
     restore();
     throw;
   }
+  if (!failed.empty()) {
+    restore();
+    hold_pending(tr);
+    if (log_fusion())
+      std::cerr << "[loom] flush " << d.str() << " left " << tr.nodes
+                << " nodes pending: " << failed.front().error.what() << "\n";
+  }
+  return failed;
 }
 
 Trace& recording_trace(Device d) {
@@ -441,16 +657,17 @@ std::shared_ptr<Storage> record_on(Trace& tr, std::shared_ptr<Node>& n) {
     }
     limit = tr.limit;
   }
-  if (tr.cut.before(*n, tr.nodes, lim.max_nodes) || tr.pinned_bytes >= limit) flush_trace(tr);
+  if (tr.cut.before(*n, tr.nodes - tr.node_floor, lim.max_nodes) ||
+      tr.pinned_bytes - tr.pinned_floor >= limit) {
+    // Out of memory here is not the recording op's failure: what could not run stays pending
+    // and raises at the sync point that needs it; everything else ran (flush_trace).
+    Failures f = flush_trace(tr);
+    if (!f.empty() && log_fusion())
+      std::cerr << "[loom] a limit flush ran out of memory, recording goes on\n";
+  }
   if (!tr.epoch) tr.epoch = next_mark_epoch();
-  auto pin = [&](Storage* s) {
-    if (s && !s->pending() && s->pin_epoch != tr.epoch) {
-      s->pin_epoch = tr.epoch;
-      tr.pinned_bytes += int64_t(s->nbytes);
-    }
-  };
-  for (auto& in : n->in) pin(in.st.get());
-  pin(n->base.get());
+  for (auto& in : n->in) pin(tr, in.st.get());
+  pin(tr, n->base.get());
   auto st = std::allocate_shared_for_overwrite<Storage>(BlockAlloc<Storage>());  // no memset
   st->device = n->device;
   st->nbytes = n->base ? n->base->nbytes : size_t(numel(n->shape)) * itemsize(n->dtype);
@@ -492,16 +709,20 @@ void track(const std::shared_ptr<Buffer>& b, Device d) {
   tr.buffers.push_back(b);
 }
 
+// Flushing several traces runs all of them before raising the first failure.
 void flush(Device d) {
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
-  if (d.kind == DeviceKind::CPU) return flush_trace(cpu_trace());
+  if (d.kind == DeviceKind::CPU) return raise_any(flush_trace(cpu_trace()));
+  Failures all;
   for (auto& [k, t] : traces())
-    if (t.stream.device == d) flush_trace(t);
+    if (t.stream.device == d)
+      for (auto& f : flush_trace(t)) all.push_back(std::move(f));
+  raise_any(all);
 }
 
 void flush_stream(const StreamRef& s) {
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
-  if (Trace* t = find_trace(s.device, s.id)) flush_trace(*t);
+  if (Trace* t = find_trace(s.device, s.id)) raise_any(flush_trace(*t));
 }
 
 void synchronize_stream(const StreamRef& s) {
@@ -541,7 +762,7 @@ void ensure_ready(const std::shared_ptr<Storage>& st) {
     Trace* t = find_trace(st->device, st->stream);
     LOOM_CHECK(t, Runtime, "internal: storage ", st->id, " pending on stream ", st->stream,
                " which has no trace");
-    flush_trace(*t);
+    raise_for(flush_trace(*t), st);  // other work that ran out of memory may stay pending
   }
   if (st->device.kind == DeviceKind::CPU) return;
   // The caller reads the memory on the active stream: order it after the writer.
@@ -552,14 +773,18 @@ void ensure_ready(const std::shared_ptr<Storage>& st) {
 
 void flush() {
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
-  for (auto& [k, t] : traces()) flush_trace(t);
+  Failures all;
+  for (auto& [k, t] : traces())
+    for (auto& f : flush_trace(t)) all.push_back(std::move(f));
+  raise_any(all);
 }
 
 void sync() {
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
   std::vector<Device> devices;
+  Failures all;  // raised once every trace ran what it could and the devices are idle
   for (auto& [k, t] : traces()) {
-    flush_trace(t);
+    for (auto& f : flush_trace(t)) all.push_back(std::move(f));
     if (std::find(devices.begin(), devices.end(), t.stream.device) == devices.end())
       devices.push_back(t.stream.device);
   }
@@ -576,6 +801,7 @@ void sync() {
       ++it;
     }
   }
+  raise_any(all);
 }
 
 // Defined after loom::sync: an unqualified sync() above it resolved to ::sync (unistd.h), a

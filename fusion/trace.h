@@ -3,6 +3,17 @@
 // their device's current stream (tensor/device.h); flushing one stream's trace leaves the others
 // pending. A node that touches a storage another stream produced, or memory another stream uses,
 // flushes that stream's trace and waits for it on the device (an event), never racing it.
+//
+// Out of memory in a flush: the groups already run keep their results; the result that could not
+// get memory (all of a group's results when a kernel's own scratch could not), and the work that
+// needs it, stay pending; all other work of the trace runs. The error (ErrorKind::Memory) names
+// the op, shape and dtype the memory was for. A sync point raises it only when it needs the work
+// left pending: one that names a storage (ensure_ready: item, host copies, printing; an op on
+// another stream reading it, which raises at record then) raises only when that storage could
+// not be computed; one that needs everything (flush, sync, a stream's synchronize, events)
+// raises while anything is left. A flush at record time for the trace's limits never raises it
+// (the recording op needs nothing computed). The next flush retries what was left, so freeing
+// memory (dropping tensors) lets it run.
 #include <memory>
 #include <mutex>
 #include <string>
@@ -24,7 +35,8 @@ std::shared_ptr<Storage> record(std::shared_ptr<Node> n);
 void record_into(std::shared_ptr<Node> n, const std::shared_ptr<Buffer>& b);
 // A buffer whose current storage is pending: a root candidate of the next flush.
 void track(const std::shared_ptr<Buffer>& b, Device d);
-// Runs everything pending on every stream of the device (a sync point; does not wait).
+// Runs everything pending on every stream of the device (a sync point; does not wait). Raises
+// after running what it could when memory ran out for some of it.
 void flush(Device d);
 // Runs what is pending on one stream's trace; other streams stay pending.
 void flush_stream(const StreamRef& s);
@@ -35,7 +47,8 @@ void wait_stream(const StreamRef& waiter, const StreamRef& producer);
 // Work was submitted to `s` outside a flush (a copy into a new ready storage).
 void note_stream_work(const StreamRef& s);
 // Flushes `st`'s stream if `st` is pending; afterwards it holds memory, and the active stream
-// of its device is ordered after the stream that wrote it.
+// of its device is ordered after the stream that wrote it. Raises for memory only when `st`
+// itself could not be computed (other work that could not stays pending).
 void ensure_ready(const std::shared_ptr<Storage>& st);
 // Testing only: false skips the cross-stream waits (a test shows a race then shows).
 void set_stream_waits(bool on);
@@ -60,7 +73,8 @@ std::vector<Group> plan_storages(const std::vector<std::shared_ptr<Storage>>& ro
 // The same as text, with each group's lowered program or source.
 std::string explain_storage(const std::shared_ptr<Storage>& st);
 
-// Pending nodes recorded on the trace of the device's current stream since its last flush.
+// Pending nodes of the trace of the device's current stream: those recorded since its last
+// flush, and those a flush that ran out of memory left pending.
 int64_t pending_nodes(Device d);
 int64_t pending_nodes(const StreamRef& s);
 // The streams of `d` that have a trace (the CPU: only its default stream, id 0). loom::sync()

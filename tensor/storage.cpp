@@ -26,8 +26,9 @@ void Memory::add_user(const StreamRef& s) {
 }
 
 std::shared_ptr<Memory> allocate(Device device, size_t bytes) {
-  LOOM_CHECK(!fault::take_alloc(), Memory, device.str(), ": out of memory allocating ", bytes,
-             " bytes (injected fault)");
+  // The message reads like a real failure's, which a flush extends with what it was for.
+  LOOM_CHECK(!fault::take_alloc(bytes), Memory, device.str(),
+             ": out of memory (injected fault) allocating ", bytes, " bytes");
   void* p = backend(device).alloc(bytes);
   auto live = counters().bytes_live.fetch_add(int64_t(bytes)) + int64_t(bytes);
   auto peak = counters().bytes_peak.load();
