@@ -339,9 +339,14 @@ DeviceState& enter(int dev) {
   return s;
 }
 
+// In the largest unit that keeps the number at least 1 (4195636 bytes: "4.00 MiB").
 std::string fmt_bytes(size_t b) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  double v = double(b);
+  int u = 0;
+  while (v >= 1024 && u < 4) v /= 1024, ++u;
   char buf[64];
-  std::snprintf(buf, sizeof(buf), "%.2f GiB", double(b) / double(1ull << 30));
+  std::snprintf(buf, sizeof(buf), u ? "%.2f %s" : "%.0f %s", v, units[u]);
   return buf;
 }
 
