@@ -224,6 +224,8 @@ Tensor inplace(const Instr& in, Env& e) {
   bool tv = arg_is_val(in, 1);
   if (op == "fill_") {
     t.fill_(scal(in.args.at(1)));
+  } else if (op == "zero_") {
+    t.zero_();
   } else if (op == "clamp_") {
     auto opt = [&](const char* k) -> std::optional<Scalar> {
       const std::string& s = in.get(k);
@@ -239,14 +241,24 @@ Tensor inplace(const Instr& in, Env& e) {
       t.index_put(idx, val(e, in, 1));
     else
       t.index_put(idx, scal(in.args.at(1)));
+  } else if (op == "addcmul_" || op == "addcdiv_") {
+    Tensor a = val(e, in, 1), b = val(e, in, 2);
+    Scalar v = Scalar(std::stod(in.get("value")));
+    op == "addcmul_" ? t.addcmul_(a, b, v) : t.addcdiv_(a, pos(b), v);
+  } else if (op == "lerp_") {
+    t.lerp_(val(e, in, 1), Scalar(std::stod(in.get("weight"))));
   } else {
     Tensor o = tv ? val(e, in, 1) : Tensor();
     if (op == "div_" && tv) o = pos(o);
     Scalar s = tv ? Scalar(0) : scal(in.args.at(1));
+    // add_ / sub_ of a tensor take alpha=A (the operand scaled first).
+    if (in.has("alpha") && (!tv || (op != "add_" && op != "sub_")))
+      throw Error(ErrorKind::Value, op + ": alpha needs add_ or sub_ with a tensor operand");
+    Scalar alpha = in.has("alpha") ? Scalar(std::stod(in.get("alpha"))) : Scalar(int64_t(1));
     if (op == "add_")
-      tv ? t.add_(o) : t.add_(s);
+      tv ? t.add_(o, alpha) : t.add_(s);
     else if (op == "sub_")
-      tv ? t.sub_(o) : t.sub_(s);
+      tv ? t.sub_(o, alpha) : t.sub_(s);
     else if (op == "mul_")
       tv ? t.mul_(o) : t.mul_(s);
     else if (op == "div_")
@@ -290,7 +302,8 @@ const std::unordered_map<std::string, Handler>& handlers() {
     h["cat"] = cat_op;
     h["cast"] = h["rt"] = h["toint"] = casts;
     h["input"] = input_op;
-    for (const char* v : {"add_", "sub_", "mul_", "div_", "fill_", "clamp_", "copy_", "index_put"})
+    for (const char* v : {"add_", "sub_", "mul_", "div_", "fill_", "zero_", "clamp_", "copy_",
+                          "index_put", "addcmul_", "addcdiv_", "lerp_"})
       h[v] = inplace;
     h["sync"] = h["peek"] = sync_op;
     return h;

@@ -8,13 +8,18 @@
 //   %4 = mul %3 2                         "2" is an int scalar, "2.0" / "0.5" a float scalar
 //   %5 = sum %4 dims=0,2 keep=1           attributes are key=value
 //   %6 = index %5 idx=1:-1:2,:,None       slices: a:b:c, int (select), None, ...
-//   mul_ %6 2.0                           in-place ops define no value
+//   mul_ %6 2.0                           in-place ops define no value (below)
+//   sync                                  a sync point
 //   peek %5                               a sync point that also records %5's value there
 //   out %5 %6                             the values compared at the end
+// In-place ops: add_ sub_ mul_ div_ %t (%v | scalar) [alpha=A: add_ / sub_ of a value];
+// fill_ %t scalar; zero_ %t; clamp_ %t lo=L hi=H (none: no bound); copy_ %t %v;
+// index_put %t (%v | scalar) idx=...; addcmul_ / addcdiv_ %t %a %b value=V;
+// lerp_ %t %e weight=W.
 // Domain guards are part of the ops: log/log2/sqrt/rsqrt/log1p/reciprocal read abs(x)+0.5,
 // exp/exp2/expm1/sinh/cosh read clamp(x,-20,20), tan clamp(x,-1.25,1.25), asin/acos
-// clamp(x,-0.875,0.875); div/floor_divide/remainder divide by abs(y)+0.5 (a tensor y);
-// pow is pow(abs(x)+0.5, y) with a tensor exponent clamped to [-2, 2].
+// clamp(x,-0.875,0.875); div/floor_divide/remainder/div_ divide by abs(y)+0.5 (a tensor y),
+// addcdiv_ by abs(b)+0.5; pow is pow(abs(x)+0.5, y) with a tensor exponent clamped to [-2, 2].
 #include <cstdint>
 #include <functional>
 #include <string>
