@@ -18,6 +18,13 @@ constexpr int64_t kMaxNumel = 400000;  // no broadcast blow-ups ([n, 1] + [n] is
 // read values whose history stays below this, so float32 stays within 1e-3 of float64.
 constexpr double kMaxHistAmplified = 1e3;
 
+double unary_bound(const std::string& op, double b);
+// A binary op's bound from its operands' (rv: the right operand is a value, not a scalar).
+double binary_bound(const std::string& op, double l, double r, bool rv);
+
+// What an in-place update does (Gen::update): Any picks one by the weights in gen_inplace.cpp.
+enum class Upd { Any, ScalarArith, TensorArith, Fill, Clamp, Copy, Region, Addc, Lerp };
+
 struct Undo {  // a pending round trip: apply `in` to a value of shape `shape`
   Shape shape;
   Instr in;
@@ -69,6 +76,8 @@ class Gen {
     return emit(std::move(in), meta);
   }
   bool emit_inplace(Instr in, double new_bound);
+  int emit_view(const Instr& in);  // a view of in.args[0], its meta following the operand's
+  void sync_point();
 
   // ---- op families
   bool unary();
@@ -82,6 +91,11 @@ class Gen {
   std::string rand_range(int64_t n);
   std::string rand_index(int id);
   bool inplace();
+  bool reread();
+  int write_view(int t);
+  int read_view(int x);
+  int derive(int x);
+  bool update(int t, int src = -1, Upd kind = Upd::Any);
   bool cast();
   bool undo();
 

@@ -7,9 +7,6 @@
 #include "gen.h"
 
 namespace loom::fuzz {
-namespace {
-
-using KW = std::vector<std::pair<std::string, std::string>>;
 
 double unary_bound(const std::string& op, double b) {
   double c = std::min(b, 20.0);
@@ -28,6 +25,23 @@ double unary_bound(const std::string& op, double b) {
   if (op == "acos") return 3.2;
   return b + 1;  // neg abs relu floor ceil round trunc bitwise_not gelu silu softplus
 }
+
+double binary_bound(const std::string& op, double l, double r, bool rv) {
+  if (op == "add" || op == "sub") return l + r;
+  if (op == "mul") return l * r;
+  if (op == "div" || op == "floor_divide") return rv ? 2 * l + 1 : l / r + 1;
+  if (op == "remainder") return rv ? r + 1 : r;
+  if (op == "maximum" || op == "minimum") return std::max(l, r);
+  if (op == "pow")
+    return rv ? std::max(std::pow(l + 0.5, 2), 4.0)
+              : std::pow(l + 0.5, std::fabs(r)) + std::pow(2, r);
+  if (op == "atan2") return 3.2;
+  return std::max(l, r) + 1;  // logical / bitwise
+}
+
+namespace {
+
+using KW = std::vector<std::pair<std::string, std::string>>;
 
 std::vector<std::string> unary_names() {
   std::vector<std::string> v;
@@ -101,24 +115,7 @@ bool Gen::binary() {
     return false;
   double l = args[0].is_val ? meta_[size_t(args[0].val)].bound : std::fabs(args[0].num);
   double r = args[1].is_val ? meta_[size_t(args[1].val)].bound : std::fabs(args[1].num);
-  double bound;
-  if (op == "add" || op == "sub")
-    bound = l + r;
-  else if (op == "mul")
-    bound = l * r;
-  else if (op == "div" || op == "floor_divide")
-    bound = args[1].is_val ? 2 * l + 1 : l / r + 1;
-  else if (op == "remainder")
-    bound = args[1].is_val ? r + 1 : r;
-  else if (op == "maximum" || op == "minimum")
-    bound = std::max(l, r);
-  else if (op == "pow")
-    bound = args[1].is_val ? std::max(std::pow(l + 0.5, 2), 4.0)
-                           : std::pow(l + 0.5, std::fabs(r)) + std::pow(2, r);
-  else if (op == "atan2")
-    bound = 3.2;
-  else
-    bound = std::max(l, r) + 1;  // logical / bitwise
+  double bound = binary_bound(op, l, r, args[1].is_val);
   (void)ba, (void)bb;
   return emit_op(op, args, {}, [&](int id) {
            Meta m;

@@ -1,4 +1,4 @@
-// The generator's view, movement and in-place families (aliasing lives here).
+// The generator's view and movement families.
 #include <algorithm>
 #include <numeric>
 
@@ -236,86 +236,6 @@ bool Gen::view() {
   if (id < 0) return false;
   if (!back.op.empty() && coin(0.7)) undo_.push_back({S(id), back});
   return true;
-}
-
-bool Gen::inplace() {
-  int t = pick([&](int v) { return writable(v); });
-  if (t < 0) return false;
-  if (coin(0.5)) {  // write through a fresh view: u = t[...]; u.op_(...)
-    int r = T(t).dim();
-    Instr v;
-    v.args = {Operand::v(t)};
-    int k = ri(0, 3);
-    if (k == 0 && r >= 1) {
-      v.op = "index", v.kw = {{"idx", rand_index(t)}};
-    } else if (k == 1 && r >= 2) {
-      v.op = "transpose", v.kw = {{"dims", "0,-1"}};
-    } else if (k == 2 && r >= 1 && S(t)[0] > 0) {
-      v.op = "select", v.kw = {{"dim", "0"}, {"i", std::to_string(ri(0, int(S(t)[0]) - 1))}};
-    } else {
-      v.op = "unsqueeze", v.kw = {{"dim", "0"}};
-    }
-    const Meta mt = meta_[size_t(t)];
-    int u = emit(v, [&](int id) { return Meta::fresh(S(id), mt.bound); });
-    if (u >= 0 && writable(u)) t = u;
-  }
-  const Shape st = S(t);
-  double b = meta_[size_t(t)].bound;
-  Instr in;
-  in.args = {Operand::v(t)};
-  int k = ri(0, 9);
-  auto value = [&](const Shape& s) {
-    int w = partner(s);
-    if (w >= 0) in.args.push_back(Operand::v(w));
-    return w >= 0 ? meta_[size_t(w)].bound : -1.0;
-  };
-  double nb;
-  if (k <= 1) {
-    in.op = one(std::vector<std::string>{"mul_", "add_", "sub_", "div_"});
-    Operand s = scalar(true);
-    in.args.push_back(s);
-    nb = in.op == "mul_" ? b * std::fabs(s.num) : in.op == "div_" ? 4 * b : b + std::fabs(s.num);
-  } else if (k <= 4) {
-    in.op = one(std::vector<std::string>{"mul_", "add_", "sub_", "div_"});
-    double bw = value(st);
-    if (bw < 0) return false;
-    nb = in.op == "mul_" ? b * bw : in.op == "div_" ? 2 * b : b + bw;
-  } else if (k == 5) {
-    in.op = "fill_";
-    Operand s = scalar();
-    in.args.push_back(s);
-    nb = std::fabs(s.num);
-  } else if (k == 6) {
-    in.op = "clamp_";
-    int lo = ri(-8, 4), hi = lo + ri(0, 8);
-    in.kw = {{"lo", coin(0.2) ? "none" : num_str(lo / 4.0)},
-             {"hi", coin(0.2) ? "none" : num_str(hi / 4.0)}};
-    nb = b;
-  } else if (k == 7) {
-    in.op = "copy_";
-    nb = value(st);
-    if (nb < 0) return false;
-  } else {
-    in.op = "index_put";
-    std::string idx = rand_index(t);
-    Shape region;
-    try {
-      region = T(t).index(parse_slices(idx)).shape();
-    } catch (const Error&) {
-      return false;
-    }
-    in.kw = {{"idx", idx}};
-    if (coin(0.3)) {
-      Operand s = scalar();
-      in.args.push_back(s);
-      nb = std::max(b, std::fabs(s.num));
-    } else {
-      double bw = value(region);
-      if (bw < 0) return false;
-      nb = std::max(b, bw);
-    }
-  }
-  return emit_inplace(in, std::max(b, nb));
 }
 
 }  // namespace loom::fuzz

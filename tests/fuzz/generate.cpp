@@ -172,22 +172,34 @@ bool Gen::emit_inplace(Instr in, double new_bound) {
     return false;
   }
   int t = in.args[0].val, r = env_.root[size_t(t)];
-  bool arith = in.op == "add_" || in.op == "sub_" || in.op == "mul_" || in.op == "div_";
-  std::vector<char> operand;  // an arithmetic update's tensor operand, aligned to the target
-  if (arith && in.args[1].is_val) operand = meta_[size_t(in.args[1].val)].cmask;
+  const std::string& op = in.op;
+  bool arith = op == "add_" || op == "sub_" || op == "mul_" || op == "div_" || op == "addcmul_" ||
+               op == "addcdiv_" || op == "lerp_";
+  // t + x or t - x where t was computed from x (y = x + 0; y.sub_(x)) may cancel to rounding
+  // noise: rows may then be constant up to rounding, and a discontinuous op must not read it.
+  bool sums = arith && op != "mul_" && op != "div_";
+  bool cancel = false;
+  std::vector<char> operand;  // an arithmetic update's tensor operands, aligned to the target
+  for (size_t i = 1; arith && i < in.args.size(); ++i)
+    if (in.args[i].is_val) {
+      const Meta& x = meta_[size_t(in.args[i].val)];
+      operand = cm_broadcast(operand, x.cmask, S(t));
+      cancel = cancel || (sums && (x.deps & meta_[size_t(t)].deps));
+    }
   for (int v : live_)
     if (env_.root[size_t(v)] == r) {
       Meta& m = meta_[size_t(v)];
       m.bound = std::max(m.bound, new_bound);
       // Fills, clamps and copies may make rows constant; arithmetic keeps what was constant.
-      if (!arith) m.cmask.assign(m.cmask.size(), 1);
-      if (arith && v == t) m.cmask = cm_broadcast(m.cmask, operand, S(v));
+      if (!arith || cancel) m.cmask.assign(m.cmask.size(), 1);
+      if (arith && !cancel && v == t) m.cmask = cm_broadcast(m.cmask, operand, S(v));
       m.ties = true;  // fills, clamps and broadcast copies
+      m.pinned = m.pinned || cancel;
       for (auto& a : in.args)
         if (a.is_val) {
           const Meta& x = meta_[size_t(a.val)];
           m.hist = std::max(m.hist, x.hist);
-          m.pinned = m.pinned || x.pinned || (x.levels && in.op == "div_");
+          m.pinned = m.pinned || x.pinned || (x.levels && (op == "div_" || op == "addcdiv_"));
           m.noise = m.noise || x.noise;
           m.deps |= x.deps;
         }
@@ -215,12 +227,13 @@ Program Gen::run() {
   disc_ = coin(0.6);
   int n_in = ri(1, 3);
   for (int i = 0; i < n_in; ++i) new_input(i == 0 ? base_ : base_variant());
+  if (coin(0.25)) sync_point();  // the inputs in memory (a float32 input is a pending cast)
   int target = ri(opt_.min_ops, large ? std::min(opt_.max_ops, 16) : opt_.max_ops), done = 0;
   using Fam = bool (Gen::*)();
   static const std::pair<Fam, int> fams[] = {
-      {&Gen::unary, 18},     {&Gen::binary, 18},       {&Gen::compare_where, 5},
-      {&Gen::reduction, 12}, {&Gen::normalization, 6}, {&Gen::view, 16},
-      {&Gen::inplace, 10},   {&Gen::cast, 5},          {&Gen::undo, 4}};
+      {&Gen::unary, 18},        {&Gen::binary, 18}, {&Gen::compare_where, 5}, {&Gen::reduction, 12},
+      {&Gen::normalization, 6}, {&Gen::view, 16},   {&Gen::inplace, 10},      {&Gen::reread, 5},
+      {&Gen::cast, 5},          {&Gen::undo, 4}};
   int total = 0;
   for (auto& f : fams) total += f.second;
   for (int attempt = 0; done < target && attempt < 30 * target; ++attempt) {
