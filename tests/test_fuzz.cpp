@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "fuzz/exec.h"
 #include "fuzz/program.h"
 #include "fuzz/shrink.h"
 #include "helpers.h"
@@ -22,7 +23,7 @@ constexpr uint64_t kBatchSeed = 20240601;
 // LOOM_FUZZ_COUNT overrides the batch size (e.g. 200 for a quick local run).
 int batch_size() {
   const char* v = std::getenv("LOOM_FUZZ_COUNT");
-  return v ? std::atoi(v) : 20000;
+  return v ? std::atoi(v) : 16000;
 }
 
 // LOOM_FUZZ_SHARD=k/n: only the k-th of n equal slices of the batch (same seeds as the whole
@@ -32,6 +33,42 @@ std::pair<int, int> shard(int n) {
   int k = 0, m = 1;
   if (!v || std::sscanf(v, "%d/%d", &k, &m) != 2 || m < 1 || k < 0 || k >= m) return {0, n};
   return {int(int64_t(n) * k / m), int(int64_t(n) * (k + 1) / m)};
+}
+
+// Whether the program reads a buffer between two writes of it within one flush: y computed
+// from x, then x written in place (directly or through a view), then y updated in place from
+// x (or a view of it). Aliasing comes from executing the program on placeholders.
+bool reads_between_writes(const Program& p) {
+  Env env;
+  env.shadow = true;
+  struct Read {
+    int root = -1, flush = -1;
+    bool written = false;  // x was written after y read it, in the same flush
+  };
+  std::vector<Read> reads;
+  int flush = 0;
+  for (const Instr& in : p.code) {
+    if (in.op == "sync" || in.op == "peek") ++flush;
+    if (in.out >= 0) env.grow(in.out);
+    exec(in, env);
+    auto root = [&](const Operand& o) { return o.is_val ? env.root[size_t(o.val)] : -1; };
+    if (in.out >= 0 && env.root[size_t(in.out)] == in.out) {
+      reads.resize(size_t(in.out) + 1);
+      for (auto& a : in.args)
+        if (a.is_val) reads[size_t(in.out)] = {root(a), flush, false};
+    }
+    if (!is_inplace_op(in.op)) continue;
+    int t = root(in.args[0]);
+    for (size_t y = 0; y < reads.size(); ++y) {
+      Read& r = reads[y];
+      if (r.flush != flush) continue;
+      if (int(y) == t && r.written)
+        for (size_t i = 1; i < in.args.size(); ++i)
+          if (root(in.args[i]) == r.root) return true;
+      if (r.root == t && int(y) != t) r.written = true;
+    }
+  }
+  return false;
 }
 
 std::string read_file(const std::filesystem::path& p) {
@@ -81,6 +118,7 @@ TEST_CASE("fuzz: programs read back from their text unchanged") {
     Program p = parse(t);
     CHECK(p.seed == seed);
     CHECK(to_text(p) == t);
+    CHECK(to_text(generate(seed)) == t);  // deterministic per seed
   }
   Program p =
       parse("%0 = input dtype=f32 shape=2,3 seed=1\n%1 = mul %0 2\n%2 = add 0.5 %1\nout %2");
@@ -89,6 +127,19 @@ TEST_CASE("fuzz: programs read back from their text unchanged") {
   CHECK(!p.code[2].args[0].is_int);
   CHECK(p.code[2].args[0].num == 0.5);
   CHECK_THROWS(parse("%0 = add %x 1"));
+}
+
+TEST_CASE("fuzz: many programs read a buffer between two writes of it in one flush") {
+  int n = 0, hits = 0;
+  for (uint64_t seed = 1; seed <= 300; ++seed, ++n) hits += reads_between_writes(generate(seed));
+  MESSAGE(hits << " of " << n << " programs");
+  CHECK(hits * 10 >= n);
+  CHECK(reads_between_writes(
+      parse("%0 = input dtype=f64 shape=2 seed=1\n%1 = mul %0 2\n%2 = permute %0 order=0\n"
+            "add_ %2 1\nmul_ %1 %0\nout %0 %1")));
+  CHECK(!reads_between_writes(parse(  // a sync point between the read and the write
+      "%0 = input dtype=f64 shape=2 seed=1\n%1 = mul %0 2\nsync\nadd_ %0 1\nmul_ %1 %0\n"
+      "out %0 %1")));
 }
 
 TEST_CASE("fuzz: the comparison flags NaN positions, integer differences and shapes") {
