@@ -168,6 +168,26 @@ double lanes(const T* x, int64_t n) {
   return double(acc[0]);
 }
 
+// Sum of floats into a float64 result (the mean's sum, ops/reduce.cpp), in double lanes. Each
+// lane adds the float sum of 8 elements (a tree: (x0 + x1) + (x2 + x3), ...) converted once,
+// which costs about what the float lanes do; when the 8 are equal, c, its partial sums are 2c,
+// 4c and 8c, exact (for |c| < 2^125), so a row of equal values still sums to exactly n * c.
+double lanes_wide(const float* x, int64_t n) {
+  constexpr int L = kLanes<double>;
+  double acc[L];
+  for (int k = 0; k < L; ++k) acc[k] = 0;
+  int64_t i = 0;
+  auto q = [&](int64_t j) { return (x[j] + x[j + L]) + (x[j + 2 * L] + x[j + 3 * L]); };
+  for (; i + 8 * L <= n; i += 8 * L)
+    for (int k = 0; k < L; ++k) acc[k] += double(q(i + k) + q(i + 4 * L + k));
+  for (; i + L <= n; i += L)
+    for (int k = 0; k < L; ++k) acc[k] += double(x[i + k]);
+  for (int k = 0; i < n; ++i, ++k) acc[k] += double(x[i]);
+  for (int w = L / 2; w > 0; w /= 2)
+    for (int k = 0; k < w; ++k) acc[k] += acc[k + w];
+  return acc[0];
+}
+
 // Max (or min) of x[0, n), n >= 1, NaN-propagating, in lanes like lanes(): a NaN lane
 // stays NaN (nothing compares greater than it, and it is not replaced).
 template <typename T, bool Max>
@@ -753,6 +773,11 @@ class Runner {
       const GNode& rn = p_.nodes[r];
       if (rn.a != id || (pass >= 0 && p_.nodes[id].pass != pass)) continue;
       Acc* acc = accs ? accs->data() + p_.acc_slot[r] : rs.acc(r);
+      if (rn.op == Op::Sum && p_.ct[r] == CT::F64 && p_.ct[id] == CT::F32) {
+        for (int64_t i = 0; i < rs.nr; ++i)
+          acc[i].f += lanes_wide(static_cast<const float*>(v) + i * nc, nc);
+        continue;
+      }
       dispatch_ct(p_.ct[id], [&](auto t) {
         using T = decltype(t);
         for (int64_t i = 0; i < rs.nr; ++i)

@@ -622,8 +622,9 @@ Acc Emitter::acc(int r) const {
   a.index = n.op == Op::ArgMax || n.op == Op::ArgMin;
   if (n.op == Op::Any || n.op == Op::All)
     a.type = "int";
-  else if (it == "float")
-    a.type = n.op == Op::Prod ? "double" : "float";  // CPU: prod in double
+  else if (it == "float")  // CPU: prod in double; a sum into a float64 result (a mean's) too
+    a.type =
+        n.op == Op::Prod || (n.op == Op::Sum && n.dtype == DType::Float64) ? "double" : "float";
   else if (it == "double")
     a.type = "double";
   else

@@ -19,12 +19,18 @@ Dims trailing_dims(const char* op, const Tensor& x, const Dims& normalized_shape
   int k = int(normalized_shape.size());
   bool ok = k >= 1 && k <= x.dim();
   for (int i = 0; ok && i < k; ++i) ok = x.shape()[x.dim() - k + i] == normalized_shape[i];
-  LOOM_CHECK(ok, Value, op, ": normalized_shape ", shape_str(Shape(normalized_shape.begin(),
-             normalized_shape.end())), " does not match the trailing dims of input of shape ",
-             shape_str(x.shape()));
+  LOOM_CHECK(ok, Value, op, ": normalized_shape ",
+             shape_str(Shape(normalized_shape.begin(), normalized_shape.end())),
+             " does not match the trailing dims of input of shape ", shape_str(x.shape()));
   Dims d;
   for (int i = x.dim() - k; i < x.dim(); ++i) d.push_back(i);
   return d;
+}
+
+int64_t row_count(const Tensor& x, const Dims& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= x.shape()[d];
+  return n;
 }
 
 void check_param(const char* op, const char* what, const std::optional<Tensor>& p,
@@ -54,14 +60,16 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
   return cast(s - log(sum(exp(s), {d}, true)), x.dtype());
 }
 
-Tensor layer_norm(const Tensor& x, const Dims& normalized_shape, const std::optional<Tensor>& weight,
-                  const std::optional<Tensor>& bias, double eps) {
+Tensor layer_norm(const Tensor& x, const Dims& normalized_shape,
+                  const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
+                  double eps) {
   Dims dims = trailing_dims("layer_norm", x, normalized_shape);
   check_param("layer_norm", "weight", weight, normalized_shape, x);
   check_param("layer_norm", "bias", bias, normalized_shape, x);
   Tensor xf = float_input("layer_norm", x);
-  Tensor d = xf - mean(xf, dims, true);
-  Tensor y = d * rsqrt(mean(d * d, dims, true) + eps);
+  // d is exactly 0 on a row of equal values (mean_keep), and so is y before weight and bias.
+  Tensor d = xf - mean_keep(xf, std::vector<int>(dims.begin(), dims.end()));
+  Tensor y = d * rsqrt(sum(d * d, dims, true) / double(row_count(x, dims)) + eps);
   if (weight) y = y * *weight;
   if (bias) y = y + *bias;
   return cast(y, x.dtype());
@@ -72,12 +80,12 @@ Tensor rms_norm(const Tensor& x, const Dims& normalized_shape, const std::option
   Dims dims = trailing_dims("rms_norm", x, normalized_shape);
   check_param("rms_norm", "weight", weight, normalized_shape, x);
   Tensor xf = float_input("rms_norm", x);
-  double e = eps ? *eps
-                 : x.dtype() == DType::Float64 ? std::numeric_limits<double>::epsilon()
-                 : x.dtype() == DType::Float16 ? 0.0009765625
-                 : x.dtype() == DType::BFloat16 ? 0.0078125
-                                                : double(std::numeric_limits<float>::epsilon());
-  Tensor y = xf * rsqrt(mean(xf * xf, dims, true) + e);
+  double e = eps                            ? *eps
+             : x.dtype() == DType::Float64  ? std::numeric_limits<double>::epsilon()
+             : x.dtype() == DType::Float16  ? 0.0009765625
+             : x.dtype() == DType::BFloat16 ? 0.0078125
+                                            : double(std::numeric_limits<float>::epsilon());
+  Tensor y = xf * rsqrt(sum(xf * xf, dims, true) / double(row_count(x, dims)) + e);
   if (weight) y = y * *weight;
   return cast(y, x.dtype());
 }
@@ -106,7 +114,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
   }
   Tensor lse = logsumexp(logits, {1});
   Tensor cls = arange(C, {DType::Int64, logits.device()}).unsqueeze(0);
-  Tensor picked = sum(where(eq(cls, target.unsqueeze(1)), float_input("cross_entropy", logits), 0.0), {1});
+  Tensor picked =
+      sum(where(eq(cls, target.unsqueeze(1)), float_input("cross_entropy", logits), 0.0), {1});
   return cast(mean(cast(lse, picked.dtype()) - picked), logits.dtype());
 }
 

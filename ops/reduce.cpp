@@ -59,13 +59,27 @@ Tensor reduce_op(Op op, const char* name, const Tensor& x, const std::vector<int
 // Float type reductions of `t` accumulate and return in (float16/bfloat16 -> float32).
 DType acc_float(DType t) { return is_reduced_float(t) ? DType::Float32 : t; }
 
+}  // namespace
+
+// A row whose n elements all equal c gets mean c exactly, by construction:
+// - float32 compute (float16, bfloat16, float32 data): the sum is a float64 node, which both
+//   backends accumulate in float64. Each partial sum of such a row, in whatever order it is
+//   added, is k * c for an integer k <= n, which needs at most 24 + log2(n) significant bits:
+//   exact in float64's 53 while n < 2^29. So the sum is n * c, the float64 quotient
+//   (n * c) / n is c, and the cast back to float32 is exact.
+// - float64: no wider type holds n * c, so a row whose max equals its min takes that value, the
+//   others sum / n (a NaN makes max, min and the sum NaN). One pass still: the three reductions
+//   read the same row.
 Tensor mean_keep(const Tensor& x, const std::vector<int>& ax) {
   DType at = acc_float(x.dtype());
+  double n = double(reduced_count(x.shape(), ax));
+  if (at != DType::Float64)
+    return cast(reduce_op(Op::Sum, "mean", x, ax, true, DType::Float64) / n, at);
   Tensor s = reduce_op(Op::Sum, "mean", x, ax, true, at);
-  return s / double(reduced_count(x.shape(), ax));
+  Tensor hi = reduce_op(Op::Max, "mean", x, ax, true, at);
+  Tensor lo = reduce_op(Op::Min, "mean", x, ax, true, at);
+  return where(eq(hi, lo), hi, s / n);
 }
-
-}  // namespace
 
 Tensor sum(const Tensor& x, const Dims& dims, bool keepdim, std::optional<DType> dtype) {
   auto ax = reduce_axes("sum", dims, x.shape());
@@ -138,7 +152,7 @@ Tensor var(const Tensor& x, const Dims& dims, double correction, bool keepdim) {
              dtype_name(x.dtype()), " of shape ", shape_str(x.shape()));
   auto ax = reduce_axes("var", dims, x.shape());
   Tensor xf = cast(x, acc_float(x.dtype()));
-  Tensor d = xf - mean_keep(xf, ax);
+  Tensor d = xf - mean_keep(xf, ax);  // exactly 0 on a constant row, and so is the variance
   Tensor ss = reduce_op(Op::Sum, "var", d * d, ax, true);
   Tensor v = cast(ss / (double(reduced_count(x.shape(), ax)) - correction), x.dtype());
   return keepdim ? v : squeeze_axes(v, ax);

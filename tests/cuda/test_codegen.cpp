@@ -360,6 +360,18 @@ void build_corpus(Corpus& c) {
     c.add(layer_norm(x, {1000}, w, bb), "layer_norm " + name, all);
     c.add(rms_norm(x, {1000}, w), "rms_norm " + name, all);
   }
+  // ---- moments: a mean's sum of float32 values accumulates in double (ops/reduce.cpp), float64
+  // data takes max and min beside it; rows, columns, all elements and rows past a block ----
+  for (DType dt : {DType::Float32, DType::BFloat16, DType::Float16, DType::Float64}) {
+    Tensor xd = data({64, 1000}, dt, 13), ld = data({4, 40000}, dt, 14);
+    Tensor x = xd.clone(), l = ld.clone();
+    std::string name = dtype_name(dt);
+    c.add(layer_norm(x, {1000}), "layer_norm, no weight or bias " + name);
+    c.add(var(x, {1}), "var " + name);
+    c.add(loom::std(x, {0}), "std over columns " + name);
+    c.add(mean(x), "mean of all " + name);
+    c.add(layer_norm(l, {40000}), "layer_norm of long rows " + name);
+  }
   // ---- multi-output: an Adam step (parameter and both moments from one kernel) ----
   {
     Tensor p = data({4096}, DType::Float32, 8), g = data({4096}, DType::Float32, 9);
