@@ -30,6 +30,14 @@ DType mapped(const Env& e, DType t) {
 Tensor pos(const Tensor& x) { return add(abs(x), Scalar(0.5)); }
 Tensor clampd(const Tensor& x, double b) { return clamp(x, Scalar(-b), Scalar(b)); }
 
+// r * (1 +- 2^-24), the sign drawn per element (RunOptions::perturb).
+Tensor perturbed(const Tensor& r, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::vector<double> f(size_t(r.numel()));
+  for (auto& x : f) x = (g() & 1) ? 1 + 0x1p-24 : 1 - 0x1p-24;
+  return mul(r, tensor<double>(f, r.shape(), Options(DType::Float64)));
+}
+
 // ---- table ops -----------------------------------------------------------------------------
 
 using UnaryFn = Tensor (*)(const Tensor&);
@@ -339,6 +347,9 @@ void exec(const Instr& in, Env& e) {
   int rt = in.out;
   for (auto& a : in.args)
     if (a.is_val && r.same_buffer(e.at(a.val))) rt = e.root[size_t(a.val)];
+  // (a view stays a view: its rounding is its base's)
+  if (e.mode == Mode::Ref64 && e.ro && e.ro->perturb && rt == in.out && r.dtype() == DType::Float64)
+    r = perturbed(r, uint32_t(in.out) + 1);
   e.vals[size_t(in.out)] = r;
   e.root[size_t(in.out)] = rt;
 }

@@ -79,6 +79,10 @@ const char* mode_name(Mode m);
 struct RunOptions {
   std::string fault;     // test hook: in Fused mode, results of this op are scaled by 1.001
   Device device = kCPU;  // where the Fused run happens (fusion-off and float64 stay on the CPU)
+  // Ref64 only: every float64 value an instruction makes is scaled by 1 + 2^-24 or 1 - 2^-24
+  // (a random sign an element), float32's rounding on each op, to measure how much the program
+  // amplifies rounding (compare.cpp).
+  bool perturb = false;
 };
 
 struct Output {
@@ -107,8 +111,9 @@ struct Verdict {
 
 // Runs the program three ways and compares them.
 Verdict check(const Program& p, const RunOptions& ro = {});
+// perturbed: a run in Ref64 mode with RunOptions::perturb, a second sample of rounding noise.
 Verdict compare(const Program& p, const RunResult& fused, const RunResult& unfused,
-                const RunResult& ref);
+                const RunResult& ref, const RunResult* perturbed = nullptr);
 // A full report: the verdict, then the program text.
 std::string report(const Program& p, const Verdict& v);
 
