@@ -169,23 +169,32 @@ double lanes(const T* x, int64_t n) {
 }
 
 // Sum of floats into a float64 result (the mean's sum, ops/reduce.cpp), in double lanes. Each
-// lane adds the float sum of 8 elements (a tree: (x0 + x1) + (x2 + x3), ...) converted once,
-// which costs about what the float lanes do; when the 8 are equal, c, its partial sums are 2c,
-// 4c and 8c, exact (for |c| < 2^125), so a row of equal values still sums to exactly n * c.
+// lane adds the float sum of G elements (a tree: (x0 + x1) + (x2 + x3), ...) converted once,
+// which costs about what the float lanes do; when the G are equal, c, its partial sums are 2c,
+// 4c and 8c, exact, so a row of equal values still sums to exactly n * c.
+template <int G>
 double lanes_wide(const float* x, int64_t n) {
   constexpr int L = kLanes<double>;
   double acc[L];
   for (int k = 0; k < L; ++k) acc[k] = 0;
   int64_t i = 0;
   auto q = [&](int64_t j) { return (x[j] + x[j + L]) + (x[j + 2 * L] + x[j + 3 * L]); };
-  for (; i + 8 * L <= n; i += 8 * L)
-    for (int k = 0; k < L; ++k) acc[k] += double(q(i + k) + q(i + 4 * L + k));
+  if constexpr (G == 8)
+    for (; i + 8 * L <= n; i += 8 * L)
+      for (int k = 0; k < L; ++k) acc[k] += double(q(i + k) + q(i + 4 * L + k));
   for (; i + L <= n; i += L)
     for (int k = 0; k < L; ++k) acc[k] += double(x[i + k]);
   for (int k = 0; i < n; ++i, ++k) acc[k] += double(x[i]);
   for (int w = L / 2; w > 0; w /= 2)
     for (int k = 0; k < w; ++k) acc[k] += acc[k + w];
   return acc[0];
+}
+
+// The float partial sums overflow where the double sum need not (|x| above 2^125): such a run
+// is summed again element by element (an inf or NaN in the data gives the same result either way).
+double sum_wide(const float* x, int64_t n) {
+  double s = lanes_wide<8>(x, n);
+  return std::isfinite(s) ? s : lanes_wide<1>(x, n);
 }
 
 // Max (or min) of x[0, n), n >= 1, NaN-propagating, in lanes like lanes(): a NaN lane
@@ -775,7 +784,7 @@ class Runner {
       Acc* acc = accs ? accs->data() + p_.acc_slot[r] : rs.acc(r);
       if (rn.op == Op::Sum && p_.ct[r] == CT::F64 && p_.ct[id] == CT::F32) {
         for (int64_t i = 0; i < rs.nr; ++i)
-          acc[i].f += lanes_wide(static_cast<const float*>(v) + i * nc, nc);
+          acc[i].f += sum_wide(static_cast<const float*>(v) + i * nc, nc);
         continue;
       }
       dispatch_ct(p_.ct[id], [&](auto t) {
