@@ -41,11 +41,11 @@ Vec constants(DType dt, uint32_t seed) {
   return c;
 }
 
-// One row a constant: [c.size(), n].
-Tensor constant_rows(const Vec& c, int64_t n, DType dt) {
+// One row a constant: [c.size(), n], on `dev`.
+Tensor constant_rows(const Vec& c, int64_t n, DType dt, Device dev = kCPU) {
   Vec v;
   for (double x : c) v.insert(v.end(), size_t(n), x);
-  return lt::make(v, {int64_t(c.size()), n}, dt);
+  return lt::make(v, {int64_t(c.size()), n}, dt).to(dev);
 }
 
 std::string g17(double v) {
@@ -98,14 +98,12 @@ Vec r_layer_norm(const Vec& v, int64_t n) {
   return out;
 }
 
-}  // namespace
-
-TEST_CASE("moments: a constant row has mean c and variance 0 exactly, fused and fusion off") {
+void check_constants(Device dev) {
   for (DType dt : kFloats) {
     uint32_t seed = 1;
     for (int64_t n : row_lengths()) {
       INFO(std::string(dtype_name(dt)) << ", rows of " << n);
-      Tensor x = constant_rows(constants(dt, seed++), n, dt);
+      Tensor x = constant_rows(constants(dt, seed++), n, dt, dev);
       check_constant_rows(x, n);
       lt::FusionOff off;
       check_constant_rows(x, n);
@@ -113,30 +111,30 @@ TEST_CASE("moments: a constant row has mean c and variance 0 exactly, fused and 
   }
 }
 
-TEST_CASE("moments: constant rows through a strided view, a pointwise producer, few long rows") {
+void check_produced_constants(Device dev) {
   for (DType dt : kFloats) {
     INFO(std::string(dtype_name(dt)));
     Vec c = constants(dt, 99);
     // [n, rows] transposed: each row strided in memory
-    Tensor xt = constant_rows(c, 1000, dt).t().contiguous().t();
+    Tensor xt = constant_rows(c, 1000, dt, dev).t().contiguous().t();
     CHECK_FALSE(xt.is_contiguous());
     check_constant_rows(xt, 1000);
     // a pointwise producer fused into the moments' kernel; 4 rows of 40000: each row split
     // into segments summed in parallel
     for (int64_t n : {1000, 40000}) {
-      Tensor p = (constant_rows(Vec(c.begin(), c.begin() + 4), n, dt) * 3.0).abs();
+      Tensor p = (constant_rows(Vec(c.begin(), c.begin() + 4), n, dt, dev) * 3.0).abs();
       check_constant_rows(p, n);
     }
   }
 }
 
-TEST_CASE("moments: other rows match float64") {
+void check_random_rows(Device dev) {
   for (DType dt : kFloats) {
     for (int64_t n : row_lengths()) {
       if (n == 1) continue;
       INFO(std::string(dtype_name(dt)) << ", rows of " << n);
       // an offset mean, so that a careless variance cancels
-      Tensor x = lt::random({3, n}, dt, uint32_t(n), 5, 9);
+      Tensor x = lt::random({3, n}, dt, uint32_t(n), 5, 9).to(dev);
       Vec v = host(x);
       Vec means, vars;
       for (int r = 0; r < 3; ++r) {
@@ -157,6 +155,29 @@ TEST_CASE("moments: other rows match float64") {
       check();
     }
   }
+}
+
+}  // namespace
+
+TEST_CASE("moments: a constant row has mean c and variance 0 exactly, fused and fusion off") {
+  check_constants(kCPU);
+}
+
+TEST_CASE("moments: constant rows through a strided view, a pointwise producer, few long rows") {
+  check_produced_constants(kCPU);
+}
+
+TEST_CASE("moments: other rows match float64") { check_random_rows(kCPU); }
+
+TEST_CASE("gpu: moments of constant rows are exact and other rows match float64") {
+  if (!backend_available(DeviceKind::CUDA)) {
+    MESSAGE("CUDA unavailable, skipping the GPU moments");
+    return;
+  }
+  Device gpu{DeviceKind::CUDA, 0};
+  check_constants(gpu);
+  check_produced_constants(gpu);
+  check_random_rows(gpu);
 }
 
 TEST_CASE("moments: layer_norm, var and mean stay one kernel for every float dtype") {
