@@ -68,7 +68,7 @@ Tensor layer_norm(const Tensor& x, const Dims& normalized_shape,
   check_param("layer_norm", "bias", bias, normalized_shape, x);
   Tensor xf = float_input("layer_norm", x);
   // d is exactly 0 on a row of equal values (mean_keep), and so is y before weight and bias.
-  Tensor d = xf - mean_keep(xf, std::vector<int>(dims.begin(), dims.end()));
+  Tensor d = xf - mean_keep(xf, std::vector<int>(dims.begin(), dims.end()), x.dtype());
   Tensor y = d * rsqrt(sum(d * d, dims, true) / double(row_count(x, dims)) + eps);
   if (weight) y = y * *weight;
   if (bias) y = y + *bias;

@@ -33,7 +33,8 @@ DType result_type(const Tensor& a, Scalar s);
 std::vector<int> reduce_axes(const char* op, const Dims& dims, const Shape& shape);
 // The mean of a float tensor over `ax` (normalized), reduced dims kept as size 1, in its
 // compute type (float16, bfloat16: float32); exact for a row of equal values (ops/reduce.cpp).
-Tensor mean_keep(const Tensor& x, const std::vector<int>& ax);
+// `data`: the dtype x's values come from (x's own, or a narrow one x is a cast of).
+Tensor mean_keep(const Tensor& x, const std::vector<int>& ax, DType data);
 // Replaces t's elements (its view of its buffer) with `value` (same shape and dtype),
 // recorded in eager order: later readers of t's buffer see the new values.
 void assign_inplace(Tensor& t, const Tensor& value);

@@ -1,5 +1,6 @@
 // Reductions over any set of dims, and the statistics built from them.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -61,24 +62,33 @@ DType acc_float(DType t) { return is_reduced_float(t) ? DType::Float32 : t; }
 
 }  // namespace
 
-// A row whose n elements all equal c gets mean c exactly, by construction:
-// - float32 compute (float16, bfloat16, float32 data): the sum is a float64 node, which both
-//   backends accumulate in float64. Each partial sum of such a row, in whatever order it is
-//   added, is k * c for an integer k <= n, which needs at most 24 + log2(n) significant bits:
-//   exact in float64's 53 while n < 2^29. So the sum is n * c, the float64 quotient
-//   (n * c) / n is c, and the cast back to float32 is exact.
+// A row whose n elements all equal c gets mean c exactly, by construction. Each partial sum of
+// such a row, in whatever order it is added, is k * c for an integer k <= n, which needs at most
+// p + bit_width(n) significant bits for a c of p bits: a sum type with that many holds n * c
+// exactly.
+// - float16 (p = 11) rows of up to 8191 and bfloat16 (p = 8) rows of up to 65535 sum in float32
+//   (24 bits), as before, and (n * c) / n is c (bfloat16 has float32's range: a sum past 2^128
+//   overflows, as before).
+// - Other float32 compute (float32 data, longer narrow rows) sums into a float64 node (53 bits:
+//   n < 2^29), which both backends accumulate in float64. sum * (1 / n) in float64 is within a
+//   relative 2^-52 of c, so it rounds to c in float32. (A product: the float64 division's
+//   registers made CUDA row kernels spill.)
 // - float64: no wider type holds n * c, so a row whose max equals its min takes that value, the
 //   others sum / n (a NaN makes max, min and the sum NaN). One pass still: the three reductions
 //   read the same row.
-Tensor mean_keep(const Tensor& x, const std::vector<int>& ax) {
+Tensor mean_keep(const Tensor& x, const std::vector<int>& ax, DType data) {
   DType at = acc_float(x.dtype());
-  double n = double(reduced_count(x.shape(), ax));
-  if (at != DType::Float64)
-    return cast(reduce_op(Op::Sum, "mean", x, ax, true, DType::Float64) / n, at);
+  int64_t n = reduced_count(x.shape(), ax);
+  if (at == DType::Float32) {
+    int p = data == DType::BFloat16 ? 8 : data == DType::Float16 ? 11 : 24;
+    if (p + std::bit_width(uint64_t(n)) <= 24)
+      return reduce_op(Op::Sum, "mean", x, ax, true, at) / double(n);
+    return cast(reduce_op(Op::Sum, "mean", x, ax, true, DType::Float64) * (1.0 / double(n)), at);
+  }
   Tensor s = reduce_op(Op::Sum, "mean", x, ax, true, at);
   Tensor hi = reduce_op(Op::Max, "mean", x, ax, true, at);
   Tensor lo = reduce_op(Op::Min, "mean", x, ax, true, at);
-  return where(eq(hi, lo), hi, s / n);
+  return where(eq(hi, lo), hi, s / double(n));
 }
 
 Tensor sum(const Tensor& x, const Dims& dims, bool keepdim, std::optional<DType> dtype) {
@@ -91,7 +101,7 @@ Tensor mean(const Tensor& x, const Dims& dims, bool keepdim) {
   LOOM_CHECK(is_floating(x.dtype()), Type, "mean: needs a floating point tensor, got ",
              dtype_name(x.dtype()), " of shape ", shape_str(x.shape()));
   auto ax = reduce_axes("mean", dims, x.shape());
-  Tensor m = cast(mean_keep(x, ax), x.dtype());
+  Tensor m = cast(mean_keep(x, ax, x.dtype()), x.dtype());
   return keepdim ? m : squeeze_axes(m, ax);
 }
 
@@ -152,7 +162,7 @@ Tensor var(const Tensor& x, const Dims& dims, double correction, bool keepdim) {
              dtype_name(x.dtype()), " of shape ", shape_str(x.shape()));
   auto ax = reduce_axes("var", dims, x.shape());
   Tensor xf = cast(x, acc_float(x.dtype()));
-  Tensor d = xf - mean_keep(xf, ax);  // exactly 0 on a constant row, and so is the variance
+  Tensor d = xf - mean_keep(xf, ax, x.dtype());  // exactly 0 on a constant row, as the variance
   Tensor ss = reduce_op(Op::Sum, "var", d * d, ax, true);
   Tensor v = cast(ss / (double(reduced_count(x.shape(), ax)) - correction), x.dtype());
   return keepdim ? v : squeeze_axes(v, ax);

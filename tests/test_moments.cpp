@@ -26,12 +26,16 @@ std::vector<int64_t> row_lengths() {
 }
 
 // Constants of every sign and magnitude the dtype holds, many with full mantissas (0.1, 1/3,
-// random draws), up to near the largest (whose sums overflow float32 but not float64).
+// random draws), up to near the largest: float32's sums overflow float32 (not float64);
+// bfloat16's stop at 1e33, as its rows of up to 65535 sum in float32 (ops/reduce.cpp).
 Vec constants(DType dt, uint32_t seed) {
   Vec c = {0.1, -3.7, 1.0 / 3, -2.0 / 7, 1.0, 0.0, 1234.5678};
   std::mt19937 g(seed);
   std::uniform_real_distribution<double> u(-1, 1);
-  double big = dt == DType::Float16 ? 6e4 : dt == DType::Float64 ? 1e300 : 3e38;
+  double big = dt == DType::Float16    ? 6e4
+               : dt == DType::Float64  ? 1e300
+               : dt == DType::BFloat16 ? 1e33
+                                       : 3e38;
   double small = dt == DType::Float16 ? 1e-4 : dt == DType::Float64 ? 1e-300 : 1e-30;
   for (int i = 0; i < 4; ++i) c.push_back(u(g) * 100);
   c.push_back(big * u(g));
