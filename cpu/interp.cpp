@@ -168,20 +168,26 @@ double lanes(const T* x, int64_t n) {
   return double(acc[0]);
 }
 
-// Sum of floats into a float64 result (the mean's sum, ops/reduce.cpp), in double lanes. Each
-// lane adds the float sum of G elements (a tree: (x0 + x1) + (x2 + x3), ...) converted once,
-// which costs about what the float lanes do; when the G are equal, c, its partial sums are 2c,
-// 4c and 8c, exact, so a row of equal values still sums to exactly n * c.
-template <int G>
+// Sum of floats into a float64 result (the mean's sum, ops/reduce.cpp), in double lanes. With
+// `pre`, each lane adds float sums of 8 elements (a tree: (x0 + x1) + (x2 + x3), ...; the
+// remainder in sums of 4, 2, 1) converted once, which costs about what the float lanes do; when
+// the elements are equal, c, the trees' partial sums are 2c, 4c and 8c, exact, so a row of equal
+// values still sums to exactly n * c.
+template <bool Pre>
 double lanes_wide(const float* x, int64_t n) {
   constexpr int L = kLanes<double>;
   double acc[L];
   for (int k = 0; k < L; ++k) acc[k] = 0;
   int64_t i = 0;
   auto q = [&](int64_t j) { return (x[j] + x[j + L]) + (x[j + 2 * L] + x[j + 3 * L]); };
-  if constexpr (G == 8)
+  if constexpr (Pre) {
     for (; i + 8 * L <= n; i += 8 * L)
       for (int k = 0; k < L; ++k) acc[k] += double(q(i + k) + q(i + 4 * L + k));
+    for (; i + 4 * L <= n; i += 4 * L)
+      for (int k = 0; k < L; ++k) acc[k] += double(q(i + k));
+    for (; i + 2 * L <= n; i += 2 * L)
+      for (int k = 0; k < L; ++k) acc[k] += double(x[i + k] + x[i + L + k]);
+  }
   for (; i + L <= n; i += L)
     for (int k = 0; k < L; ++k) acc[k] += double(x[i + k]);
   for (int k = 0; i < n; ++i, ++k) acc[k] += double(x[i]);
@@ -193,24 +199,41 @@ double lanes_wide(const float* x, int64_t n) {
 // The float partial sums overflow where the double sum need not (|x| above 2^125): such a run
 // is summed again element by element (an inf or NaN in the data gives the same result either way).
 double sum_wide(const float* x, int64_t n) {
-  double s = lanes_wide<8>(x, n);
-  return std::isfinite(s) ? s : lanes_wide<1>(x, n);
+  double s = lanes_wide<true>(x, n);
+  return std::isfinite(s) ? s : lanes_wide<false>(x, n);
 }
 
-// Max (or min) of x[0, n), n >= 1, NaN-propagating, in lanes like lanes(): a NaN lane
-// stays NaN (nothing compares greater than it, and it is not replaced).
+// Max (or min) of x[0, n), n >= 1, NaN-propagating, in lanes like lanes(). Each lane keeps its
+// extreme with one compare-select (the ordered compare keeps a NaN out of it) and a flag of
+// the NaNs it saw beside it: a lane's select does not wait on a NaN test, and the result is a
+// NaN when any element is.
 template <typename T, bool Max>
 T lanes_extreme(const T* x, int64_t n) {
   constexpr int L = kLanes<T>;
-  auto pick = [](T a, T v) { return (v != v || (Max ? v > a : v < a)) ? v : a; };
+  using Flag = std::conditional_t<sizeof(T) == 8, int64_t, int32_t>;
+  auto better = [](T v, T a) { return Max ? v > a : v < a; };
   T acc[L];
-  for (int k = 0; k < L; ++k) acc[k] = x[0];
+  Flag nan[L];
+  for (int k = 0; k < L; ++k) acc[k] = x[0], nan[k] = 0;
   int64_t i = 0;
   for (; i + L <= n; i += L)
-    for (int k = 0; k < L; ++k) acc[k] = pick(acc[k], x[i + k]);
-  for (int k = 0; i < n; ++i, ++k) acc[k] = pick(acc[k], x[i]);
+    for (int k = 0; k < L; ++k) {
+      T v = x[i + k];
+      acc[k] = better(v, acc[k]) ? v : acc[k];
+      if constexpr (std::is_floating_point_v<T>) nan[k] |= Flag(v != v);
+    }
+  for (int k = 0; i < n; ++i, ++k) {
+    T v = x[i];
+    acc[k] = better(v, acc[k]) ? v : acc[k];
+    if constexpr (std::is_floating_point_v<T>) nan[k] |= Flag(v != v);
+  }
+  if constexpr (std::is_floating_point_v<T>) {
+    Flag any = 0;
+    for (int k = 0; k < L; ++k) any |= nan[k];
+    if (any) return std::numeric_limits<T>::quiet_NaN();
+  }
   for (int w = L / 2; w > 0; w /= 2)
-    for (int k = 0; k < w; ++k) acc[k] = pick(acc[k], acc[k + w]);
+    for (int k = 0; k < w; ++k) acc[k] = better(acc[k + w], acc[k]) ? acc[k + w] : acc[k];
   return acc[0];
 }
 

@@ -192,6 +192,41 @@ TEST_CASE("reduce: NaN propagates through amax, amin and sum") {
   lt::check_equal(argmax(x, 1), {1, 2});  // torch: NaN is the maximum
 }
 
+TEST_CASE("reduce: a NaN anywhere in a long row makes its amax and amin NaN") {
+  // rows of 1000 and 5000 (vector lanes, then a scalar tail; a tile or chunks): a NaN at the
+  // start, in the first and a later lane block, in the tail; one row without, one with infs
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    for (int64_t n : {1000, 5000}) {
+      INFO(std::string(dtype_name(dt)) << ", rows of " << n);
+      std::vector<int64_t> at = {0, 1, 63, 64, 500, n - 1};
+      int64_t rows = int64_t(at.size()) + 2;
+      Vec v = lt::uniform(rows * n, -5, 5, uint32_t(n));
+      for (size_t r = 0; r < at.size(); ++r) v[r * size_t(n) + size_t(at[r])] = std::nan("");
+      v[size_t((rows - 1) * n + 7)] = INFINITY;
+      v[size_t((rows - 1) * n + n - 2)] = -INFINITY;
+      Tensor x = lt::make(v, {rows, n}, dt);
+      v = host(x);  // as stored
+      auto want = [&](bool mx) {
+        Vec w;
+        for (int64_t r = 0; r < rows; ++r) {
+          double m = v[size_t(r * n)];
+          for (int64_t i = 0; i < n; ++i) {
+            double e = v[size_t(r * n + i)];
+            if (e != e || m != m)
+              m = NAN;
+            else
+              m = mx ? std::max(m, e) : std::min(m, e);
+          }
+          w.push_back(m);
+        }
+        return w;
+      };
+      lt::check_equal(amax(x, {1}), want(true));
+      lt::check_equal(amin(x, {1}), want(false));
+    }
+  }
+}
+
 TEST_CASE("reduce: empty dims") {
   Tensor e = zeros({3, 0});
   check_close(sum(e, {1}), {0, 0, 0});
