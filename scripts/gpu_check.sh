@@ -100,7 +100,7 @@ if [ "${GPU_CHECK_SKIP_ALL:-0}" != 1 ]; then
 fi
 
 # 3. A fresh process must find every kernel on disk.
-LOOM_LOG=fusion run "gpu tests (disk cache)" 60 "$OUT/gpu_tests_warm.log" "$TESTS" -tc="$FILTER"
+LOOM_LOG=fusion run "gpu tests (disk cache)" 150 "$OUT/gpu_tests_warm.log" "$TESTS" -tc="$FILTER"
 row "  disk hits / compiles" "-" "-" \
   "$(grep -c ': disk hit' "$OUT/gpu_tests_warm.log") / $(grep -c ': compiled ' "$OUT/gpu_tests_warm.log")"
 

@@ -50,7 +50,7 @@ bool has(const std::string& s, const std::string& p) { return s.find(p) != std::
 
 }  // namespace
 
-TEST_CASE("gpu oom: a failing randn does not block unrelated work on the stream") {
+TEST_CASE("gpu: oom: a failing randn does not block unrelated work on the stream") {
   if (skip()) return;
   for (bool fuse : {true, false}) {
     CAPTURE(fuse);
@@ -88,7 +88,7 @@ TEST_CASE("gpu oom: a failing randn does not block unrelated work on the stream"
   set_fusion(true);
 }
 
-TEST_CASE("gpu oom: an in-place update does not overwrite what left-pending work reads") {
+TEST_CASE("gpu: oom: an in-place update does not overwrite what left-pending work reads") {
   if (skip()) return;
   for (bool fuse : {true, false}) {
     CAPTURE(fuse);
@@ -114,7 +114,7 @@ TEST_CASE("gpu oom: an in-place update does not overwrite what left-pending work
   set_fusion(true);
 }
 
-TEST_CASE("gpu oom: cross-stream use of a tensor the failing stream can compute") {
+TEST_CASE("gpu: oom: cross-stream use of a tensor the failing stream can compute") {
   if (skip()) return;
   auto av = test::values(4096, 24);
   Tensor ah = tensor<double>(av, {4096}, Options(DType::Float32));
