@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "fuzz/exec.h"
+#include "fuzz/patterns.h"
 #include "fuzz/program.h"
 #include "fuzz/shrink.h"
 #include "helpers.h"
@@ -33,42 +34,6 @@ std::pair<int, int> shard(int n) {
   int k = 0, m = 1;
   if (!v || std::sscanf(v, "%d/%d", &k, &m) != 2 || m < 1 || k < 0 || k >= m) return {0, n};
   return {int(int64_t(n) * k / m), int(int64_t(n) * (k + 1) / m)};
-}
-
-// Whether the program reads a buffer between two writes of it within one flush: y computed
-// from x, then x written in place (directly or through a view), then y updated in place from
-// x (or a view of it). Aliasing comes from executing the program on placeholders.
-bool reads_between_writes(const Program& p) {
-  Env env;
-  env.shadow = true;
-  struct Read {
-    int root = -1, flush = -1;
-    bool written = false;  // x was written after y read it, in the same flush
-  };
-  std::vector<Read> reads;
-  int flush = 0;
-  for (const Instr& in : p.code) {
-    if (in.op == "sync" || in.op == "peek") ++flush;
-    if (in.out >= 0) env.grow(in.out);
-    exec(in, env);
-    auto root = [&](const Operand& o) { return o.is_val ? env.root[size_t(o.val)] : -1; };
-    if (in.out >= 0 && env.root[size_t(in.out)] == in.out) {
-      reads.resize(size_t(in.out) + 1);
-      for (auto& a : in.args)
-        if (a.is_val) reads[size_t(in.out)] = {root(a), flush, false};
-    }
-    if (!is_inplace_op(in.op)) continue;
-    int t = root(in.args[0]);
-    for (size_t y = 0; y < reads.size(); ++y) {
-      Read& r = reads[y];
-      if (r.flush != flush) continue;
-      if (int(y) == t && r.written)
-        for (size_t i = 1; i < in.args.size(); ++i)
-          if (root(in.args[i]) == r.root) return true;
-      if (r.root == t && int(y) != t) r.written = true;
-    }
-  }
-  return false;
 }
 
 std::string read_file(const std::filesystem::path& p) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "exec.h"
+#include "patterns.h"
 #include "program.h"
 #include "shrink.h"
 
@@ -137,7 +138,7 @@ int main(int argc, char** argv) {
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
-  int64_t n = 0, bad = 0, invalid = 0, f64 = 0;
+  int64_t n = 0, bad = 0, invalid = 0, f64 = 0, pending = 0, between = 0;
   double last_note = 0;
   for (; a.count < 0 || n < a.count; ++n) {
     if (a.minutes > 0 && elapsed() > a.minutes * 60) break;
@@ -146,6 +147,8 @@ int main(int argc, char** argv) {
     if (!a.save_dir.empty()) std::ofstream(a.save_dir + "/last.txt") << to_text(p);  // crashes
     Verdict v = check(p, ro);
     f64 += !has_discontinuous(p);
+    pending += updates_pending(p);
+    between += reads_between_writes(p);
     if (v.kind == Verdict::Kind::Invalid) {
       ++invalid;
       if (!a.quiet) std::printf("invalid program (generator bug): %s\n", report(p, v).c_str());
@@ -162,7 +165,9 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "fuzz: %lld programs, %lld mismatches (%lld invalid, %lld compared to float64, "
-      "%.1f s)\n",
-      (long long)n, (long long)bad, (long long)invalid, (long long)f64, elapsed());
+      "%lld update a pending value in place, %lld of them reading a buffer between two writes "
+      "of it, %.1f s)\n",
+      (long long)n, (long long)bad, (long long)invalid, (long long)f64, (long long)pending,
+      (long long)between, elapsed());
   return bad || invalid ? 1 : 0;
 }
