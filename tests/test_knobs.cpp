@@ -230,7 +230,7 @@ TEST_CASE("knobs: no code reads a LOOM_ variable around the table") {
   for (const fs::path& p : sources({"tests", "bench"})) {
     const std::string text = read_file(p);
     CAPTURE(rel(p));
-    for (const char* call : {"getenv(", "env_int("})
+    for (const char* call : {"getenv(", "env_int(", "env_flag(", "env_str("})
       for (const std::string& n : quoted_names(text, call)) {
         CAPTURE(n);
         CHECK_FALSE(is_knob_name(n));
