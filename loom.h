@@ -5,4 +5,5 @@
 #include "fusion/kernel_cache.h"
 #include "fusion/trace.h"
 #include "tensor/fault.h"
+#include "tensor/knobs.h"
 #include "tensor/tensor.h"

@@ -7,7 +7,7 @@
 // --ulp: also the worst error against float64 (slower).
 // Results (Xeon, Sapphire Rapids class, 2026-11-30, gcc 12 Release, -march=native): --relu: 0
 // differ; exp: 0 vector and 0 fused-loop results differ (117 s). tanh and sigmoid (vdivps) not
-// yet run over all inputs here (test_cpu_vmath checks every 251st bit pattern).
+// yet run over all inputs here (tests/cpu/test_vmath.cpp checks every 251st bit pattern).
 #include <algorithm>
 #include <bit>
 #include <chrono>

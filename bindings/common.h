@@ -57,6 +57,7 @@ void init_reduce(nb::module_& m);
 void init_creation(nb::module_& m);
 void init_interop(nb::module_& m);
 void init_runtime(nb::module_& m);
+void init_knobs(nb::module_& m);
 void init_cuda(nb::module_& m);
 
 }  // namespace loom::py

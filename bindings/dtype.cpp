@@ -9,16 +9,15 @@ PyObject* g_dtypes[kNumDTypes] = {};  // borrowed: the module's attributes own t
 PyTypeObject* g_dtype_type = nullptr;
 PyTypeObject* g_device_type = nullptr;
 
-// `bool` is `bool_` here; python/loom/__init__.py adds loom.bool (and loom.float, loom.int),
-// keeping builtins unshadowed in the generated stub.
-const char* kDTypeAttr[kNumDTypes] = {"bool_",   "uint8",    "int8",    "int32",  "int64",
-                                      "float16", "bfloat16", "float32", "float64"};
+// The module attribute of a dtype: its name, but `bool` is `bool_` here; python/loom/__init__.py
+// adds loom.bool (and loom.float, loom.int), keeping builtins unshadowed in the generated stub.
+const char* dtype_attr(DType t) { return t == DType::Bool ? "bool_" : dtype_name(t); }
 
 // Python builtins and numpy dtype names as loom dtypes (torch accepts dtype=float etc.).
 bool dtype_from_name(const char* s, DType* out) {
   if (!std::strcmp(s, "bool")) s = "bool_";
   for (int i = 0; i < kNumDTypes; ++i)
-    if (!std::strcmp(s, kDTypeAttr[i])) return *out = DType(i), true;
+    if (!std::strcmp(s, dtype_attr(DType(i)))) return *out = DType(i), true;
   static const std::pair<const char*, DType> alias[] = {{"float", DType::Float32},
                                                         {"double", DType::Float64},
                                                         {"half", DType::Float16},
@@ -73,7 +72,7 @@ void init_dtype(nb::module_& m) {
               "__repr__", [](const PyDType& d) { return std::string("loom.") + dtype_name(d.t); },
               "loom.<name>.")
           .def(
-              "__reduce__", [](const PyDType& d) { return std::string(kDTypeAttr[int(d.t)]); },
+              "__reduce__", [](const PyDType& d) { return std::string(dtype_attr(d.t)); },
               "Pickles as the module attribute of the same name.");
   g_dtype_type = (PyTypeObject*)dt.ptr();
   m.def("promote_types", &promote_types, "type1"_a, "type2"_a,
@@ -89,7 +88,7 @@ void init_dtype(nb::module_& m) {
       "tensor2"_a, "The dtype of an op on a Python scalar and a tensor.");
   for (int i = 0; i < kNumDTypes; ++i) {
     nb::object o = nb::cast(PyDType{DType(i)});
-    m.attr(kDTypeAttr[i]) = o;
+    m.attr(dtype_attr(DType(i))) = o;
     g_dtypes[i] = o.ptr();
   }
   // torch's aliases (loom.float and loom.int are added by __init__.py).

@@ -60,7 +60,7 @@ void init_runtime(nb::module_& m) {
   m.def("kernel_cache_size", &kernel_cache_size, "Number of kernels in the in-memory cache.");
   m.def("clear_kernel_cache", &clear_kernel_cache, "Empties the in-memory kernel cache.");
   m.def("kernel_cache_limit", &kernel_cache_limit,
-        "Most kernels the in-memory cache keeps (LOOM_KERNEL_CACHE_MAX, default 4096).");
+        "Most kernels the in-memory cache keeps (starts at LOOM_KERNEL_CACHE_MAX).");
   m.def(
       "set_kernel_cache_limit",
       [](int64_t n) {
@@ -110,6 +110,7 @@ NB_MODULE(_loom, m) {
   init_creation(m);
   init_interop(m);
   init_runtime(m);
+  init_knobs(m);
   init_cuda(m);
   m.attr("__version__") = LOOM_PY_VERSION;
 }

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "cpu/ctype.h"
 #include "tensor/half.h"
 
 namespace loom::cpu {
@@ -36,15 +37,12 @@ inline S to_storage(T v) {
 template <typename F>
 void dispatch_storage(DType dt, F&& f) {
   switch (dt) {
-    case DType::Bool: return f(bool{});
-    case DType::UInt8: return f(uint8_t{});
-    case DType::Int8: return f(int8_t{});
-    case DType::Int32: return f(int32_t{});
-    case DType::Int64: return f(int64_t{});
-    case DType::Float16: return f(Half{});
-    case DType::BFloat16: return f(BFloat16{});
-    case DType::Float32: return f(float{});
-    case DType::Float64: return f(double{});
+#define LOOM_X(name, text, storage, size, ...) \
+  case DType::name:                            \
+    static_assert(sizeof(storage) == size);    \
+    return f(storage{});
+    LOOM_DTYPES(LOOM_X)
+#undef LOOM_X
   }
 }
 
@@ -93,14 +91,10 @@ void store_run(void* dst, DType dt, int64_t stride, const T* src, int64_t n) {
   });
 }
 
-#define LOOM_INST(T)                                                         \
-  template void load_run<T>(const void*, DType, int64_t, T*, int64_t);       \
+#define LOOM_INST(ct, T, dtype)                                        \
+  template void load_run<T>(const void*, DType, int64_t, T*, int64_t); \
   template void store_run<T>(void*, DType, int64_t, const T*, int64_t);
-LOOM_INST(float)
-LOOM_INST(double)
-LOOM_INST(int32_t)
-LOOM_INST(int64_t)
-LOOM_INST(uint8_t)
+LOOM_CPU_CTYPES(LOOM_INST)
 #undef LOOM_INST
 
 }  // namespace loom::cpu

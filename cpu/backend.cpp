@@ -11,8 +11,8 @@
 #include "cpu/interp.h"
 #include "cpu/matmul.h"
 #include "cpu/scan.h"
-#include "tensor/env.h"
 #include "tensor/error.h"
+#include "tensor/knobs.h"
 
 namespace loom {
 namespace {
@@ -56,7 +56,7 @@ class BlockCache {
   std::mutex m_;
   std::unordered_multimap<size_t, void*> free_;
   size_t cached_ = 0;
-  size_t limit_ = size_t(env_int("LOOM_CPU_CACHE_BYTES", 1ll << 30));
+  size_t limit_ = size_t(knob_int(Knob::CpuCacheBytes));
 };
 
 struct CpuBackend : Backend {

@@ -1,22 +1,35 @@
 #pragma once
-// Compute types of the CPU interpreter: every dtype is computed in one of five.
+// Compute types of the CPU interpreter: every dtype is computed in one of five, its
+// compute_dtype (tensor/dtype.h).
 #include <cstdint>
 
 #include "tensor/dtype.h"
 
+// X(CT, C++ type, the compute dtype it holds)
+#define LOOM_CPU_CTYPES(X) \
+  X(F32, float, Float32)   \
+  X(F64, double, Float64)  \
+  X(I32, int32_t, Int32)   \
+  X(I64, int64_t, Int64)   \
+  X(B8, uint8_t, Bool)
+
 namespace loom::cpu {
 
-enum class CT : uint8_t { F32, F64, I32, I64, B8 };
+enum class CT : uint8_t {
+#define LOOM_X(ct, type, dtype) ct,
+  LOOM_CPU_CTYPES(LOOM_X)
+#undef LOOM_X
+};
 
 inline CT ct_of(DType t) {
-  switch (t) {
-    case DType::Float16:
-    case DType::BFloat16:
-    case DType::Float32: return CT::F32;
-    case DType::Float64: return CT::F64;
-    case DType::Int64: return CT::I64;
-    case DType::Bool: return CT::B8;
-    default: return CT::I32;
+  switch (compute_dtype(t)) {
+#define LOOM_X(ct, type, dtype) \
+  case DType::dtype:            \
+    return CT::ct;
+    LOOM_CPU_CTYPES(LOOM_X)
+#undef LOOM_X
+    default:
+      return CT::I32;  // not reached: the compute dtypes are the five above
   }
 }
 
@@ -24,12 +37,13 @@ inline CT ct_of(DType t) {
 template <typename F>
 decltype(auto) dispatch_ct(CT ct, F&& f) {
   switch (ct) {
-    case CT::F32: return f(float{});
-    case CT::F64: return f(double{});
-    case CT::I32: return f(int32_t{});
-    case CT::I64: return f(int64_t{});
-    default: return f(uint8_t{});
+#define LOOM_X(ct, type, dtype) \
+  case CT::ct:                  \
+    return f(type{});
+    LOOM_CPU_CTYPES(LOOM_X)
+#undef LOOM_X
   }
+  __builtin_unreachable();
 }
 
 }  // namespace loom::cpu

@@ -12,7 +12,7 @@
 #include "cpu/access.h"
 #include "cpu/math.h"
 #include "cpu/vmath.h"
-#include "tensor/env.h"
+#include "tensor/knobs.h"
 
 namespace loom::cpu {
 namespace {
@@ -36,9 +36,9 @@ struct Operand {
   int s;  // 1: a register, 0: one value broadcast
 };
 
-// LOOM_CPU_PREFETCH (read once): 0 no software prefetch, 1 into L1 (prefetcht0), 2 into
+// LOOM_CPU_PREFETCH (tensor/knobs.h): 0 no software prefetch, 1 into L1 (prefetcht0), 2 into
 // L2 (prefetcht1).
-int prefetch_mode() { return int(env_int("LOOM_CPU_PREFETCH", 1)); }
+int prefetch_mode() { return int(knob_int(Knob::CpuPrefetch)); }
 
 // Memory the next tile will touch, asked for a few cache lines at a time between this
 // tile's instructions: the interpreter reads a tile in its first instructions and then only
@@ -723,9 +723,9 @@ class Runner {
   // A streamed output (streams()) that its own instruction writes with non-temporal stores,
   // instead of computing it into a register and copying that out (a pass over the tile):
   // pair_unary_f32 instructions, one 64-byte-aligned unit-stride run of the output. Its
-  // memory for this tile, else null. LOOM_CPU_STREAM_DIRECT=0 (read once) turns it off.
+  // memory for this tile, else null. LOOM_CPU_STREAM_DIRECT=0 turns it off.
   float* stream_out(int id, const RowState& rs, int64_t c0) const {
-    static const bool on = env_flag("LOOM_CPU_STREAM_DIRECT", true);
+    static const bool on = knob_flag(Knob::CpuStreamDirect);
     if (!on || rs.nr != 1 || rank_ - nk_ != 1 || p_.pair_f[id] == Op::Const) return nullptr;
     float* hit = nullptr;
     for (auto& o : g_.outputs) {

@@ -437,17 +437,13 @@ void philox_normal(const int64_t* idx, uint64_t seed, uint64_t offset, float* ou
   for (int64_t i = 0; i < n; ++i) out[i] = philox_normal_at(seed, offset + uint64_t(idx[i]));
 }
 
-#define LOOM_INST(T)                                                                        \
+#define LOOM_INST(ct, T, dtype)                                                              \
   template void unary<T>(Op, const T*, T*, int64_t);                                         \
   template void unary_bool<T>(Op, const T*, uint8_t*, int64_t);                              \
   template void binary<T>(Op, const T*, int, const T*, int, T*, int64_t);                    \
   template void binary_bool<T>(Op, const T*, int, const T*, int, uint8_t*, int64_t);         \
   template void select<T>(const uint8_t*, int, const T*, int, const T*, int, T*, int64_t);
-LOOM_INST(float)
-LOOM_INST(double)
-LOOM_INST(int32_t)
-LOOM_INST(int64_t)
-LOOM_INST(uint8_t)
+LOOM_CPU_CTYPES(LOOM_INST)
 #undef LOOM_INST
 
 }  // namespace loom::cpu

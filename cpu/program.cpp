@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "cpu/vmath.h"
-#include "tensor/env.h"
+#include "tensor/knobs.h"
 
 namespace loom::cpu {
 namespace {
@@ -90,18 +90,18 @@ std::vector<int> count_uses(const Program& p, const Group& g) {
   return uses;
 }
 
-// The fold switches, each read once: LOOM_CPU_UNARY_FOLD=0, LOOM_CPU_TAIL_FOLD=0,
-// LOOM_CPU_PRE_FOLD=0 turn a fold off (A/B timing, or to rule it out).
+// The fold switches: LOOM_CPU_UNARY_FOLD=0, LOOM_CPU_TAIL_FOLD=0, LOOM_CPU_PRE_FOLD=0 turn a
+// fold off (A/B timing, or to rule it out).
 bool unary_fold_on() {
-  static const bool on = env_flag("LOOM_CPU_UNARY_FOLD", true) && vmath_on();
+  static const bool on = knob_flag(Knob::CpuUnaryFold) && vmath_on();
   return on;
 }
 bool tail_fold_on() {
-  static const bool on = env_flag("LOOM_CPU_TAIL_FOLD", true);
+  static const bool on = knob_flag(Knob::CpuTailFold);
   return on;
 }
 bool pre_fold_on() {
-  static const bool on = env_flag("LOOM_CPU_PRE_FOLD", true);
+  static const bool on = knob_flag(Knob::CpuPreFold);
   return on;
 }
 
@@ -133,8 +133,8 @@ void fuse_pairs(Program& p, const Group& g) {
   int nn = int(p.nodes.size());
   p.pair_op.assign(nn, Op::Const);
   p.pair_first.assign(nn, 0);
-  // LOOM_CPU_PAIRS=0 turns the folding off (A/B timing, or to rule it out); read once.
-  static const bool on = env_flag("LOOM_CPU_PAIRS", true);
+  // LOOM_CPU_PAIRS=0 turns the folding off (A/B timing, or to rule it out).
+  static const bool on = knob_flag(Knob::CpuPairs);
   if (!on) return;
   std::vector<int> uses = count_uses(p, g);
   auto fits = [&](int id, CT c) {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "cpu/arith.h"
-#include "tensor/env.h"
+#include "tensor/knobs.h"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -220,13 +220,10 @@ inline void v_map(const float* a, float* o, int64_t n, F f) {
 
 }  // namespace
 
+// Off by default without AVX-512 (the knob's "avx512" default): the scalar form vectorizes to
+// AVX2 at ~1.5x Eigen's cost.
 bool vmath_on() {
-#if defined(__AVX512F__)
-  static const bool on = env_flag("LOOM_CPU_VMATH", true);
-#else
-  // The scalar form vectorizes to AVX2 at ~1.5x Eigen's cost: Eigen by default.
-  static const bool on = env_flag("LOOM_CPU_VMATH", false);
-#endif
+  static const bool on = knob_flag(Knob::CpuVmath);
   return on;
 }
 
@@ -331,14 +328,14 @@ struct Pre {
 };
 
 #if defined(__AVX512F__)
-// Whether pair_unary_loop runs software-pipelined (below): LOOM_CPU_PIPE=1 / 0, read once.
+// Whether pair_unary_loop runs software-pipelined (below): LOOM_CPU_PIPE.
 bool pair_pipe() {
-  static const bool on = env_flag("LOOM_CPU_PIPE", true);
+  static const bool on = knob_flag(Knob::CpuPipe);
   return on;
 }
 
 // How far ahead (floats) the pipelined loop prefetches its operands into L1, a line each an
-// iteration: LOOM_CPU_PF_AHEAD, read once; 0 turns it off. A tile of a 16M-float chain8 reads
+// iteration: LOOM_CPU_PF_AHEAD; 0 turns it off. A tile of a 16M-float chain8 reads
 // x from memory, and those reads did not overlap the compute: on one thread they added ~13
 // TSC ticks per 16 floats to the ~25 of the loops on an L1 tile, whether or not the
 // interpreter prefetched the next tile in bursts (LOOM_CPU_PREFETCH). One prefetch a line,
@@ -347,7 +344,7 @@ bool pair_pipe() {
 // An operand already in cache costs a load-port uop an iteration (the loops are bound by the
 // vector ports); prefetches never fault, so reading past an operand's end is harmless.
 int64_t pair_pf_ahead() {
-  static const int64_t d = std::max<int64_t>(0, env_int("LOOM_CPU_PF_AHEAD", 2048));
+  static const int64_t d = std::max<int64_t>(0, knob_int(Knob::CpuPfAhead));
   return d;
 }
 

@@ -11,7 +11,7 @@
 namespace loom::cpu {
 
 // Whether unary() uses these (cpu/math.cpp): by default where the build has AVX-512, else
-// Eigen's kernels; LOOM_CPU_VMATH=0 / 1 (read once) picks either, for A/B timing. Fused and
+// Eigen's kernels; LOOM_CPU_VMATH=0 / 1 picks either, for A/B timing. Fused and
 // fusion-off programs switch together, and without them the tile program folds none of these
 // functions into other ops.
 bool vmath_on();

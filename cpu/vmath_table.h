@@ -1,6 +1,6 @@
 #pragma once
 // The functions of cpu/vmath.h as a table (vector kernel, scalar form, float64 reference,
-// tested ulp bound) and the ulp measure, shared by tests/test_cpu_vmath.cpp and
+// tested ulp bound) and the ulp measure, shared by tests/cpu/test_vmath.cpp and
 // bench/vmath_exhaustive.cpp so both check the same set the same way. Not part of the library.
 #include <algorithm>
 #include <bit>
@@ -17,7 +17,7 @@ struct Fn {
   float (*scalar)(float);
   double (*ref)(double);
   Op op;
-  double max_ulp;  // the bound test_cpu_vmath checks against ref
+  double max_ulp;  // the bound tests/cpu/test_vmath.cpp checks against ref
 };
 
 inline double ref_tanh(double x) { return std::tanh(x); }

@@ -27,7 +27,7 @@
 #include "fusion/counters.h"
 #include "fusion/kernel_cache.h"
 #include "fusion/trace.h"
-#include "tensor/env.h"
+#include "tensor/knobs.h"
 #include "tensor/storage.h"
 
 #ifndef LOOM_VERSION
@@ -103,7 +103,7 @@ class CudaBackend : public Backend {
     // ops. Off by default: a process that exits while that compile runs can crash in NVRTC
     // (its lazily made statics are destroyed at exit before the thread can be joined).
     static std::once_flag warm;
-    if (env_flag("LOOM_NVRTC_WARMUP", false))
+    if (knob_flag(Knob::NvrtcWarmup))
       std::call_once(warm, [&] { cuda::warm_up_async(cc_major_, cc_minor_); });
     matmul_ = std::make_unique<cuda::Matmul>(
         dev, default_,
@@ -283,9 +283,9 @@ class CudaBackend : public Backend {
   std::unordered_map<std::string, std::shared_ptr<Loaded>> modules_;
   std::unique_ptr<cuda::Matmul> matmul_;
   std::unordered_map<uint64_t, Scratch> scratch_;  // by stream id
-  // Freed blocks kept per stream and size. LOOM_CUDA_BLOCK_CACHE (read once a device): the
-  // bytes kept, default 64 MiB; 0 frees every block to the driver's pool as before.
-  cuda::BlockCache blocks_{size_t(env_int("LOOM_CUDA_BLOCK_CACHE", 64ll << 20))};
+  // Freed blocks kept per stream and size, at most LOOM_CUDA_BLOCK_CACHE bytes (tensor/knobs.h;
+  // 0 frees every block to the driver's pool).
+  cuda::BlockCache blocks_{size_t(knob_int(Knob::CudaBlockCache))};
   cuda::Staging staging_;
 };
 
@@ -415,10 +415,10 @@ void CudaBackend::drop_compiled() {
     if (CudaBackend* b = slot.load(std::memory_order_acquire)) b->drop_modules();
 }
 
-// Peer copies are on by default where the GPUs can reach each other; LOOM_CUDA_PEER=0 (read
-// once) forces the copy through host memory, to compare the two.
+// Peer copies are on by default where the GPUs can reach each other; LOOM_CUDA_PEER=0 forces
+// the copy through host memory, to compare the two.
 bool peer_copies_enabled() {
-  static const bool on = env_flag("LOOM_CUDA_PEER", true);
+  static const bool on = knob_flag(Knob::CudaPeer);
   return on;
 }
 

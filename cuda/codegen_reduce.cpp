@@ -13,8 +13,8 @@
 #include <tuple>
 
 #include "cuda/codegen_emit.h"
-#include "tensor/env.h"
 #include "tensor/error.h"
+#include "tensor/knobs.h"
 
 namespace loom::cuda::gen {
 
@@ -127,7 +127,7 @@ namespace {
 // bandwidth, not just short of bytes in flight. Read once; older GPUs compile the portable helpers
 // (#if).
 bool row_ptx() {
-  static const bool on = env_flag("LOOM_CUDA_ROW_PTX", true);
+  static const bool on = knob_flag(Knob::CudaRowPtx);
   return on;
 }
 
@@ -139,7 +139,7 @@ bool row_ptx() {
 // the layer_norm spent ~25 PTX instructions an element. H200 A/B, 2026-11-29, [65536, 4096] bf16:
 // softmax 90 -> 92%, layer_norm 89 -> 90% of copy, rms_norm 93 -> 92% (noise). Read once.
 bool row_narrow() {
-  static const bool on = env_flag("LOOM_CUDA_ROW_NARROW", true);
+  static const bool on = knob_flag(Knob::CudaRowNarrow);
   return on;
 }
 

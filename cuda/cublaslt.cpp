@@ -15,8 +15,8 @@
 #include <unordered_map>
 
 #include "cuda/codegen_emit.h"
-#include "tensor/env.h"
 #include "tensor/error.h"
+#include "tensor/knobs.h"
 
 namespace loom::cuda {
 namespace {
@@ -166,7 +166,7 @@ struct Matmul::Lt {
 
 Matmul::Matmul(int dev, Stream stream, CompileFn compile)
     : dev_(dev), stream_(std::move(stream)), compile_(std::move(compile)) {
-  if (env_flag("LOOM_DISABLE_CUBLAS", false)) return;
+  if (knob_flag(Knob::DisableCublas)) return;
   auto api = open_api();
   if (!api) return;
   ensure_context(dev_);

@@ -19,6 +19,7 @@
 
 #include "cuda/hash.h"
 #include "tensor/env.h"
+#include "tensor/knobs.h"
 
 namespace loom::cuda {
 namespace {
@@ -30,7 +31,7 @@ constexpr uint64_t kMaxEntry = uint64_t(1) << 30;  // refuse absurd sizes before
 std::atomic<bool> g_corrupt_next_read{false};
 
 void log_failure(const std::string& what) {
-  if (env_str("LOOM_LOG").find("cache") != std::string::npos)
+  if (knob_str(Knob::Log).find("cache") != std::string::npos)
     std::fprintf(stderr, "loom: disk cache: %s\n", what.c_str());
 }
 
@@ -114,13 +115,13 @@ std::optional<std::vector<char>> parse(const std::vector<char>& file) {
 namespace disk_cache {
 
 std::string cache_dir() {
-  if (std::string d = env_str("LOOM_CACHE_DIR"); !d.empty()) return d;
+  if (std::string d = knob_str(Knob::CacheDir); !d.empty()) return d;
   if (std::string x = env_str("XDG_CACHE_HOME"); !x.empty()) return x + "/loom";
   if (std::string h = env_str("HOME"); !h.empty()) return h + "/.cache/loom";
   return "";
 }
 
-bool enabled() { return env_flag("LOOM_DISK_CACHE", true) && !cache_dir().empty(); }
+bool enabled() { return knob_flag(Knob::DiskCache) && !cache_dir().empty(); }
 
 std::string cache_key(const std::string& source, const std::vector<std::string>& options,
                       const std::string& arch, const std::string& nvrtc_version,

@@ -16,8 +16,8 @@
 
 #include "cuda/call_times.h"
 #include "tensor/device.h"
-#include "tensor/env.h"
 #include "tensor/error.h"
+#include "tensor/knobs.h"
 
 namespace loom::cuda {
 namespace {
@@ -226,7 +226,7 @@ void time_calls(Api& a) {
 
 Driver* open_driver() {
   auto* d = new Driver();
-  if (env_flag("LOOM_DISABLE_CUDA", false)) {
+  if (knob_flag(Knob::DisableCuda)) {
     d->reason = "disabled by LOOM_DISABLE_CUDA";
     return d;
   }
@@ -241,7 +241,7 @@ Driver* open_driver() {
     d->reason = std::string("libcuda.so.1 lacks ") + missing + " (driver too old)";
     return d;
   }
-  if (env_flag("LOOM_CUDA_CALL_TIMES", false)) time_calls(d->api);
+  if (knob_flag(Knob::CudaCallTimes)) time_calls(d->api);
   if (CUresult r = d->api.cuInit(0); r != kSuccess) {
     d->reason = "cuInit failed: " + result_name(d->api, r);
     return d;

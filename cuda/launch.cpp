@@ -5,8 +5,8 @@
 #include <cstring>
 #include <string>
 
-#include "tensor/env.h"
 #include "tensor/error.h"
+#include "tensor/knobs.h"
 
 namespace loom::cuda {
 namespace {
@@ -23,7 +23,7 @@ int64_t ptr_residue(const Storage* st, DType dt) {
   return p % isz == 0 ? int64_t((p % 16) / isz) : 0;
 }
 
-// Pointwise launch policy, from the environment once (A/B runs on the GPU, issue 7):
+// Pointwise launch policy (A/B runs on the GPU); the knobs are rows of tensor/knobs.h:
 //   LOOM_CUDA_PW_UNROLL=1|2|4     vectors a thread per iteration (default: 4 / 2 / 1 for
 //                                 1 / 2 / more arrays read as vectors; 1 when the lanes roll)
 //   LOOM_CUDA_PW_GRID=full|stride vector loops. full (default): one block per 256 * unroll
@@ -40,8 +40,8 @@ struct PwPolicy {
 const PwPolicy& pw_policy() {
   static const PwPolicy p = [] {
     PwPolicy p;
-    std::string u = env_str("LOOM_CUDA_PW_UNROLL"), g = env_str("LOOM_CUDA_PW_GRID");
-    std::string r = env_str("LOOM_CUDA_PW_ROLL");
+    std::string u = knob_str(Knob::CudaPwUnroll), g = knob_str(Knob::CudaPwGrid);
+    std::string r = knob_str(Knob::CudaPwRoll);
     if (u == "1" || u == "2" || u == "4") p.unroll = u[0] - '0';
     if (g == "stride") p.full = false;
     if (r == "0" || r == "1") p.roll = r[0] - '0';
@@ -321,8 +321,8 @@ bool narrow_rows(const Group& g) {
   return false;
 }
 
-// Knobs for A/B runs of row kernels on the GPU, read once from the environment (unset: the
-// defaults below, the best guess without a GPU on the build machine):
+// Knobs for A/B runs of row kernels on the GPU (rows of tensor/knobs.h; the defaults are the
+// best guess without a GPU on the build machine), and why each default is what it is:
 //   LOOM_CUDA_ROW_TPR=n    threads per row (power of two, 1..1024) for every rows variant
 //   LOOM_CUDA_ROW_RPB=n    rows per block (default 256 / tpr, at least 1; block <= 1024)
 //   LOOM_CUDA_ROW_CHUNKS=n target 16-byte chunks a lane of a vector row (default 4; before
@@ -470,33 +470,34 @@ struct RowKnobs {
 const RowKnobs& row_knobs() {
   static const RowKnobs k = [] {
     RowKnobs r;
-    auto get = [](const char* name, int lo, int hi, int dflt) {
-      std::string e = env_str(name);
-      return e.empty() ? dflt : std::clamp(std::atoi(e.c_str()), lo, hi);
+    // A set knob clamped to [lo, hi]; an unset one its default (which may lie outside).
+    auto get = [](KnobOf<KnobType::Int> k, int lo, int hi) {
+      const long long v = knob_int(k);
+      return knob_set(k.k) ? int(std::clamp<long long>(v, lo, hi)) : int(v);
     };
-    int tpr = get("LOOM_CUDA_ROW_TPR", 0, 1024, 0);
+    int tpr = get(Knob::CudaRowTpr, 0, 1024);
     r.tpr = tpr > 0 ? int(pow2ceil(tpr)) : 0;
-    r.rpb = get("LOOM_CUDA_ROW_RPB", 0, 1024, 0);
-    r.chunks = int(pow2ceil(get("LOOM_CUDA_ROW_CHUNKS", 1, 16, 4)));
-    r.minb = get("LOOM_CUDA_ROW_MINB", 0, 32, -1);
-    r.remat = get("LOOM_CUDA_ROW_REMAT", 0, 2, -1);
-    const std::string gs = env_str("LOOM_CUDA_ROW_GRID");
+    r.rpb = get(Knob::CudaRowRpb, 0, 1024);
+    r.chunks = int(pow2ceil(get(Knob::CudaRowChunks, 1, 16)));
+    r.minb = get(Knob::CudaRowMinb, 0, 32);
+    r.remat = get(Knob::CudaRowRemat, 0, 2);
+    const std::string gs = knob_str(Knob::CudaRowGrid);
     r.grid = gs == "stride" ? RowGrid::Stride : gs == "rows" ? RowGrid::Rows : RowGrid::Auto;
-    r.sync1 = get("LOOM_CUDA_ROW_SYNC", 1, 2, 2) == 1;
-    r.prefetch = get("LOOM_CUDA_ROW_PREFETCH", 0, 2, -1);
-    r.fexp = get("LOOM_CUDA_ROW_FASTEXP", 0, 1, -1);
-    const int cu = get("LOOM_CUDA_COL_UNROLL", 0, 16, 0);  // 0: by walk length
+    r.sync1 = get(Knob::CudaRowSync, 1, 2) == 1;
+    r.prefetch = get(Knob::CudaRowPrefetch, 0, 2);
+    r.fexp = get(Knob::CudaRowFastexp, 0, 1);
+    const int cu = get(Knob::CudaColUnroll, 0, 16);  // 0: by walk length
     r.col_unroll = cu > 0 ? int(pow2ceil(cu)) : 0;
-    r.peel = get("LOOM_CUDA_ROW_PEEL", 0, 2, 2);
-    r.peel_remat = get("LOOM_CUDA_ROW_PEEL_REMAT", 1, 2, 2);
-    r.stage = get("LOOM_CUDA_ROW_STAGE", 0, 1, 1) == 1;
-    const int sr = get("LOOM_CUDA_ROW_STAGE_ROWS", 0, 128, 0);
+    r.peel = get(Knob::CudaRowPeel, 0, 2);
+    r.peel_remat = get(Knob::CudaRowPeelRemat, 1, 2);
+    r.stage = get(Knob::CudaRowStage, 0, 1) == 1;
+    const int sr = get(Knob::CudaRowStageRows, 0, 128);
     r.stage_rows = sr > 0 ? int(pow2ceil(sr)) : 0;
-    r.stage_block = int(pow2ceil(get("LOOM_CUDA_ROW_STAGE_BLOCK", 64, 1024, 1024)));
-    r.col_combine = get("LOOM_CUDA_COL_COMBINE", 0, 32, 8);
-    r.col_pairs = get("LOOM_CUDA_COL_PAIRS", 0, 1, 1);
-    r.col_block = int(pow2ceil(get("LOOM_CUDA_COL_BLOCK", 256, 1024, 256)));
-    r.col_slices = std::min<int>(int(pow2ceil(get("LOOM_CUDA_COL_SLICES", 1, 32, 4))),
+    r.stage_block = int(pow2ceil(get(Knob::CudaRowStageBlock, 64, 1024)));
+    r.col_combine = get(Knob::CudaColCombine, 0, 32);
+    r.col_pairs = get(Knob::CudaColPairs, 0, 1);
+    r.col_block = int(pow2ceil(get(Knob::CudaColBlock, 256, 1024)));
+    r.col_slices = std::min<int>(int(pow2ceil(get(Knob::CudaColSlices, 1, 32))),
                                  r.col_block / 32);  // at least a warp of columns
     return r;
   }();

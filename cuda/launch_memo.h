@@ -8,21 +8,21 @@
 //
 // Every pointer rule in cuda/launch.cpp reads an address modulo at most 16 bytes (a 16-byte
 // vector, ptr_residue's 16-byte boundary, itemsize); kAlignBytes must stay >= the largest.
-// LOOM_CUDA_LAUNCH_MEMO=0 (read once) decides every launch afresh, for A/B runs.
+// LOOM_CUDA_LAUNCH_MEMO=0 decides every launch afresh, for A/B runs.
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
 #include "cuda/launch.h"
 #include "fusion/group.h"
-#include "tensor/env.h"
+#include "tensor/knobs.h"
 
 namespace loom::cuda {
 
 constexpr uint64_t kAlignBytes = 16;
 
 inline bool launch_memo_enabled() {
-  static const bool on = env_flag("LOOM_CUDA_LAUNCH_MEMO", true);
+  static const bool on = knob_flag(Knob::CudaLaunchMemo);
   return on;
 }
 

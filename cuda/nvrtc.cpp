@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "cuda/driver.h"
-#include "tensor/env.h"
 #include "tensor/error.h"
+#include "tensor/knobs.h"
 
 namespace loom::cuda {
 namespace {
@@ -53,11 +53,11 @@ struct Lib {
 std::atomic<bool> g_fail_next_compile{false};
 std::atomic<bool> g_warmed{false};  // a warm-up compile has finished
 
-std::atomic<bool> g_strict{env_flag("LOOM_STRICT_WARNINGS", false)};
+std::atomic<bool> g_strict{knob_flag(Knob::StrictWarnings)};
 
 void* open_first(std::string& tried) {
   std::vector<std::string> names;
-  if (std::string p = env_str("LOOM_NVRTC_PATH"); !p.empty()) names.push_back(p);
+  if (std::string p = knob_str(Knob::NvrtcPath); !p.empty()) names.push_back(p);
   // The loader's search path first (LD_LIBRARY_PATH, ldconfig), then the toolkit found at build.
   for (const char* n : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}) names.push_back(n);
 #ifdef LOOM_NVRTC_DIR

@@ -11,7 +11,7 @@ std::string nvrtc_unavailable_reason();  // "" when available
 std::string nvrtc_version();             // "13.0"; "" when unavailable
 
 // Treat any warning in the compile log as an error (CI compiles every generated kernel this way).
-// Starts from $LOOM_STRICT_WARNINGS (set and not "0" means on).
+// Starts from LOOM_STRICT_WARNINGS (tensor/knobs.h).
 void set_strict_warnings(bool on);
 bool strict_warnings();
 

@@ -11,8 +11,8 @@
 #include "fusion/counters.h"
 #include "fusion/plan_cache.h"
 #include "fusion/trace.h"
-#include "tensor/env.h"
 #include "tensor/fault.h"
+#include "tensor/knobs.h"
 
 namespace loom {
 namespace {
@@ -28,7 +28,7 @@ struct Cache {
   std::unordered_map<uint64_t, Entry> map;
   std::list<uint64_t> lru;  // most recently used first
   size_t limit = [] {
-    long long n = env_int("LOOM_KERNEL_CACHE_MAX", 4096);
+    long long n = knob_int(Knob::KernelCacheMax);
     return size_t(n < 1 ? 1 : n);
   }();
 
@@ -69,7 +69,7 @@ Cache& cache() {
 // DIR/<hash of the text>.txt, so two builds' kernels compare as two directories
 // (scripts/dump_kernels.sh).
 void dump_kernel(const std::string& text) {
-  static const std::string dir = env_str("LOOM_DUMP_KERNELS");
+  static const std::string dir = knob_str(Knob::DumpKernels);
   if (dir.empty()) return;
   uint64_t h = 0xcbf29ce484222325ull;
   for (unsigned char ch : text) h = (h ^ ch) * 0x100000001b3ull;

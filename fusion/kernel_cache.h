@@ -19,7 +19,7 @@ struct KernelLookup {
 KernelLookup get_kernel(Device d, const Group& g);
 size_t kernel_cache_size();
 void clear_kernel_cache();  // and the backends' compiled modules
-// The most kernels kept (LOOM_KERNEL_CACHE_MAX, default 4096, at least 1). Lowering one more
+// The most kernels kept (at least 1; starts at LOOM_KERNEL_CACHE_MAX). Lowering one more
 // evicts the least recently used one and has its backend drop the compiled code it kept;
 // a later use of the evicted signature lowers it again (a cache miss).
 size_t kernel_cache_limit();

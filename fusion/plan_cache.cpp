@@ -7,7 +7,7 @@
 
 #include "fusion/counters.h"
 #include "fusion/planner.h"
-#include "tensor/env.h"
+#include "tensor/knobs.h"
 
 namespace loom {
 namespace {
@@ -27,7 +27,7 @@ struct Entry {
 struct Cache {
   std::unordered_map<uint64_t, Entry> map;
   size_t words = 0;  // key words held
-  bool on = env_flag("LOOM_PLAN_CACHE", true);
+  bool on = knob_flag(Knob::PlanCache);
   // Scratch of the key walk, kept between flushes (no allocation once warm).
   std::vector<uint64_t> key;
   std::vector<const std::shared_ptr<Storage>*> ready;  // input classes of ready storages

@@ -9,7 +9,7 @@
 #include <unordered_set>
 
 #include "fusion/canonical.h"
-#include "tensor/env.h"
+#include "tensor/knobs.h"
 
 namespace loom {
 namespace {
@@ -512,8 +512,8 @@ class Planner {
 
 int default_max_group_nodes() {
   static const int n = [] {
-    int x = int(env_int("LOOM_MAX_GROUP_NODES", 0));
-    return x >= 1 ? x : 128;
+    int x = int(knob_int(Knob::MaxGroupNodes));
+    return x >= 1 ? x : int(knob_default_int(Knob::MaxGroupNodes));
   }();
   return n;
 }

@@ -7,7 +7,7 @@
 
 namespace loom {
 
-// Ops a kernel by default: LOOM_MAX_GROUP_NODES (read once; unset: 128). Scalar operands and
+// Ops a kernel by default: LOOM_MAX_GROUP_NODES (tensor/knobs.h). Scalar operands and
 // loads are not ops here. Bench's 100 tiny ops on 1024 elements are one kernel a flush (two at
 // the old 96: a launch more); a 100-op kernel's cold NVRTC compile took about as long as the 96-
 // and 4-op kernels together (1.45 s vs 1.46 + 0.41 s, this 2-core box under load, 2026-11-30).

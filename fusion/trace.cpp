@@ -20,7 +20,7 @@
 #include "fusion/runtime_lock.h"
 #include "tensor/backend.h"
 #include "tensor/block_alloc.h"
-#include "tensor/env.h"
+#include "tensor/knobs.h"
 
 namespace loom {
 namespace {
@@ -125,12 +125,12 @@ Trace* find_trace(Device d, uint64_t id) {
 }
 
 bool& fusion_flag() {
-  static bool on = env_flag("LOOM_FUSION", true);
+  static bool on = knob_flag(Knob::Fusion);
   return on;
 }
 
 bool& log_flag() {
-  static bool on = env_str("LOOM_LOG").find("fusion") != std::string::npos;
+  static bool on = knob_str(Knob::Log).find("fusion") != std::string::npos;
   return on;
 }
 
@@ -348,8 +348,8 @@ std::recursive_mutex& runtime_mutex() {
 TraceLimits& trace_limits() {
   static TraceLimits l = [] {
     TraceLimits t;
-    t.max_nodes = env_int("LOOM_MAX_TRACE", t.max_nodes);
-    t.max_pending_bytes = env_int("LOOM_MAX_PENDING_BYTES", t.max_pending_bytes);
+    t.max_nodes = knob_int(Knob::MaxTrace);
+    t.max_pending_bytes = knob_int(Knob::MaxPendingBytes);
     return t;
   }();
   return l;

@@ -61,8 +61,9 @@ StreamRef stream_of(const Storage& st);
 // held by eager mode too, so counting them would only split fusible work (a chain over 1 GB
 // tensors flushed every two ops).
 struct TraceLimits {
-  int64_t max_nodes = 4096;       // LOOM_MAX_TRACE
-  int64_t max_pending_bytes = 0;  // LOOM_MAX_PENDING_BYTES; 0: a quarter of the device's memory
+  // trace_limits() starts from LOOM_MAX_TRACE and LOOM_MAX_PENDING_BYTES (tensor/knobs.h).
+  int64_t max_nodes = 0;
+  int64_t max_pending_bytes = 0;  // 0 or less: a quarter of the device's memory
 };
 TraceLimits& trace_limits();
 

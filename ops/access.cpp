@@ -61,16 +61,13 @@ T Tensor::item() const {
   return to_vector<T>()[0];
 }
 
-#define LOOM_INST(T)                               \
+#define LOOM_INST(T)                                    \
   template std::vector<T> Tensor::to_vector<T>() const; \
   template T Tensor::item<T>() const;
-LOOM_INST(float)
-LOOM_INST(double)
-LOOM_INST(int32_t)
-LOOM_INST(int64_t)
-LOOM_INST(uint8_t)
-LOOM_INST(int8_t)
-LOOM_INST(bool)
+#define LOOM_X(name, text, storage, size, category, compute, host) \
+  LOOM_DTYPE_IF(host, LOOM_INST(storage))
+LOOM_DTYPES(LOOM_X)
+#undef LOOM_X
 #undef LOOM_INST
 
 const void* Tensor::data_ptr() const {

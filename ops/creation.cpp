@@ -8,15 +8,14 @@
 namespace loom {
 namespace {
 
+// The dtype of host type T (LOOM_DTYPES' Host rows).
 template <typename T>
 constexpr DType dtype_of() {
-  if constexpr (std::is_same_v<T, bool>) return DType::Bool;
-  else if constexpr (std::is_same_v<T, uint8_t>) return DType::UInt8;
-  else if constexpr (std::is_same_v<T, int8_t>) return DType::Int8;
-  else if constexpr (std::is_same_v<T, int32_t>) return DType::Int32;
-  else if constexpr (std::is_same_v<T, int64_t>) return DType::Int64;
-  else if constexpr (std::is_same_v<T, double>) return DType::Float64;
-  else return DType::Float32;
+#define LOOM_X(name, text, storage, size, category, compute, host) \
+  LOOM_DTYPE_IF(host, if constexpr (std::is_same_v<T, storage>) return DType::name;)
+  LOOM_DTYPES(LOOM_X)
+#undef LOOM_X
+  return DType::Float32;
 }
 
 struct Generator {
@@ -65,16 +64,13 @@ template <typename T>
 Tensor tensor(const std::vector<T>& data, const Shape& shape) {
   return tensor(data, shape, Options(dtype_of<T>()));
 }
-#define LOOM_INST(T)                                                          \
-  template Tensor tensor<T>(const std::vector<T>&, const Shape&, Options);   \
+#define LOOM_INST(T)                                                       \
+  template Tensor tensor<T>(const std::vector<T>&, const Shape&, Options); \
   template Tensor tensor<T>(const std::vector<T>&, const Shape&);
-LOOM_INST(float)
-LOOM_INST(double)
-LOOM_INST(int32_t)
-LOOM_INST(int64_t)
-LOOM_INST(uint8_t)
-LOOM_INST(int8_t)
-LOOM_INST(bool)
+#define LOOM_X(name, text, storage, size, category, compute, host) \
+  LOOM_DTYPE_IF(host, LOOM_INST(storage))
+LOOM_DTYPES(LOOM_X)
+#undef LOOM_X
 #undef LOOM_INST
 
 Tensor scalar_tensor(Scalar s, Options opts) { return full({}, s, opts); }

@@ -4,27 +4,72 @@
 #include <cstdint>
 #include <string>
 
+// The dtypes, in DType's order: X(Name, "name", Storage, itemsize, Category, Compute, Host)
+//   Storage   the C++ type an element is stored as (Half, BFloat16: tensor/half.h)
+//   Category  Bool < Integral < Floating: the order scalars and tensors promote in
+//   Compute   the dtype kernels compute values of this type in
+//   Host      1 where the C++ API takes and gives elements as Storage (tensor<T>(), item<T>(),
+//             to_vector<T>()); float16 and bfloat16 go through float there
+#define LOOM_DTYPES(X)                                       \
+  X(Bool, "bool", bool, 1, Bool, Bool, 1)                    \
+  X(UInt8, "uint8", uint8_t, 1, Integral, Int32, 1)          \
+  X(Int8, "int8", int8_t, 1, Integral, Int32, 1)             \
+  X(Int32, "int32", int32_t, 4, Integral, Int32, 1)          \
+  X(Int64, "int64", int64_t, 8, Integral, Int64, 1)          \
+  X(Float16, "float16", Half, 2, Floating, Float32, 0)       \
+  X(BFloat16, "bfloat16", BFloat16, 2, Floating, Float32, 0) \
+  X(Float32, "float32", float, 4, Floating, Float32, 1)      \
+  X(Float64, "float64", double, 8, Floating, Float64, 1)
+
+// LOOM_DTYPE_IF(host, text): `text` where the Host column is 1 (for lists of host types).
+#define LOOM_DTYPE_IF(flag, ...) LOOM_DTYPE_IF_##flag(__VA_ARGS__)
+#define LOOM_DTYPE_IF_0(...)
+#define LOOM_DTYPE_IF_1(...) __VA_ARGS__
+
 namespace loom {
 
-enum class DType : uint8_t { Bool, UInt8, Int8, Int32, Int64, Float16, BFloat16, Float32, Float64 };
-inline constexpr int kNumDTypes = 9;
+enum class DType : uint8_t {
+#define LOOM_X(name, ...) name,
+  LOOM_DTYPES(LOOM_X)
+#undef LOOM_X
+};
 
-size_t itemsize(DType t);
-const char* dtype_name(DType t);  // "float32", ...
-bool is_floating(DType t);
-bool is_integral(DType t);  // integers, not bool
-inline bool is_bool(DType t) { return t == DType::Bool; }
-bool is_reduced_float(DType t);  // float16, bfloat16: stored narrow, computed in float32
+// Bool < Integral < Floating: scalars only promote a tensor of a lower category (torch:
+// `int_tensor * 2.5` is float, `f16_tensor * 2.5` stays f16).
+enum class DTypeCategory : uint8_t { Bool, Integral, Floating };
+
+struct DTypeInfo {
+  const char* name;  // "float32"
+  uint8_t itemsize;
+  DTypeCategory category;
+  DType compute;
+};
+inline constexpr DTypeInfo kDTypes[] = {
+#define LOOM_X(name, text, storage, size, category, compute, host) \
+  {text, size, DTypeCategory::category, DType::compute},
+    LOOM_DTYPES(LOOM_X)
+#undef LOOM_X
+};
+inline constexpr int kNumDTypes = int(sizeof kDTypes / sizeof kDTypes[0]);
+
+constexpr size_t itemsize(DType t) { return kDTypes[int(t)].itemsize; }
+constexpr const char* dtype_name(DType t) { return kDTypes[int(t)].name; }  // "float32", ...
+constexpr bool is_floating(DType t) { return kDTypes[int(t)].category == DTypeCategory::Floating; }
+// Integers (not bool).
+constexpr bool is_integral(DType t) { return kDTypes[int(t)].category == DTypeCategory::Integral; }
+constexpr bool is_bool(DType t) { return t == DType::Bool; }
 
 // The dtype that values of `t` are computed in inside kernels.
-DType compute_dtype(DType t);
+constexpr DType compute_dtype(DType t) { return kDTypes[int(t)].compute; }
+
+// float16, bfloat16: stored narrow, computed in float32.
+constexpr bool is_reduced_float(DType t) { return is_floating(t) && compute_dtype(t) != t; }
+
+// Category of a value as a number: bool 0 < integer 1 < floating 2.
+constexpr int dtype_category(DType t) { return int(kDTypes[int(t)].category); }
 
 // torch.promote_types for two tensors of the same category rank.
 DType promote_types(DType a, DType b);
-
-// Category of a value: bool < integer < floating. Scalars only promote a tensor of a
-// lower category (torch: `int_tensor * 2.5` is float, `f16_tensor * 2.5` stays f16).
-int dtype_category(DType t);
 
 inline constexpr DType kDefaultFloat = DType::Float32;
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "loom.h"
+#include "tolerances.h"
 
 namespace lt {
 
@@ -168,25 +169,7 @@ inline Shape reduced_shape(const Shape& s, const std::vector<int64_t>& dims, boo
 
 // ---- comparison ---------------------------------------------------------------------------
 
-struct Tol {
-  double rtol, atol;
-};
-
-// Forward tolerances for a result stored in `dt` (integers and bool: exact).
-inline Tol tol(DType dt) {
-  switch (dt) {
-    case DType::Float64:
-      return {1e-12, 1e-12};
-    case DType::Float32:
-      return {1e-5, 1e-6};
-    case DType::Float16:
-      return {1e-2, 1e-3};
-    case DType::BFloat16:
-      return {2e-2, 1e-2};
-    default:
-      return {0, 0};
-  }
-}
+// Tol and tol(dtype): tests/tolerances.h.
 
 inline bool close(double got, double want, Tol t) {
   if (std::isnan(want)) return std::isnan(got);

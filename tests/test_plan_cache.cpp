@@ -32,8 +32,8 @@ TEST_CASE("plan cache: a loop with new values and new inputs hits and stays righ
     if (i == 1) hits0 = plan_hits();
     check_close(y, want);
   }
-  const char* off = std::getenv("LOOM_PLAN_CACHE");  // "0": the values alone are checked
-  if (!off || std::string(off) != "0") CHECK(plan_hits() - hits0 >= 10);  // 2..11 reuse 1's plan
+  // LOOM_PLAN_CACHE=0: the values alone are checked.
+  if (knob_flag(Knob::PlanCache)) CHECK(plan_hits() - hits0 >= 10);  // 2..11 reuse 1's plan
 }
 
 TEST_CASE("plan cache: the same ops over the same or different memory are told apart") {
@@ -158,7 +158,6 @@ TEST_CASE("plan cache: in-place updates and region writes are planned every time
 // goes back as soon as the tensors go), and the next hit sees its own storages.
 TEST_CASE("plan cache: a hit keeps no memory of the flush alive") {
   REQUIRE(fusion_enabled());
-  const char* off = std::getenv("LOOM_PLAN_CACHE");
   loom::sync();
   Tensor x = lt::random({3000}, DType::Float32, 21, -1, 1);
   std::vector<double> xv = host(x);
@@ -176,5 +175,5 @@ TEST_CASE("plan cache: a hit keeps no memory of the flush alive") {
     }
     CHECK(counters().bytes_live.load() == live0);
   }
-  if (!off || std::string(off) != "0") CHECK(plan_hits() - hits0 >= 3);
+  if (knob_flag(Knob::PlanCache)) CHECK(plan_hits() - hits0 >= 3);
 }

@@ -247,7 +247,7 @@ class Corpus {
     *compiled = int(work.size());
     // For reading what was generated, and for scripts/dump_kernels.sh: DIR/<hash of the
     // source>.cu, so two builds' corpora compare as two directories.
-    if (const char* dir = std::getenv("LOOM_DUMP_KERNELS")) {
+    if (const std::string dir = knob_str(Knob::DumpKernels); !dir.empty()) {
       for (auto& [src, what] : work) {
         uint64_t h = 0xcbf29ce484222325ull;
         for (unsigned char ch : src) h = (h ^ ch) * 0x100000001b3ull;
@@ -504,8 +504,7 @@ TEST_CASE("codegen: pointwise vector loops") {
   // The launcher's grid: with the default full grid, blocks of 256 threads, `unroll` vectors a
   // thread, exactly cover the vectors (the last one partial); with stride or the scalar loop (too
   // few elements for a vector), at most 8 an SM.
-  bool stride =
-      std::getenv("LOOM_CUDA_PW_GRID") && std::string(std::getenv("LOOM_CUDA_PW_GRID")) == "stride";
+  bool stride = knob_str(Knob::CudaPwGrid) == "stride";
   for (int64_t n : {1, 3, 4, 1023, 4099, (1 << 20) + 5}) {
     Group g = only(exp(data({n}, DType::Float32).clone()));
     lc::Variant v = lc::choose_variant(g, 132);
@@ -518,7 +517,7 @@ TEST_CASE("codegen: pointwise vector loops") {
       CHECK(int64_t(lcf.grid_x - 1) * per_block < n);
     }
   }
-  if (!std::getenv("LOOM_CUDA_PW_UNROLL") && !std::getenv("LOOM_CUDA_PW_ROLL")) {
+  if (!knob_set(Knob::CudaPwUnroll) && !knob_set(Knob::CudaPwRoll)) {
     // Default unroll: about 4 vector loads in flight a thread (4, 2, 1 for 1, 2, 3+ inputs).
     CHECK(lc::choose_variant(only(exp(xd.clone()) * 0.5 + xd), 132).unroll == 4);
     Tensor p = data({4096}, DType::Float32, 3), gr = data({4096}, DType::Float32, 4);
@@ -527,7 +526,7 @@ TEST_CASE("codegen: pointwise vector loops") {
     CHECK(lc::choose_variant(only(p.clone() + gr * m), 132).unroll == 1);
     CHECK(lc::choose_variant(bias_g, 132).unroll == 2);  // x and the bias row
   }
-  if (!std::getenv("LOOM_CUDA_PW_ROLL")) {
+  if (!knob_set(Knob::CudaPwRoll)) {
     // Lanes roll only for big bodies: a chain of cheap ops stays unrolled, a sin rolls them.
     CHECK_FALSE(lc::choose_variant(only(relu(xd.clone() * 1.5 + 0.5) * xd), 132).roll);
     CHECK_FALSE(lc::choose_variant(only(tanh(xd.clone()) * 0.5 + xd), 132).roll);
@@ -536,7 +535,7 @@ TEST_CASE("codegen: pointwise vector loops") {
     lc::Variant rv = lc::choose_variant(only(sin(md.clone() + bd)), 132);
     CHECK(rv.vec == 4);
     CHECK(rv.roll);
-    if (!std::getenv("LOOM_CUDA_PW_UNROLL")) CHECK(rv.unroll == 1);
+    if (!knob_set(Knob::CudaPwUnroll)) CHECK(rv.unroll == 1);
   }
   if (!lc::nvrtc_available()) return;
   StrictGuard strict;
@@ -638,14 +637,13 @@ TEST_CASE("codegen: persistent rows hold narrow rows in their storage type") {
         if (cols == 32768 && dt == DType::BFloat16) CHECK(r.remat == (op == 0 ? 2 : 1));
         CHECK((r.tpr & (r.tpr - 1)) == 0);
         // Odd f32 rows take single columns; odd bf16 rows 8-column chunks, peeled.
-        const char* pe = std::getenv("LOOM_CUDA_ROW_PEEL");
-        const bool peeled = cols % 2 && dt == DType::BFloat16 && !(pe && std::string(pe) == "0");
+        const bool peeled = cols % 2 && dt == DType::BFloat16 && knob_int(Knob::CudaRowPeel) > 0;
         CHECK(r.vw == (peeled ? 8 : cols % 2 ? 1 : dt == DType::Float32 ? 4 : 8));
         CHECK(r.shift == (peeled ? 1 : -1));  // the output's grid
         if (r.k > 0) CHECK(int64_t(r.k) * r.tpr >= (cols + (peeled ? 2 : 1) * (r.vw - 1)) / r.vw);
         // f32 rows take the prefetching kernel at every length, a 32768-column row too: its
         // 1024 lanes are the SM's only block, so nothing else loads while it reduces.
-        if (!std::getenv("LOOM_CUDA_ROW_PREFETCH"))
+        if (!knob_set(Knob::CudaRowPrefetch))
           CHECK(r.prefetch == (dt == DType::Float32 && !peeled ? 1 : 0));
         if (cols == 32768 && dt == DType::Float32) CHECK(r.tpr * r.rpb == 1024);
       }
@@ -662,7 +660,7 @@ TEST_CASE("codegen: persistent rows hold narrow rows in their storage type") {
 }
 
 TEST_CASE("codegen: misaligned bf16 rows peel a partial chunk at each end") {
-  if (std::getenv("LOOM_CUDA_ROW_PEEL")) return;  // the defaults below
+  if (knob_set(Knob::CudaRowPeel)) return;  // the defaults below
   // 1001 columns: row r starts at element 1001 r, 2-byte aligned only; its 16-byte grid moves
   // with r. A weight and a bias row ([1001], the same for every row) sit at another alignment.
   Tensor hd = data({1024, 1001}, DType::BFloat16), fd = data({1024, 1001}, DType::Float32);
@@ -737,7 +735,7 @@ TEST_CASE("codegen: misaligned bf16 rows peel a partial chunk at each end") {
   // Peeled softmax rows recompute their exps (LOOM_CUDA_ROW_PEEL_REMAT, default 2): 32 instead
   // of 64 registers, 8 blocks an SM, as the peeled norms (remat 1) have; contiguous ones keep
   // remat 1 (4 blocks of 2 rows).
-  if (!std::getenv("LOOM_CUDA_ROW_PEEL_REMAT") && !std::getenv("LOOM_CUDA_ROW_REMAT")) {
+  if (!knob_set(Knob::CudaRowPeelRemat) && !knob_set(Knob::CudaRowRemat)) {
     for (const Group* g : {&sm, &off, &off2}) {
       lc::Variant o = lc::choose_variant(*g, 132);
       CHECK(o.remat == 2);
@@ -773,7 +771,7 @@ TEST_CASE("codegen: misaligned bf16 rows peel a partial chunk at each end") {
 // misalignment from the pointer: the same variant and kernel as the offset view of the same
 // memory, and parameters with the pointer rounded down and the offset raised (same addresses).
 TEST_CASE("codegen: a zero-copy view with a misaligned pointer is realigned like an offset view") {
-  if (std::getenv("LOOM_CUDA_ROW_PEEL")) return;  // the defaults below
+  if (knob_set(Knob::CudaRowPeel)) return;  // the defaults below
   Tensor wide = data({1024, 4104}, DType::BFloat16);
   const char* base = static_cast<const char*>(wide.data_ptr());
   REQUIRE(reinterpret_cast<uintptr_t>(base) % 16 == 0);
@@ -850,14 +848,8 @@ TEST_CASE("codegen: peeled chunk grids cover each column once and stay in the ro
 }
 
 // The column knobs as the launcher reads them (defaults: pairs on, 4 slices).
-bool pairs_on() {
-  const char* e = std::getenv("LOOM_CUDA_COL_PAIRS");
-  return !e || std::string(e) != "0";
-}
-int col_slices() {
-  const char* e = std::getenv("LOOM_CUDA_COL_SLICES");
-  return e ? std::atoi(e) : 4;
-}
+bool pairs_on() { return std::clamp<long long>(knob_int(Knob::CudaColPairs), 0, 1) == 1; }
+int col_slices() { return int(knob_int(Knob::CudaColSlices)); }
 
 TEST_CASE("codegen: row knobs: one barrier a combine, next-row prefetch, column unroll") {
   Tensor fd = data({1024, 4096}, DType::Float32), hd = data({1024, 4096}, DType::BFloat16);
@@ -900,7 +892,7 @@ TEST_CASE("codegen: row knobs: one barrier a combine, next-row prefetch, column 
   }
   // By default the launcher prefetches f32 rows (prefetch 1) but not narrow ones (their
   // registers: measured slower on the H200), unless LOOM_CUDA_ROW_PREFETCH says otherwise.
-  if (!std::getenv("LOOM_CUDA_ROW_PREFETCH")) {
+  if (!knob_set(Knob::CudaRowPrefetch)) {
     CHECK(chosen.prefetch == 1);
     CHECK(chosen.key().find("_p1") != std::string::npos);
     CHECK(lc::choose_variant(rms, 132).prefetch == 0);
@@ -916,7 +908,7 @@ TEST_CASE("codegen: row knobs: one barrier a combine, next-row prefetch, column 
   CHECK(c.unroll == 1);  // 1024 segments of 64 rows
   // By default a thread that walks 256 rows or more loads 8 a step (132 blocks of 256 columns:
   // no split, each thread walks the whole column; with slices a slice walks a part).
-  if (!std::getenv("LOOM_CUDA_COL_UNROLL") && col_slices() == 1) {
+  if (!knob_set(Knob::CudaColUnroll) && col_slices() == 1) {
     Tensor tall = data({256, 33792}, DType::Float32), flat = data({64, 33792}, DType::Float32);
     lc::Variant t = lc::choose_variant(only(mean(tall.clone(), Dims{0}, false)), 132);
     lc::Variant f = lc::choose_variant(only(mean(flat.clone(), Dims{0}, false)), 132);
@@ -1024,7 +1016,7 @@ TEST_CASE("codegen: row knobs: fast exp, grid modes") {
   // the sum) becomes lm_fexp, defined once; double exps and groups without exp are untouched.
   // By default only where every output is narrow (a bf16 softmax): the error is far below
   // the output's rounding.
-  if (!std::getenv("LOOM_CUDA_ROW_FASTEXP")) {
+  if (!knob_set(Knob::CudaRowFastexp)) {
     for (const Group* g : {&sf, &sd, &ln}) CHECK_FALSE(lc::choose_variant(*g, 132).fexp);
     CHECK(lc::choose_variant(sh, 132).fexp);
     CHECK(lc::choose_variant(sh, 132).key().find("_x") != std::string::npos);
@@ -1132,12 +1124,10 @@ TEST_CASE("codegen: column reductions: batched split combine, column slices") {
   const lc::Variant d = lc::choose_variant(cm, 132);
   REQUIRE(d.split);
   REQUIRE(d.tpr == 1);
-  if (!std::getenv("LOOM_CUDA_COL_COMBINE")) CHECK(d.comb == 8);
+  if (!knob_set(Knob::CudaColCombine)) CHECK(d.comb == 8);
   CHECK(d.cs == col_slices());
   if (d.cs > 1) {
-    CHECK(
-        d.block() ==
-        (std::getenv("LOOM_CUDA_COL_BLOCK") ? std::atoi(std::getenv("LOOM_CUDA_COL_BLOCK")) : 256));
+    CHECK(d.block() == int(knob_int(Knob::CudaColBlock)));
   }
   std::vector<std::string> srcs;
   lc::Variant s0 = d, s8 = d;

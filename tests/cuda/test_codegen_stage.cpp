@@ -45,9 +45,8 @@ Tensor ready(const Shape& s, DType dt) {
 }
 
 bool default_knobs() {
-  for (const char* k :
-       {"LOOM_CUDA_ROW_STAGE", "LOOM_CUDA_ROW_STAGE_ROWS", "LOOM_CUDA_ROW_STAGE_BLOCK"})
-    if (std::getenv(k)) return false;
+  for (Knob k : {Knob::CudaRowStage, Knob::CudaRowStageRows, Knob::CudaRowStageBlock})
+    if (knob_set(k)) return false;
   return true;
 }
 

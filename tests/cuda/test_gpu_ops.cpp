@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../tolerances.h"
 #include "loom.h"
 
 using namespace loom;
@@ -51,23 +52,8 @@ Tensor host_data(const Shape& s, DType dt, uint32_t seed, bool specials = false)
   return tensor<double>(v, s, Options(dt));
 }
 
-struct Tol {
-  double rtol, atol;
-};
-Tol tol_of(DType dt) {
-  switch (dt) {
-    case DType::Float64:
-      return {1e-10, 1e-12};
-    case DType::Float32:
-      return {2e-5, 1e-6};
-    case DType::Float16:
-      return {1e-2, 1e-3};
-    case DType::BFloat16:
-      return {2e-2, 1e-2};
-    default:
-      return {0, 0};
-  }
-}
+// GPU against CPU: the device column of tests/tolerances.h.
+using lt::Tol;
 
 // got (GPU) against want (CPU or fusion off): same shape and dtype, values within tolerance
 // (bitwise for integers and bools).
@@ -77,7 +63,7 @@ void check_same(const Tensor& got, const Tensor& want, const std::string& what,
   REQUIRE(got.shape() == want.shape());
   REQUIRE(got.dtype() == want.dtype());
   std::vector<double> g = got.to_vector<double>(), w = want.to_vector<double>();
-  Tol tt = t ? *t : tol_of(want.dtype());
+  Tol tt = t ? *t : lt::device_tol(want.dtype());
   int64_t bad = 0, first = -1;
   for (size_t i = 0; i < g.size(); ++i) {
     bool ok = std::isnan(w[i])   ? std::isnan(g[i])
@@ -150,12 +136,12 @@ TEST_CASE("gpu: unary and binary ops x dtypes match the CPU") {
         {x, y},
         [&](const std::vector<Tensor>& in) {
           std::vector<Tensor> r;
-#define LOOM_X(op, api, kind)       \
-  try {                             \
-    r.push_back(api(in[0], in[1])); \
-    r.push_back(api(in[0], 3));     \
-    r.push_back(api(2.5, in[1]));   \
-  } catch (const Error&) {          \
+#define LOOM_X(op, api, kind) /* loom::lt, not the tests' namespace lt */ \
+  try {                                                                   \
+    r.push_back(loom::api(in[0], in[1]));                                 \
+    r.push_back(loom::api(in[0], 3));                                     \
+    r.push_back(loom::api(2.5, in[1]));                                   \
+  } catch (const Error&) {                                                \
   }
           LOOM_BINARY_OPS(LOOM_X)
 #undef LOOM_X
@@ -204,7 +190,7 @@ TEST_CASE("gpu: reductions match the CPU (row column full split loop)") {
       bool small = c.shape[0] == 64;
       if (!small && dt != DType::Float32 && dt != DType::Int64 && dt != DType::BFloat16) continue;
       Tensor x = host_data(c.shape, dt, 4, is_floating(dt) && small);
-      Tol t = tol_of(dt);
+      Tol t = lt::device_tol(dt);
       if (dt == DType::Float32) t = {1e-4, 1e-3};  // sums of 64k elements in different orders
       if (dt == DType::Float64) t = {1e-9, 1e-9};
       std::string what = std::string("reduce ") + dtype_name(dt) + " " + shape_str(c.shape) +
@@ -242,7 +228,7 @@ TEST_CASE("gpu: softmax layer_norm rms_norm match the CPU and fusion off") {
                                    layer_norm(in[0], {s[1]}, in[1], in[2]),
                                    rms_norm(in[0], {s[1]}, in[1])};
       };
-      Tol t = dt == DType::Float32 ? Tol{1e-4, 1e-5} : tol_of(dt);
+      Tol t = dt == DType::Float32 ? Tol{1e-4, 1e-5} : lt::device_tol(dt);
       differential({x, w, b}, f, "normalizations " + what, t);
       if (dt == DType::Float32) {  // fusion off on the GPU: one kernel per primitive
         std::vector<Tensor> gin = {x.to(kGPU), w.to(kGPU), b.to(kGPU)};
@@ -273,7 +259,7 @@ TEST_CASE("gpu: normalizations over row lengths and views (vector chunks, odd ro
   // an aligned column slice (vectors), offsets of 1 and 2 columns (single and 2-wide chunks), a
   // transposed input (strided reads, vector stores).
   for (DType dt : {DType::Float32, DType::BFloat16}) {
-    Tol t = dt == DType::Float32 ? Tol{1e-4, 1e-5} : tol_of(dt);
+    Tol t = dt == DType::Float32 ? Tol{1e-4, 1e-5} : lt::device_tol(dt);
     for (int64_t cols : {128, 1000, 1001, 8192, 32768}) {
       int64_t rows = cols >= 8192 ? 300 : 515;
       Tensor base = host_data({rows, cols + 8}, dt, uint32_t(20 + cols));
@@ -424,7 +410,7 @@ TEST_CASE("gpu: matmul (cuBLASLt and fallback) matches the CPU") {
                    DType::Int64}) {
     Tensor a = host_data({3, 65, 130}, dt, 16), b = host_data({3, 130, 47}, dt, 17);
     Tensor w = host_data({130, 47}, dt, 18);
-    Tol t = dt == DType::Float32 ? Tol{1e-5, 1e-4} : tol_of(dt);
+    Tol t = dt == DType::Float32 ? Tol{1e-5, 1e-4} : lt::device_tol(dt);
     if (dt == DType::Float16 || dt == DType::BFloat16) t = {3e-2, 5e-2};
     std::string name = dtype_name(dt);
     Tensor ga = a.to(kGPU), gb = b.to(kGPU), gw = w.to(kGPU);

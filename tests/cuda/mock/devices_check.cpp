@@ -37,7 +37,7 @@ int main() {
     int pc = *peer_copies;
     Tensor a = x.to(Device{DeviceKind::CUDA, 1});
     Tensor b = a.to(Device{DeviceKind::CUDA, 0});
-    EXPECT(*peer_copies == pc + (getenv("MOCK_NO_PEER") || getenv("LOOM_CUDA_PEER") ? 0 : 1));
+    EXPECT(*peer_copies == pc + (getenv("MOCK_NO_PEER") || !knob_flag(Knob::CudaPeer) ? 0 : 1));
     Tensor c = b.to(kCPU);
     std::vector<double> got = c.to_vector<double>(), want = x.to_vector<double>();
     EXPECT(got == want);

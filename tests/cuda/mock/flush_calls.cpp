@@ -98,8 +98,7 @@ int main(int argc, char** argv) {
            "at most one allocation and one free a kernel");
     // Each flush frees and allocates the same sizes on the same stream: the backend's block
     // cache (cuda/block_cache.h) serves them without the driver unless it is turned off.
-    if (std::getenv("LOOM_CUDA_BLOCK_CACHE") == nullptr ||
-        std::atoll(std::getenv("LOOM_CUDA_BLOCK_CACHE")) > 0)
+    if (loom::knob_int(loom::Knob::CudaBlockCache) > 0)
       expect(per["cuMemAllocAsync"] == 0 && per["cuMemFreeAsync"] == 0,
              "no allocation or free in a steady state (block cache)");
     expect(per["cuStreamSynchronize"] + per["cuCtxSynchronize"] == 1, "one synchronization");

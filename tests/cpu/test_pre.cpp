@@ -4,10 +4,9 @@
 // instruction) rather than the pair fold: every op, both operand orders, one op or a folded
 // pair of them, the three instruction forms, short rows, long rows, vector tails; bit for
 // bit against fusion-off (each op rounds as alone) and against a float64 reference.
+#include "../helpers.h"
 #include "cpu/vmath.h"
 #include "fold_ops.h"
-#include "helpers.h"
-#include "tensor/env.h"
 
 using namespace loom;
 using namespace lt::fold;
@@ -16,8 +15,7 @@ namespace {
 
 // Whether the fold is on: the own kernels and the unary fold it extends (the library's rule).
 bool pre_fold_on() {
-  return cpu::vmath_on() && env_flag("LOOM_CPU_PRE_FOLD", true) &&
-         env_flag("LOOM_CPU_UNARY_FOLD", true);
+  return cpu::vmath_on() && knob_flag(Knob::CpuPreFold) && knob_flag(Knob::CpuUnaryFold);
 }
 
 // Instructions of a program with `loads` loads: the whole-rows line of explain() lists every
@@ -72,7 +70,7 @@ TEST_CASE("cpu pre fold: f(x op k) and f((x op k) op k') computed in f's loop") 
                 if (pre_fold_on()) {
                   CHECK(text.find(" pre ") != std::string::npos);
                   // (x op k) op k' and (y + z) * f are pairs first (LOOM_CPU_PAIRS)
-                  if ((op2 == '.' && form < 2) || env_flag("LOOM_CPU_PAIRS", true))
+                  if ((op2 == '.' && form < 2) || knob_flag(Knob::CpuPairs))
                     CHECK(instructions(text, form == 2 ? 3 : 2) == 1);
                 }
                 // each op rounds as alone where folded (a pair loop of its own may contract
@@ -169,10 +167,10 @@ TEST_CASE("cpu pre fold: f(x) * y + w is one instruction, not a pair and f") {
                 double r = w_first ? arith(op, hw[i], fy) : arith(op, fy, hw[i]);
                 want[i] = relu_after ? std::max(r, 0.0) : r;
               }
-              bool folds = cpu::vmath_on() && env_flag("LOOM_CPU_UNARY_FOLD", true) &&
-                           env_flag("LOOM_CPU_TAIL_FOLD", true);
+              bool folds =
+                  cpu::vmath_on() && knob_flag(Knob::CpuUnaryFold) && knob_flag(Knob::CpuTailFold);
               // the relu fold is the pair fold's (LOOM_CPU_PAIRS)
-              if (folds && (!relu_after || env_flag("LOOM_CPU_PAIRS", true)))
+              if (folds && (!relu_after || knob_flag(Knob::CpuPairs)))
                 CHECK(instructions(explain(prog()), 3) == 1);
               // the tail's fma is exact but for the op's own rounding: bit for bit (a pair
               // loop of f(x) * y and w may contract to an fma)
@@ -207,9 +205,8 @@ TEST_CASE("cpu pre fold: relu of an op with an f operand is one instruction") {
             double fx = f64(f, hx[i]);
             want[i] = std::max(f_first ? arith(op, fx, hy[i]) : arith(op, hy[i], fx), 0.0);
           }
-          bool folds = cpu::vmath_on() && env_flag("LOOM_CPU_UNARY_FOLD", true);
-          if (folds && env_flag("LOOM_CPU_PAIRS", true))
-            CHECK(instructions(explain(prog()), 2) == 1);
+          bool folds = cpu::vmath_on() && knob_flag(Knob::CpuUnaryFold);
+          if (folds && knob_flag(Knob::CpuPairs)) CHECK(instructions(explain(prog()), 2) == 1);
           std::vector<double> got = lt::check_fused_matches_unfused(prog, {}, cpu::vmath_on());
           lt::check_close(lt::make(got, s, DType::Float64), want, lt::tol(DType::Float32));
         }

@@ -2,8 +2,8 @@
 // Relu into the op it alone reads (cpu/program.cpp fuse_pairs): every op pair, both argument
 // orders, scalar / tensor / per-row operands, short and long rows, float32 and float64, must
 // match fusion-off and a float64 reference.
+#include "../helpers.h"
 #include "fold_ops.h"
-#include "helpers.h"
 
 using namespace loom;
 using namespace lt::fold;

@@ -9,9 +9,9 @@
 #include <limits>
 #include <random>
 
+#include "../helpers.h"
 #include "cpu/vmath.h"
 #include "cpu/vmath_table.h"
-#include "helpers.h"
 
 using namespace loom;
 

@@ -1,5 +1,5 @@
 #pragma once
-// Ops by letter for the CPU fold tests (test_cpu_fold, test_cpu_tail, test_cpu_pre): '+', '-',
+// Ops by letter for the CPU fold tests (tests/cpu/test_fold, test_tail, test_pre): '+', '-',
 // '*' on doubles and tensors (either side a scalar), and the folded functions 't' tanh,
 // 's' sigmoid, 'e' exp in float64 and on tensors.
 #include <cmath>

@@ -1,6 +1,6 @@
 // Fused CPU loops round each op as its own kernel does: a product feeding an add or a subtract
 // is rounded before it (no silent fma contraction), so fused and fusion-off agree bit for bit.
-#include "helpers.h"
+#include "../helpers.h"
 
 using namespace loom;
 

@@ -3,10 +3,9 @@
 // and relu): every tail op, both operand orders, scalar / tensor / per-row operands, the
 // three forms of the instruction, short rows, long rows (one and several), tails of 16-lane
 // vectors; against fusion-off and a float64 reference.
+#include "../helpers.h"
 #include "cpu/vmath.h"
 #include "fold_ops.h"
-#include "helpers.h"
-#include "tensor/env.h"
 
 using namespace loom;
 using namespace lt::fold;
@@ -17,8 +16,7 @@ namespace {
 // turned off (LOOM_CPU_TAIL_FOLD=0, LOOM_CPU_UNARY_FOLD=0).
 // Read by the library's rule (tensor/env.h), so `=off` or `=false` agree with it too.
 bool tail_fold_on() {
-  return cpu::vmath_on() && env_flag("LOOM_CPU_TAIL_FOLD", true) &&
-         env_flag("LOOM_CPU_UNARY_FOLD", true);
+  return cpu::vmath_on() && knob_flag(Knob::CpuTailFold) && knob_flag(Knob::CpuUnaryFold);
 }
 
 }  // namespace
