@@ -26,8 +26,12 @@ enum class Vw : uint8_t { Whole, T, Rows };
 // row of that view expanded over the view (a broadcast read).
 enum class Opd : uint8_t { Scalar, Tensor, Expand };
 // Scale: t_i * 2. Sum: t_i + t_j. Clone: t_i.clone(). Sync: loom::sync(). Add: t_i[v].add_(o).
-// Copy: t_i[v].copy_(o) (fill_ for a scalar operand).
-enum class Kind : uint8_t { Scale, Sum, Clone, Sync, Add, Copy };
+// Mul: t_i[v].mul_(o). Copy: t_i[v].copy_(o) (fill_ for a scalar operand).
+enum class Kind : uint8_t { Scale, Sum, Clone, Sync, Add, Mul, Copy };
+
+inline bool is_update(Kind k) { return k == Kind::Add || k == Kind::Mul || k == Kind::Copy; }
+// The scalar operand of each update kind.
+inline double scalar_of(Kind k) { return k == Kind::Add ? 3 : k == Kind::Mul ? -2 : 9; }
 
 struct Stmt {
   Kind k;
@@ -58,14 +62,16 @@ inline std::string text(const std::vector<Stmt>& p) {
         std::snprintf(buf, sizeof buf, "sync; ");
         break;
       case Kind::Add:
+      case Kind::Mul:
       case Kind::Copy: {
         const char* v = view_text(st.v);
-        std::string o = st.o == Opd::Scalar   ? (st.k == Kind::Add ? "3" : "9")
+        std::string o = st.o == Opd::Scalar   ? std::to_string(int(scalar_of(st.k)))
                         : st.o == Opd::Tensor ? tj + v
                                               : tj + v + "[0:1].expand";
-        std::snprintf(buf, sizeof buf, "%s%s.%s(%s); ", ti.c_str(), v,
-                      st.k == Kind::Add ? "add_" : (st.o == Opd::Scalar ? "fill_" : "copy_"),
-                      o.c_str());
+        const char* op = st.k == Kind::Add   ? "add_"
+                         : st.k == Kind::Mul ? "mul_"
+                                             : (st.o == Opd::Scalar ? "fill_" : "copy_");
+        std::snprintf(buf, sizeof buf, "%s%s.%s(%s); ", ti.c_str(), v, op, o.c_str());
         break;
       }
     }
@@ -83,8 +89,15 @@ struct MView {
 };
 
 struct Model {
+  DType dt;  // each result is rounded to it, as one op of loom rounds once
   std::vector<std::vector<double>> bufs;
   std::vector<MView> live;
+
+  double round(double x) const {
+    if (dt == DType::Float32) return double(float(x));
+    if (dt == DType::Int32) return double(int32_t(uint32_t(int64_t(x))));
+    return x;
+  }
 
   int64_t numel(const MView& v) const { return v.shape[0] * v.shape[1]; }
   std::vector<double> read(const MView& v) const {
@@ -123,13 +136,13 @@ struct Model {
     switch (s.k) {
       case Kind::Scale: {
         auto x = read(live[s.i]);
-        for (auto& e : x) e *= 2;
+        for (auto& e : x) e = round(e * 2);
         fresh(x);
         break;
       }
       case Kind::Sum: {
         auto x = read(live[s.i]), y = read(live[s.j]);
-        for (size_t k = 0; k < x.size(); ++k) x[k] += y[k];
+        for (size_t k = 0; k < x.size(); ++k) x[k] = round(x[k] + y[k]);
         fresh(x);
         break;
       }
@@ -138,15 +151,17 @@ struct Model {
         break;
       case Kind::Sync:
         break;
-      case Kind::Add: {
+      case Kind::Add:
+      case Kind::Mul: {
         MView t = view(live[s.i], s.v);
-        auto x = read(t), o = operand(s, 3);
-        for (size_t k = 0; k < x.size(); ++k) x[k] += o[k];
+        auto x = read(t), o = operand(s, scalar_of(s.k));
+        for (size_t k = 0; k < x.size(); ++k)
+          x[k] = round(s.k == Kind::Add ? x[k] + o[k] : x[k] * o[k]);
         write(t, x);
         break;
       }
       case Kind::Copy:
-        write(view(live[s.i], s.v), operand(s, 9));
+        write(view(live[s.i], s.v), operand(s, scalar_of(s.k)));
         break;
     }
   }
@@ -175,16 +190,17 @@ inline void run(std::vector<Tensor>& live, const Stmt& s) {
       loom::sync();
       break;
     case Kind::Add:
+    case Kind::Mul:
     case Kind::Copy: {
       Tensor t = view_of(live[s.i], s.v);
-      bool add = s.k == Kind::Add;
       if (s.o == Opd::Scalar) {
-        add ? (void)t.add_(3) : (void)t.fill_(9);
+        int64_t k = int64_t(scalar_of(s.k));  // an int: an int32 tensor's update stays int32
+        s.k == Kind::Add ? (void)t.add_(k) : s.k == Kind::Mul ? (void)t.mul_(k) : (void)t.fill_(k);
         break;
       }
       Tensor o = view_of(live[s.j], s.v);
       if (s.o == Opd::Expand) o = o.slice(0, 0, 1).expand({t.size(0), t.size(1)});
-      add ? (void)t.add_(o) : (void)t.copy_(o);
+      s.k == Kind::Add ? (void)t.add_(o) : s.k == Kind::Mul ? (void)t.mul_(o) : (void)t.copy_(o);
       break;
     }
   }
@@ -205,8 +221,8 @@ inline std::vector<std::vector<double>> run_loom(const std::vector<Stmt>& p, DTy
   return out;
 }
 
-inline std::vector<std::vector<double>> run_model(const std::vector<Stmt>& p) {
-  Model m;
+inline std::vector<std::vector<double>> run_model(const std::vector<Stmt>& p, DType dt) {
+  Model m{dt};
   m.fresh(kStart0);
   m.fresh(kStart1);
   for (const Stmt& s : p) m.run(s);
@@ -216,9 +232,10 @@ inline std::vector<std::vector<double>> run_model(const std::vector<Stmt>& p) {
 }
 
 // Every statement that may follow a program with `live` tensors. The full alphabet: every
-// pure op, clone and update (two kinds, three views, every operand). The short alphabet, which
-// the longest programs use: sums of unordered pairs, no update with its own tensor as operand,
-// copies through the whole tensor or a row slice, broadcast reads of whole tensors only.
+// pure op, clone and update (three kinds, three views, every operand). The short alphabet, which
+// the longest programs use: sums of unordered pairs, add_ and copy_ only, no update with its own
+// tensor as operand, copies through the whole tensor or a row slice, broadcast reads of whole
+// tensors only.
 inline std::vector<Stmt> next_statements(int live, bool prev_sync, bool first, bool full) {
   std::vector<Stmt> out;
   for (int i = 0; i < live; ++i) {
@@ -226,8 +243,9 @@ inline std::vector<Stmt> next_statements(int live, bool prev_sync, bool first, b
     out.push_back({Kind::Clone, i});
     for (int j = full ? 0 : i + 1; j < live; ++j)
       if (j != i) out.push_back({Kind::Sum, i, j});
-    for (Kind k : {Kind::Add, Kind::Copy})
+    for (Kind k : {Kind::Add, Kind::Mul, Kind::Copy})
       for (Vw v : {Vw::Whole, Vw::T, Vw::Rows}) {
+        if (!full && k == Kind::Mul) continue;
         if (!full && k == Kind::Copy && v == Vw::T) continue;
         out.push_back({k, i, 0, v, Opd::Scalar});
         for (int j = 0; j < live; ++j) {
@@ -263,8 +281,8 @@ struct Enumeration {
     for (const Stmt& s : p) {
       if (s.k == Kind::Sync) std::fill(pending.begin(), pending.end(), false);
       if (s.k == Kind::Scale || s.k == Kind::Sum || s.k == Kind::Clone) pending.push_back(true);
-      if ((s.k == Kind::Add || s.k == Kind::Copy) && pending[s.i]) return true;
-      if (s.k == Kind::Add || s.k == Kind::Copy) pending[s.i] = true;
+      if (is_update(s.k) && pending[s.i]) return true;
+      if (is_update(s.k)) pending[s.i] = true;
     }
     return false;
   }
@@ -273,14 +291,14 @@ struct Enumeration {
     if (index++ % shards != shard) return;
     ++checked;
     with_pending_update += updates_pending(p);
-    auto want = run_model(p);
+    auto want = run_model(p, dt);
     std::vector<std::vector<double>> fused, unfused;
     try {
       fused = run_loom(p, dt, dev);
       lt::FusionOff off;
       unfused = run_loom(p, dt, dev);
     } catch (const std::exception& e) {
-      if (++failures <= 5) FAIL_CHECK(text(p) << ": threw " << e.what());
+      if (++failures <= 5) FAIL_CHECK(text(p) << ": threw " << std::string(e.what()));
       return;
     }
     for (size_t t = 0; t < want.size(); ++t) {
