@@ -47,7 +47,9 @@ inline std::string text(const std::vector<Stmt>& p) {
   int live = 2;
   for (const Stmt& st : p) {
     char buf[96];
-    std::string ti = "t" + std::to_string(st.i), tj = "t" + std::to_string(st.j);
+    // (appended, not "t" + ...: GCC 12 warns falsely of an overflow in that operator+)
+    std::string ti = "t", tj = "t";
+    ti += std::to_string(st.i), tj += std::to_string(st.j);
     switch (st.k) {
       case Kind::Scale:
         std::snprintf(buf, sizeof buf, "t%d = %s * 2; ", live++, ti.c_str());
