@@ -1,9 +1,9 @@
 #pragma once
 // loom: an eager-mode tensor runtime whose ops record lazily and run as fused kernels.
 #include "cuda/stream.h"
-#include "fusion/counters.h"
+#include "tensor/counters.h"
 #include "fusion/kernel_cache.h"
 #include "fusion/trace.h"
 #include "tensor/fault.h"
 #include "tensor/knobs.h"
-#include "tensor/tensor.h"
+#include "ops/tensor.h"

@@ -1,4 +1,4 @@
-// The op table (ops/op_table.h) bound row by row: loom.exp(x) and x.exp(), loom.add(a, b)
+// The op table (fusion/prims.h) bound row by row: loom.exp(x) and x.exp(), loom.add(a, b)
 // and a.add(b), in-place x.exp_() / a.add_(b); then the non-table pointwise ops and
 // composites (where, clamp, lerp, addcmul, softmax, layer_norm, matmul, cat, ...).
 #include <string>
@@ -290,7 +290,7 @@ nb::dict op_table() {
 #define LOOM_X(name, api, kind) b.append(nb::make_tuple(#api, #kind));
   LOOM_BINARY_OPS(LOOM_X)
 #undef LOOM_X
-#define LOOM_X(name, api, kind) r.append(nb::make_tuple(#api, #kind));
+#define LOOM_X(name, api, kind, ...) r.append(nb::make_tuple(#api, #kind));
   LOOM_REDUCE_OPS(LOOM_X)
 #undef LOOM_X
   d["unary"] = u;

@@ -78,7 +78,7 @@ double norm_p(nb::handle p) {
 
 void init_reduce(nb::module_& m) {
   auto c = nb::borrow<nb::class_<Tensor>>(nb::type<Tensor>());
-#define LOOM_X(name, api, kind)  \
+#define LOOM_X(name, api, kind, ...) \
   bind_reduce<ReduceKind::kind>( \
       m, c, #api, [](const Tensor& x, const auto& d, bool k) { return loom::api(x, d, k); });
   LOOM_REDUCE_OPS(LOOM_X)

@@ -4,7 +4,7 @@
 // combination is its own loop (cpu/math.cpp binary_pair, cpu/vmath.cpp pair_unary_f32).
 #include <type_traits>
 
-#include "ops/op_table.h"
+#include "fusion/prims.h"
 
 namespace loom::cpu {
 

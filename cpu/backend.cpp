@@ -90,6 +90,7 @@ struct CpuBackend : Backend {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
     return pages > 0 && page > 0 ? size_t(pages) * size_t(page) : 0;
   }
+  BackendCaps caps() const override { return {.scan = true}; }
 };
 
 }  // namespace
@@ -100,5 +101,7 @@ Backend& cpu_backend() {
   static auto* b = new CpuBackend;
   return *b;
 }
+
+void loom_register_backend_cpu() { register_backend(DeviceKind::CPU, &cpu_backend()); }
 
 }  // namespace loom

@@ -5,13 +5,8 @@
 
 #include "tensor/dtype.h"
 
-// X(CT, C++ type, the compute dtype it holds)
-#define LOOM_CPU_CTYPES(X) \
-  X(F32, float, Float32)   \
-  X(F64, double, Float64)  \
-  X(I32, int32_t, Int32)   \
-  X(I64, int64_t, Int64)   \
-  X(B8, uint8_t, Bool)
+// X(CT, C++ type, the compute dtype it holds): tensor/dtype.h's compute types.
+#define LOOM_CPU_CTYPES(X) LOOM_COMPUTE_TYPES(X)
 
 namespace loom::cpu {
 

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <limits>
 
-#include "cpu/access.h"
+#include "tensor/convert.h"
 #include "cpu/math.h"
 #include "cpu/vmath.h"
 #include "tensor/knobs.h"

@@ -8,7 +8,7 @@
 
 #include "cpu/arith.h"
 #include "cpu/vmath.h"
-#include "ops/philox.h"
+#include "fusion/philox.h"
 #include "tensor/half.h"
 
 namespace loom::cpu {

@@ -4,7 +4,7 @@
 #include <cstdint>
 
 #include "cpu/ctype.h"
-#include "ops/op_table.h"
+#include "fusion/prims.h"
 
 namespace loom::cpu {
 

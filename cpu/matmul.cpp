@@ -4,7 +4,7 @@
 
 #include <Eigen/Core>
 
-#include "cpu/access.h"
+#include "tensor/convert.h"
 #include "cpu/ctype.h"
 
 namespace loom::cpu {

@@ -13,7 +13,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "cpu/access.h"
+#include "tensor/convert.h"
 
 namespace loom::cpu {
 namespace {

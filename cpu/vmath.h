@@ -6,7 +6,7 @@
 // Fused and fusion-off programs both reach these through unary(): the same math either way.
 #include <cstdint>
 
-#include "ops/op_table.h"
+#include "fusion/prims.h"
 
 namespace loom::cpu {
 

@@ -24,7 +24,7 @@
 #include "cuda/launch_memo.h"
 #include "cuda/nvrtc.h"
 #include "cuda/staging.h"
-#include "fusion/counters.h"
+#include "tensor/counters.h"
 #include "fusion/kernel_cache.h"
 #include "fusion/trace.h"
 #include "tensor/knobs.h"
@@ -440,6 +440,7 @@ bool CudaBackend::copy_to_device(Device to, void* dst, const void* src, size_t n
 
 }  // namespace
 
+namespace {
 bool init_cuda_backend() {
   if (!cuda::is_available() || !cuda::nvrtc_available()) return false;
   try {
@@ -452,5 +453,9 @@ bool init_cuda_backend() {
     return false;
   }
 }
+
+}  // namespace
+
+void loom_register_backend_cuda() { register_backend_probe(DeviceKind::CUDA, &init_cuda_backend); }
 
 }  // namespace loom

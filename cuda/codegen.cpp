@@ -147,7 +147,7 @@ const Snippet kSnippets[] = {
      "template <class F>\n__device__ __forceinline__ int lm_f2u8(F v) {\n"
      "  if (!(v == v)) return 0;\n  F c = v < (F)9.2e18 ? v : (F)9.2e18;\n"
      "  c = c > (F)-9.2e18 ? c : (F)-9.2e18;\n  return (int)(unsigned char)(long long)c;\n}\n"},
-    {"philox", "",  // Philox-4x32-10, as ops/philox.h
+    {"philox", "",  // Philox-4x32-10, as fusion/philox.h
      "__device__ __forceinline__ void lm_philox(unsigned long long ctr, unsigned long long key,\n"
      "                                          unsigned& r0, unsigned& r1) {\n"
      "  unsigned c0 = (unsigned)ctr, c1 = (unsigned)(ctr >> 32), c2 = 0, c3 = 0;\n"

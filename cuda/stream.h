@@ -14,7 +14,7 @@
 //   }
 //   s.synchronize();       // submits s's pending ops and waits for s
 #include "cuda/driver.h"
-#include "tensor/tensor.h"
+#include "ops/tensor.h"
 
 namespace loom::cuda {
 

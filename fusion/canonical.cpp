@@ -1,8 +1,10 @@
 #include "fusion/canonical.h"
 
+#include "tensor/backend.h"
+
 #include <algorithm>
 
-#include "fusion/counters.h"
+#include "tensor/counters.h"
 #include "tensor/error.h"
 
 namespace loom {
@@ -62,19 +64,19 @@ int GroupBuilder::add_load(const Input& in, Space sp, const Shape& node_shape) {
 int GroupBuilder::add_node(const Node& n, Space sp, const int* args, int nargs) {
   GNode g{n.op, n.dtype, sp};
   const Shape& own = n.base ? n.region->shape : n.shape;
-  if (n.op == Op::Const) {  // materializing a constant: a row scalar copied over the space
+  if (prim_class(n.op) == PrimClass::Scalar) {  // materializing a constant: a row scalar copied over the space
     g = GNode{Op::Copy, n.dtype, sp};
     g.a = args[0];
-  } else if (n.op == Op::Iota || n.op == Op::Rand || n.op == Op::Randn) {
+  } else if (PrimClass c = prim_class(n.op); c == PrimClass::Index || c == PrimClass::Random) {
     Strides idx(own.size(), 0);
-    if (n.op == Op::Iota) {
+    if (c == PrimClass::Index) {
       if (!own.empty()) idx[n.dim] = 1;
     } else {
       idx = contiguous_strides(own);
     }
     g_.leaves.push_back({DType::Int64, to_space(idx, own, sp == Space::Row), 0, nullptr, sp});
     g.leaf = int(g_.leaves.size()) - 1;
-    if (n.op != Op::Iota) {
+    if (c == PrimClass::Random) {
       g.scalar = int(g_.scalars.size());
       g_.scalars.push_back(Scalar(int64_t(n.seed)));
       g_.scalars.push_back(Scalar(int64_t(n.offset)));
@@ -157,10 +159,10 @@ void canonicalize(Group& g, const Shape& S, const std::vector<int>& axes) {
 
   int64_t limit = int64_t(1) << 31;
   g.index64 = numel(sp) >= limit;
-  // (+ 7: the CUDA launcher may move up to 7 elements of a pointer's misalignment into the
-  // offset, cuda/launch.cpp ptr_residue.)
+  // A lowering may move up to kMaxAlignShift elements of a pointer's misalignment into the
+  // offset (tensor/backend.h).
   auto check = [&](const Strides& st, int64_t off) {
-    int64_t hi = off + 7;
+    int64_t hi = off + kMaxAlignShift;
     for (size_t d = 0; d < st.size(); ++d) hi += std::abs(st[d]) * (sp[d] - 1);
     if (hi >= limit) g.index64 = true;
   };

@@ -80,7 +80,7 @@ uint64_t signature(const Group& g, DeviceKind target) {
     H.add(uint64_t(uint32_t(n.a)) | uint64_t(uint32_t(n.b)) << 32);
     H.add(uint64_t(uint32_t(n.c)) | uint64_t(uint32_t(n.leaf)) << 32);
     H.add(uint64_t(uint32_t(n.scalar)));
-    if (n.op == Op::Const) H.add(uint64_t(g.scalars[n.scalar].kind));
+    if (prim_class(n.op) == PrimClass::Scalar) H.add(uint64_t(g.scalars[n.scalar].kind));
   }
   auto strides = [&](const Strides& st) {
     for (size_t d = 0; d < st.size(); ++d) H.add(stride_class(st, g.space, d));
@@ -111,7 +111,7 @@ std::string Group::str() const {
     for (int a : {n.a, n.b, n.c})
       if (a >= 0) os << " %" << a;
     if (n.leaf >= 0) os << " leaf" << n.leaf << " strides" << shape_str(leaves[n.leaf].strides);
-    if (n.op == Op::Const) os << " $" << n.scalar;
+    if (prim_class(n.op) == PrimClass::Scalar) os << " $" << n.scalar;
     for (auto& o : outputs)
       if (o.node == int(i)) {
         os << "  -> out strides" << shape_str(o.strides);

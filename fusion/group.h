@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/node.h"
+#include "fusion/node.h"
 
 namespace loom {
 

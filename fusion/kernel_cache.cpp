@@ -8,7 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "fusion/counters.h"
+#include "tensor/counters.h"
 #include "fusion/plan_cache.h"
 #include "fusion/trace.h"
 #include "tensor/fault.h"
@@ -36,10 +36,10 @@ struct Cache {
   void evict_to(size_t keep) {
     if (map.size() <= keep) return;
     std::vector<Entry> gone;           // destroyed after the device is idle (see below)
-    bool dropped[2] = {false, false};  // per DeviceKind: compiled code to drop
+    bool dropped[kDeviceKinds] = {};  // per DeviceKind: compiled code to drop
     while (map.size() > keep) {
       auto it = map.find(lru.back());
-      dropped[int(it->second.kind) & 1] = true;
+      dropped[int(it->second.kind)] = true;
       gone.push_back(std::move(it->second));
       map.erase(it);
       lru.pop_back();
@@ -48,15 +48,14 @@ struct Cache {
     // A GPU kernel's module may still have launches in flight (flushes do not wait): wait for
     // the device before unloading it. Evictions are rare (a cache full of distinct signatures),
     // so the wait costs nothing in a loop that hits.
-    for (DeviceKind k : {DeviceKind::CPU, DeviceKind::CUDA})
-      if (k != DeviceKind::CPU && dropped[int(k) & 1] && backend_available(k))
-        backend(Device{k, 0}).synchronize();
+    for (int k = 0; k < kDeviceKinds; ++k)
+      if (dropped[k] && backend_available(DeviceKind(k))) backend(Device{DeviceKind(k), 0}).synchronize();
     gone.clear();
     // The backends keep compiled code beside the kernels (CUDA: modules by source) so that
     // equal sources share one module; kernels still cached hold theirs, so dropping the
     // backend's map frees exactly the evicted kernels' code.
-    for (DeviceKind k : {DeviceKind::CPU, DeviceKind::CUDA})
-      if (dropped[int(k) & 1] && backend_available(k)) backend(Device{k, 0}).drop_compiled();
+    for (int k = 0; k < kDeviceKinds; ++k)
+      if (dropped[k] && backend_available(DeviceKind(k))) backend(Device{DeviceKind(k), 0}).drop_compiled();
   }
 };
 
@@ -131,8 +130,8 @@ void clear_kernel_cache() {
   cache().map.clear();
   cache().lru.clear();
   clear_plan_cache();  // plans hold no kernels, but they are memory of the same kind
-  for (DeviceKind k : {DeviceKind::CPU, DeviceKind::CUDA})
-    if (backend_available(k)) backend(Device{k, 0}).drop_compiled();
+  for (int k = 0; k < kDeviceKinds; ++k)
+    if (backend_available(DeviceKind(k))) backend(Device{DeviceKind(k), 0}).drop_compiled();
 }
 
 }  // namespace loom

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <unordered_map>
 
-#include "fusion/counters.h"
+#include "tensor/counters.h"
 #include "fusion/planner.h"
 #include "tensor/knobs.h"
 
@@ -92,7 +92,7 @@ bool describe(Cache& c, const std::vector<std::shared_ptr<Storage>>& dag,
   for (size_t i = 0; i < dag.size(); ++i) {
     Storage& st = *dag[i];
     const Node& n = *st.node;
-    if (n.base || is_opaque(n.op) || n.op == Op::Empty) return false;
+    if (n.base || is_opaque(n.op) || prim_class(n.op) == PrimClass::Alloc) return false;
     // An in-place update's reuse (even an expired one) makes aliasing decisions: not cached.
     std::weak_ptr<Storage> none;
     if (n.reuse.owner_before(none) || none.owner_before(n.reuse)) return false;
@@ -103,7 +103,7 @@ bool describe(Cache& c, const std::vector<std::shared_ptr<Storage>>& dag,
   k.push_back(uint64_t(target) | uint64_t(fuse) << 8 | uint64_t(dag.size()) << 16);
   for (size_t i = 0; i < dag.size(); ++i) {
     const Node& n = *dag[i]->node;
-    uint64_t scalar_kind = n.op == Op::Const ? uint64_t(n.value.kind) : 0;
+    uint64_t scalar_kind = prim_class(n.op) == PrimClass::Scalar ? uint64_t(n.value.kind) : 0;
     k.push_back(uint64_t(n.op) | uint64_t(n.dtype) << 16 | uint64_t(c.root[i]) << 24 |
                 uint64_t(n.in.size()) << 32 | scalar_kind << 40 | uint64_t(uint32_t(n.dim)) << 48);
     k.push_back(uint64_t(n.shape.size()) | uint64_t(n.axes.size()) << 32);
@@ -154,7 +154,7 @@ int32_t code_of(const Storage* s) { return s ? int32_t(s->mark) : kNoStorage; }
 // Const, or a node's scalar operand: its value; Rand/Randn: seed, offset (as the builder adds
 // them).
 Scalar scalar_value(const Node& n, int part) {
-  if (n.op == Op::Rand || n.op == Op::Randn) return Scalar(int64_t(part == 0 ? n.seed : n.offset));
+  if (prim_class(n.op) == PrimClass::Random) return Scalar(int64_t(part == 0 ? n.seed : n.offset));
   return n.value;
 }
 

@@ -106,7 +106,7 @@ class Planner {
     if (!in.st || !in.st->pending()) return -1;
     return idx(in.st.get());
   }
-  bool is_const(int p) const { return p >= 0 && nodes_[p].n->op == Op::Const; }
+  bool is_const(int p) const { return p >= 0 && prim_class(nodes_[p].n->op) == PrimClass::Scalar; }
 
   int new_group(Shape S, std::vector<int> axes, int first) {
     groups_.push_back({std::move(S), std::move(axes), {first}});
@@ -173,7 +173,7 @@ class Planner {
     };
     if (G.opaque) return no(Split::ProducerOpaque);
     if (region_write(*pp.n)) return no(Split::ProducerRegionWrite);
-    if (pp.n->op == Op::Empty) return no(Split::ProducerAlloc);
+    if (prim_class(pp.n->op) == PrimClass::Alloc) return no(Split::ProducerAlloc);
     if (is_reduce(n.op)) {
       if (pp.space != Space::Full || !linear_identity(in.view, *pp.n)) return no(Split::View);
       if (in.view.shape != G.S) return no(Split::Shape);
@@ -220,9 +220,9 @@ class Planner {
 
   void place(int i) {
     Node& n = *nodes_[i].n;
-    if (n.op == Op::Const && !nodes_[i].root && !nodes_[i].in_memory)
+    if (prim_class(n.op) == PrimClass::Scalar && !nodes_[i].root && !nodes_[i].in_memory)
       return;                       // inlined as a scalar
-    if (n.op == Op::Empty) return;  // allocation only
+    if (prim_class(n.op) == PrimClass::Alloc) return;  // allocation only
     if (is_opaque(n.op)) {
       int g = new_group(n.shape, {}, i);
       groups_[g].opaque = true;
@@ -375,7 +375,7 @@ class Planner {
       PNode& pn = nodes_[i];
       if (pn.root || pn.in_memory || is_opaque(pn.n->op) || region_write(*pn.n))
         pn.materialize = true;
-      if (pn.n->op == Op::Empty) pn.materialize = true;
+      if (prim_class(pn.n->op) == PrimClass::Alloc) pn.materialize = true;
       for_each_dep(i, [&](int p) {
         if (nodes_[p].group != pn.group || nodes_[p].group < 0) nodes_[p].materialize = true;
       });
@@ -414,8 +414,8 @@ class Planner {
       for (auto& in : n.in) {
         if (in.st.get() != st) continue;
         if (!same_order || nodes_[i].group != gi) return false;
-        // The CPU tile stores an output as soon as it is computed: a reader evaluated after
-        // the writer (later in dag order) would see the new values.
+        // A kernel may store an output as soon as it is computed (the CPU tile does): a
+        // reader evaluated after the writer (later in dag order) would see the new values.
         if (i > w) return false;
         if (in.view.offset != 0 || in.view.shape != G.S ||
             in.view.strides != contiguous_strides(G.S))
@@ -460,7 +460,7 @@ class Planner {
       const PNode& pn = nodes_[m];
       const Node& n = *pn.n;
       SmallVec<int, 4> args;
-      if (n.op == Op::Const) args.push_back(scalar_of(m));
+      if (prim_class(n.op) == PrimClass::Scalar) args.push_back(scalar_of(m));
       for (auto& in : n.in) {
         int p = producer(in);
         if (!in.st) {  // the node's scalar operand: a scalar slot of its own

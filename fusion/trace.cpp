@@ -13,13 +13,14 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "fusion/counters.h"
+#include "tensor/counters.h"
 #include "fusion/kernel_cache.h"
 #include "fusion/plan_cache.h"
 #include "fusion/planner.h"
 #include "fusion/runtime_lock.h"
 #include "tensor/backend.h"
 #include "tensor/block_alloc.h"
+#include "tensor/stream_work.h"
 #include "tensor/knobs.h"
 
 namespace loom {
@@ -114,7 +115,7 @@ Trace& cpu_trace() {
 }
 
 Trace* find_trace(Device d, uint64_t id) {
-  if (d.kind == DeviceKind::CPU) return &cpu_trace();
+  if (is_host(d)) return &cpu_trace();
   TraceKey k = key_of(d, id);
   LastTrace& last = last_trace();
   if (last.tr && last.key == k) return last.tr;
@@ -293,7 +294,7 @@ void run_pending(Device d, const std::vector<std::shared_ptr<Storage>>& roots, b
   auto dag = live_dag(roots);
   // Empty storages (allocation only) that a live tensor holds get their memory now.
   for (auto& st : dag)
-    if (st->node->op == Op::Empty) {
+    if (prim_class(st->node->op) == PrimClass::Alloc) {
       try {
         st->mem = allocate(d, st->nbytes);
       } catch (const Error& e) {
@@ -333,7 +334,7 @@ void run_pending(Device d, const std::vector<std::shared_ptr<Storage>>& roots, b
   // driver, issue 7).
   for (size_t i = dag.size(); i-- > 0;) {
     Storage& st = *dag[i];
-    if (st.node && (dag[i].use_count() == 1 || st.node->op == Op::Empty)) st.node.reset();
+    if (st.node && (dag[i].use_count() == 1 || prim_class(st.node->op) == PrimClass::Alloc)) st.node.reset();
   }
   if (log) std::cerr << os->str();
 }
@@ -608,7 +609,7 @@ Failures flush_trace(Trace& tr) {
 }
 
 Trace& recording_trace(Device d) {
-  return d.kind == DeviceKind::CPU ? cpu_trace() : trace_for(current_stream(d));
+  return is_host(d) ? cpu_trace() : trace_for(current_stream(d));
 }
 
 }  // namespace
@@ -639,7 +640,7 @@ namespace {
 
 // record() on the trace `tr` (the recording trace of n's device).
 std::shared_ptr<Storage> record_on(Trace& tr, std::shared_ptr<Node>& n) {
-  if (n->device.kind != DeviceKind::CPU) {
+  if (!is_host(n->device)) {
     // An input pending on this trace needs no ordering (order_access returns at once): the
     // common case, tested here without the call (~25 instructions an input, issue 7).
     for (auto& in : n->in)
@@ -704,7 +705,7 @@ void track(const std::shared_ptr<Buffer>& b, Device d) {
   Trace& tr = t ? *t : recording_trace(d);
   // An in-place update may hand its result the old version's memory after recording it
   // (assign_inplace's fast path sets `reuse` then): order that write like record() does.
-  if (d.kind != DeviceKind::CPU && st.pending())
+  if (!is_host(d) && st.pending())
     if (auto r = st.node->reuse.lock()) order_access(tr, r, true);
   tr.buffers.push_back(b);
 }
@@ -712,7 +713,7 @@ void track(const std::shared_ptr<Buffer>& b, Device d) {
 // Flushing several traces runs all of them before raising the first failure.
 void flush(Device d) {
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
-  if (d.kind == DeviceKind::CPU) return raise_any(flush_trace(cpu_trace()));
+  if (is_host(d)) return raise_any(flush_trace(cpu_trace()));
   Failures all;
   for (auto& [k, t] : traces())
     if (t.stream.device == d)
@@ -735,7 +736,7 @@ void wait_stream(const StreamRef& waiter, const StreamRef& producer) {
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
   LOOM_CHECK(waiter.device == producer.device, Value, "wait_stream: ", waiter.str(),
              " cannot wait for ", producer.str(), " (different devices)");
-  if (waiter.device.kind == DeviceKind::CPU || waiter.id == producer.id) return;
+  if (is_host(waiter.device) || waiter.id == producer.id) return;
   flush_stream(producer);
   Trace& p = trace_for(producer);
   p.submitted++;  // an explicit wait always waits (the caller may have submitted work itself)
@@ -744,11 +745,16 @@ void wait_stream(const StreamRef& waiter, const StreamRef& producer) {
 
 void set_stream_waits(bool on) { g_stream_waits = on; }
 
-void note_stream_work(const StreamRef& s) {
-  if (s.device.kind == DeviceKind::CPU) return;
+// Work submitted to a stream outside a flush (tensor/stream_work.h): a later wait for the
+// stream must wait for it too.
+namespace {
+void count_stream_work(const StreamRef& s) {
+  if (is_host(s.device)) return;
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
   trace_for(s).submitted++;
 }
+[[maybe_unused]] const bool g_stream_work_installed = (set_stream_work_handler(&count_stream_work), true);
+}  // namespace
 
 StreamRef stream_of(const Storage& st) {
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
@@ -764,7 +770,7 @@ void ensure_ready(const std::shared_ptr<Storage>& st) {
                " which has no trace");
     raise_for(flush_trace(*t), st);  // other work that ran out of memory may stay pending
   }
-  if (st->device.kind == DeviceKind::CPU) return;
+  if (is_host(st->device)) return;
   // The caller reads the memory on the active stream: order it after the writer.
   Trace& tr = trace_for(active_stream(st->device));
   depend(tr, st->device, st->stream);
@@ -789,7 +795,7 @@ void sync() {
       devices.push_back(t.stream.device);
   }
   for (Device d : devices)  // (a device whose backend went away has nothing to wait for)
-    if (d.kind == DeviceKind::CPU || backend_available(d.kind)) backend(d).synchronize();
+    if (is_host(d) || backend_available(d.kind)) backend(d).synchronize();
   // Streams nothing else refers to are done (the device is idle): drop their traces.
   for (auto it = traces().begin(); it != traces().end();) {
     Trace& t = it->second;

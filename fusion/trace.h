@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/node.h"
+#include "fusion/node.h"
 
 namespace loom {
 
@@ -44,8 +44,6 @@ void flush_stream(const StreamRef& s);
 void synchronize_stream(const StreamRef& s);
 // `waiter` waits on the device for all work of `producer` (its trace flushed first).
 void wait_stream(const StreamRef& waiter, const StreamRef& producer);
-// Work was submitted to `s` outside a flush (a copy into a new ready storage).
-void note_stream_work(const StreamRef& s);
 // Flushes `st`'s stream if `st` is pending; afterwards it holds memory, and the active stream
 // of its device is ordered after the stream that wrote it. Raises for memory only when `st`
 // itself could not be computed (other work that could not stays pending).

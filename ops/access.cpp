@@ -1,7 +1,7 @@
 // Sync points that read values back: item, to_vector, data_ptr; moves between devices.
 #include <cstring>
 
-#include "cpu/access.h"
+#include "tensor/convert.h"
 #include "ops/record.h"
 #include "tensor/backend.h"
 
@@ -27,20 +27,20 @@ std::vector<T> convert(const std::vector<char>& bytes, DType dt, int64_t n) {
   if (n == 0) return out;
   if constexpr (std::is_same_v<T, bool>) {
     std::vector<uint8_t> b(static_cast<size_t>(n));
-    cpu::load_run<uint8_t>(bytes.data(), dt, 1, b.data(), n);
+    load_run<uint8_t>(bytes.data(), dt, 1, b.data(), n);
     for (int64_t i = 0; i < n; ++i) out[i] = b[i] != 0;
   } else if constexpr (std::is_floating_point_v<T>) {
     std::vector<double> d(static_cast<size_t>(n));
-    cpu::load_run<double>(bytes.data(), dt, 1, d.data(), n);
+    load_run<double>(bytes.data(), dt, 1, d.data(), n);
     for (int64_t i = 0; i < n; ++i) out[i] = T(d[i]);
   } else {
     std::vector<int64_t> d(static_cast<size_t>(n));
     if (is_floating(dt)) {
       std::vector<double> f(static_cast<size_t>(n));
-      cpu::load_run<double>(bytes.data(), dt, 1, f.data(), n);
+      load_run<double>(bytes.data(), dt, 1, f.data(), n);
       for (int64_t i = 0; i < n; ++i) d[i] = int64_t(f[i]);
     } else {
-      cpu::load_run<int64_t>(bytes.data(), dt, 1, d.data(), n);
+      load_run<int64_t>(bytes.data(), dt, 1, d.data(), n);
     }
     for (int64_t i = 0; i < n; ++i) out[i] = T(d[i]);
   }
@@ -85,9 +85,9 @@ Tensor Tensor::to(Device d) const {
   auto st = make_ready_storage(d, bytes);
   const char* src = static_cast<const char*>(c.storage()->data()) + c.offset() * int64_t(itemsize(dtype_));
   if (bytes) {
-    if (device_.kind == DeviceKind::CPU) {
+    if (is_host(device_)) {
       backend(d).copy_from_host(st->data(), src, bytes);
-    } else if (d.kind == DeviceKind::CPU) {
+    } else if (is_host(d)) {
       backend(device_).copy_to_host(st->data(), src, bytes);
     } else if (!backend(device_).copy_to_device(d, st->data(), src, bytes)) {
       std::vector<char> tmp(bytes);

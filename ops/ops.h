@@ -1,6 +1,6 @@
 #pragma once
 // loom's op API: free functions with PyTorch's names and semantics.
-// (Included by tensor/tensor.h; user code includes "loom.h".)
+// (Included by ops/tensor.h; user code includes "loom.h".)
 #include <cstdint>
 #include <functional>
 #include <optional>

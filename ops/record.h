@@ -4,7 +4,7 @@
 
 #include "fusion/runtime_lock.h"
 #include "fusion/trace.h"
-#include "tensor/tensor.h"
+#include "ops/tensor.h"
 
 namespace loom {
 

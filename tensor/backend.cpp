@@ -1,15 +1,29 @@
 #include "tensor/backend.h"
 
+#include <mutex>
+
 #include "tensor/error.h"
 #include "tensor/storage.h"
 
 namespace loom {
 
-Backend& cpu_backend();
-
 namespace {
-Backend* registry[2] = {nullptr, nullptr};
-BackendFactory factories[2] = {nullptr, nullptr};
+constexpr int kKinds = 2;
+Backend* registry[kKinds] = {};
+BackendFactory factories[kKinds] = {};
+BackendProbe probes[kKinds] = {};
+std::once_flag probed[kKinds];
+
+void registered() {
+  static std::once_flag once;
+  std::call_once(once, register_builtin_backends);
+}
+
+// The kind's probe, once (a device found later is not looked for again).
+void probe(DeviceKind kind) {
+  registered();
+  if (BackendProbe p = probes[int(kind)]) std::call_once(probed[int(kind)], p);
+}
 }  // namespace
 
 void Backend::release(Memory& m) {
@@ -21,28 +35,18 @@ void Backend::release(Memory& m) {
 
 void register_backend(DeviceKind kind, Backend* b) { registry[int(kind)] = b; }
 void register_backend_factory(DeviceKind kind, BackendFactory f) { factories[int(kind)] = f; }
-
-// The CUDA backend registers itself on first use if a driver and a GPU are present.
-static void try_cuda() {
-  static bool tried = false;
-  if (!tried) {
-    tried = true;
-    init_cuda_backend();
-  }
-}
+void register_backend_probe(DeviceKind kind, BackendProbe p) { probes[int(kind)] = p; }
 
 bool backend_available(DeviceKind kind) {
-  if (kind == DeviceKind::CPU) return true;
-  try_cuda();
+  probe(kind);
   return registry[int(kind)] != nullptr || factories[int(kind)] != nullptr;
 }
 
 Backend& backend(Device d) {
-  if (d.kind == DeviceKind::CPU) return cpu_backend();
-  try_cuda();
-  if (registry[int(d.kind)]) return *registry[int(d.kind)];
+  probe(d.kind);
+  if (Backend* b = registry[int(d.kind)]) return *b;
   LOOM_CHECK(factories[int(d.kind)], Runtime, "device ", d.str(),
-             ": CUDA is not available in this build or on this machine");
+             ": not available (no backend for it in this build or on this machine)");
   return factories[int(d.kind)](d.index);
 }
 

@@ -13,6 +13,16 @@ struct Group;
 struct Node;
 struct Memory;
 
+// A lowering may move up to this many elements of a leaf's pointer misalignment into its offset
+// (the CUDA launcher aligns pointers for vector loads): the fuser picks 64-bit indexing for a
+// group whose offsets could pass 2^31 with it.
+inline constexpr int64_t kMaxAlignShift = 7;
+
+// What a backend can do beyond lowering groups, asked by the op layer where it has a choice.
+struct BackendCaps {
+  bool scan = false;  // runs CumSum as its own kernel (else cumsum is recorded as a reduction)
+};
+
 // A lowered group: built once per signature, run many times.
 struct Kernel {
   virtual ~Kernel() = default;
@@ -52,9 +62,17 @@ struct Backend {
   // Bytes of memory the device has (0: unknown); sizes the trace's pending-memory limit.
   virtual size_t memory_capacity() const { return 0; }
   virtual std::string name() const = 0;
+  virtual BackendCaps caps() const { return {}; }
 };
 
+// The backend of `d`: the first call registers the backends this build holds.
 Backend& backend(Device d);
+
+// How a backend comes to exist. The tensor floor names none: each backend folder defines a
+// registration function loom_register_backend_<folder>() that calls the functions below, and
+// the build writes the list of them it compiled (register_builtin_backends, in the build tree's
+// backends.cpp), which runs once, before the first backend is looked up.
+void register_builtin_backends();
 // One backend for every device of `kind` (the CPU; a test's stand-in device).
 void register_backend(DeviceKind kind, Backend* b);
 // A backend per device index, made by `for_index` on first use (CUDA: one per GPU, each with its
@@ -62,8 +80,10 @@ void register_backend(DeviceKind kind, Backend* b);
 // A backend registered with register_backend takes precedence.
 using BackendFactory = Backend& (*)(int index);
 void register_backend_factory(DeviceKind kind, BackendFactory for_index);
+// Devices that may be missing from the machine: `probe` runs once, on the first use of `kind`,
+// and registers the backend (returning true) when the device is there.
+using BackendProbe = bool (*)();
+void register_backend_probe(DeviceKind kind, BackendProbe probe);
 bool backend_available(DeviceKind kind);
-// Defined by cuda/backend.cpp: registers the CUDA backend when usable; false otherwise.
-bool init_cuda_backend();
 
 }  // namespace loom

@@ -18,6 +18,11 @@ struct Device {
 };
 
 inline const Device kCPU{DeviceKind::CPU, 0};
+inline constexpr int kDeviceKinds = 2;
+
+// The host: its memory is the process's own and its one stream runs work in the order it is
+// submitted, so no stream waits for another and no copy is needed to read a result.
+inline bool is_host(Device d) { return d.kind == DeviceKind::CPU; }
 
 // A stream of a device: an ordered queue of device work with its own trace of pending ops.
 // Id 0 is the device's default stream (the CPU's only stream); other ids are unique in the

@@ -59,6 +59,15 @@ constexpr bool is_floating(DType t) { return kDTypes[int(t)].category == DTypeCa
 constexpr bool is_integral(DType t) { return kDTypes[int(t)].category == DTypeCategory::Integral; }
 constexpr bool is_bool(DType t) { return t == DType::Bool; }
 
+// The compute types: every dtype's values are computed in one of these five (its compute_dtype).
+// X(short name, C++ type, the compute dtype it holds)
+#define LOOM_COMPUTE_TYPES(X) \
+  X(F32, float, Float32)      \
+  X(F64, double, Float64)     \
+  X(I32, int32_t, Int32)      \
+  X(I64, int64_t, Int64)      \
+  X(B8, uint8_t, Bool)
+
 // The dtype that values of `t` are computed in inside kernels.
 constexpr DType compute_dtype(DType t) { return kDTypes[int(t)].compute; }
 

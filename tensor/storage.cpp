@@ -3,12 +3,12 @@
 #include <cstdlib>
 #include <new>
 
-#include "fusion/counters.h"
-#include "fusion/trace.h"
+#include "tensor/counters.h"
 #include "tensor/backend.h"
 #include "tensor/block_alloc.h"
 #include "tensor/error.h"
 #include "tensor/fault.h"
+#include "tensor/stream_work.h"
 
 namespace loom {
 
@@ -36,7 +36,7 @@ std::shared_ptr<Memory> allocate(Device device, size_t bytes) {
   }
   // From the per-thread free lists like storages (a fusion-off flush makes one a kernel).
   auto m = std::allocate_shared<Memory>(BlockAlloc<Memory>(), p, bytes, device);
-  if (device.kind != DeviceKind::CPU) m->stream = active_stream(device);
+  if (!is_host(device)) m->stream = active_stream(device);
   return m;
 }
 
@@ -53,6 +53,15 @@ uint64_t next_storage_id() {
   thread_local uint64_t next = 0, end = 0;
   if (next == end) next = n.fetch_add(kBlock, std::memory_order_relaxed), end = next + kBlock;
   return next++;
+}
+
+namespace {
+std::atomic<StreamWorkHandler> g_stream_work{nullptr};
+}  // namespace
+
+void set_stream_work_handler(StreamWorkHandler h) { g_stream_work.store(h); }
+void note_stream_work(const StreamRef& s) {
+  if (auto h = g_stream_work.load(std::memory_order_relaxed)) h(s);
 }
 
 std::shared_ptr<Storage> make_ready_storage(Device d, size_t nbytes) {

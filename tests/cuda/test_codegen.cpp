@@ -279,14 +279,14 @@ void build_corpus(Corpus& c) {
     Tensor xd = data({64, 100}, dt, 1), yd = data({64, 100}, dt, 2);
     Tensor x = xd.clone(), y = yd.clone();
     std::vector<Tensor> un, bin;
-#define LOOM_X(op, api, kind)    \
+#define LOOM_X(op, api, ...)     \
   try {                          \
     un.push_back(loom::api(x));  \
   } catch (const loom::Error&) { \
   }
     LOOM_UNARY_OPS(LOOM_X)
 #undef LOOM_X
-#define LOOM_X(op, api, kind)       \
+#define LOOM_X(op, api, ...)        \
   try {                             \
     bin.push_back(loom::api(x, y)); \
     bin.push_back(loom::api(x, 3)); \
@@ -306,7 +306,7 @@ void build_corpus(Corpus& c) {
     // ---- reductions of the table: row, column, full; all of one input fuse into one group --
     for (int dim : {1, 0, -1}) {
       std::vector<Tensor> rs;
-#define LOOM_X(op, api, kind)                                                               \
+#define LOOM_X(op, api, ...)                                                                \
   try {                                                                                     \
     rs.push_back(reduce_by(                                                                 \
         [](auto&&... a) -> decltype(loom::api(a...)) { return loom::api(a...); }, x, dim)); \

@@ -199,7 +199,7 @@ TEST_CASE("gpu: reductions match the CPU (row column full split loop)") {
           {x},
           [&](const std::vector<Tensor>& in) {
             std::vector<Tensor> r;
-#define LOOM_X(op, api, kind)                                                                     \
+#define LOOM_X(op, api, ...)                                                                      \
   try {                                                                                           \
     r.push_back(reduce_by(                                                                        \
         [](auto&&... a) -> decltype(loom::api(a...)) { return loom::api(a...); }, in[0], c.dim)); \

@@ -3,18 +3,13 @@
 #include <memory>
 #include <vector>
 
-#include "ops/op_table.h"
+#include "fusion/prims.h"
 #include "tensor/scalar.h"
 #include "tensor/shape.h"
 #include "tensor/storage.h"
+#include "tensor/view.h"
 
 namespace loom {
-
-struct View {
-  Shape shape;
-  Strides strides;
-  int64_t offset = 0;  // in elements
-};
 
 // An operand. Null `st`: the node's scalar operand (its value is Node::value, read as one
 // value over the node's shape; `view` empty), which has no storage and no node of its own.

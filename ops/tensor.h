@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/node.h"
+#include "fusion/node.h"
 #include "tensor/device.h"
 #include "tensor/dtype.h"
 #include "tensor/error.h"

@@ -1,4 +1,4 @@
-#include "fusion/counters.h"
+#include "tensor/counters.h"
 
 #include <sstream>
 

@@ -1,11 +1,10 @@
-#include "cpu/access.h"
+#include "tensor/convert.h"
 
 #include <cstring>
 
-#include "cpu/ctype.h"
 #include "tensor/half.h"
 
-namespace loom::cpu {
+namespace loom {
 namespace {
 
 template <typename S, typename T>
@@ -94,7 +93,7 @@ void store_run(void* dst, DType dt, int64_t stride, const T* src, int64_t n) {
 #define LOOM_INST(ct, T, dtype)                                        \
   template void load_run<T>(const void*, DType, int64_t, T*, int64_t); \
   template void store_run<T>(void*, DType, int64_t, const T*, int64_t);
-LOOM_CPU_CTYPES(LOOM_INST)
+LOOM_COMPUTE_TYPES(LOOM_INST)
 #undef LOOM_INST
 
-}  // namespace loom::cpu
+}  // namespace loom
