@@ -170,7 +170,7 @@ void tiny_ops(Device dev, int reps) {
   rows.push_back({work + " flush+sync (us)", "loom fused", f, 0, load1()});
   std::printf("%-22s %-18s %10.3f us/op     (load %.2f)  [%s]\n", "  record only", "loom fused", r,
               rows.back().load, dev.str().c_str());
-  // Kernels a flush: the flush+sync row divided by it is the overhead a kernel (issue 7).
+  // Kernels a flush: the flush+sync row divided by it is the overhead a kernel.
   double kpf = double(counters().kernels.load() - kernels0) / (reps * 20);
   std::printf("%-22s %-18s %10.3f us        (load %.2f)  [%s] %.1f kernels a flush\n",
               "  flush+sync", "loom fused", f, rows.back().load, dev.str().c_str(), kpf);

@@ -1,4 +1,4 @@
-// Cold-compile cost of loom's generated CUDA kernels (issue 7), on any machine with NVRTC: no
+// Cold-compile cost of loom's generated CUDA kernels, on any machine with NVRTC: no
 // GPU needed. Groups come from the public API on the CPU device through plan_storage (nothing
 // runs), are lowered by loom's own code generator for the variant the launcher picks on an
 // H200-sized GPU (132 SMs), and compiled by cuda::compile (NVRTC straight to an sm_90 cubin).

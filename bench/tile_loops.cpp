@@ -1,4 +1,4 @@
-// Where chain8's time goes on the CPU (issue 2): its two tile instructions (cpu/vmath.h
+// Where chain8's time goes on the CPU: its two tile instructions (cpu/vmath.h
 // pair_unary_f32) timed alone on an L1-resident tile, in sequence over tiles of several sizes,
 // over 16M floats streamed from memory (one thread, then oneTBB), against loom's own chain8
 // (one thread and all). Cycles are TSC ticks; the frequency probe says how many core cycles

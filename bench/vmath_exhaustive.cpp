@@ -5,9 +5,7 @@
 //     against the scalar forms: minutes a function.
 //   --relu: the fused loop's relu on every float32, against the scalar relu.
 // --ulp: also the worst error against float64 (slower).
-// Results (Xeon, Sapphire Rapids class, 2026-11-30, gcc 12 Release, -march=native): --relu: 0
-// differ; exp: 0 vector and 0 fused-loop results differ (117 s). tanh and sigmoid (vdivps) not
-// yet run over all inputs here (tests/cpu/test_vmath.cpp checks every 251st bit pattern).
+// Results: bench/RESULTS.md ("vmath over every float32").
 #include <algorithm>
 #include <bit>
 #include <chrono>

@@ -17,7 +17,7 @@ namespace loom {
 
 // One flush's groups. On a plan-cache hit they are the cache entry's own groups with this
 // flush's storages and scalars put in, not a copy (copying a hundred groups was a fifth of a
-// fusion-off memory hit's flush, issue 7); the storages are taken out again when the FlushPlan
+// fusion-off memory hit's flush); the storages are taken out again when the FlushPlan
 // goes, so the cache holds no memory between flushes. Use it within the flush that made it.
 class FlushPlan {
  public:

@@ -8,9 +8,8 @@
 namespace loom {
 
 // Ops a kernel by default: LOOM_MAX_GROUP_NODES (tensor/knobs.h). Scalar operands and
-// loads are not ops here. Bench's 100 tiny ops on 1024 elements are one kernel a flush (two at
-// the old 96: a launch more); a 100-op kernel's cold NVRTC compile took about as long as the 96-
-// and 4-op kernels together (1.45 s vs 1.46 + 0.41 s, this 2-core box under load, 2026-11-30).
+// loads are not ops here. The default keeps a chain of 100 tiny ops in one kernel a flush: one
+// long kernel compiles in about the time of the two shorter ones it replaces (bench/RESULTS.md).
 int default_max_group_nodes();
 
 struct PlanLimits {

@@ -73,7 +73,7 @@ Tensor scalar_op(Op op, const char* name, const Tensor& a, Scalar s, DType t, bo
   RuntimeLock lock;  // the records of this op: inner holds are a thread-local count
   // The result has a's shape (the scalar side is rank 0). A floating computation type (not a
   // bitwise op, which rejects it): binary_types' result without its checks, none of which can
-  // fail then (a tensor-by-float op's every call, issue 7).
+  // fail then (a tensor-by-float op's every call).
   BinaryKind k = binary_kind(op);
   BinaryTypes bt;
   if (k != BinaryKind::Bitwise && is_floating(t))

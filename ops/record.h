@@ -14,7 +14,7 @@ Input as_input(const Tensor& t);
 // `t` cast to `dt` and broadcast to `shape`, as an input (a binary op's operand).
 Input operand(const Tensor& t, DType dt, const Shape& shape);
 // The same, appended to n.in in place (no Input temporary: its two views were copied and
-// moved again, a tenth of a tiny op, issue 7).
+// moved again, a tenth of a tiny op).
 void add_input(Node& n, const Tensor& t);
 void add_operand(Node& n, const Tensor& t, DType dt, const Shape& shape);
 std::shared_ptr<Node> new_node(Op op, DType dt, const Shape& shape, Device d);
@@ -22,7 +22,7 @@ Tensor record_node(std::shared_ptr<Node> n);  // record + wrap
 Tensor const_tensor(Scalar s, DType dt, Device d, const Shape& shape = {});
 // Scalar operand `s` of node `n`, as dtype `dt`: an input without storage (Input::st null) whose
 // value is n.value, read as one value over the node's shape. No Const node, Storage or trace
-// entry of its own: a scalar op records one node (issue 7). One a node (n.value holds it).
+// entry of its own: a scalar op records one node. One a node (n.value holds it).
 void add_scalar(Node& n, Scalar s, DType dt);
 Tensor expand_to(const Tensor& t, const Shape& s);  // broadcast view (no checks beyond rank)
 void check_same_device(const char* op, const Tensor& a, const Tensor& b);

@@ -9,7 +9,7 @@
 #   GPU_CHECK_BUDGET=400   seconds for everything; each stage gets at most what is left
 #   GPU_CHECK_SKIP_ALL=1   skip stage 2 (the rest of the doctest suite)
 #   GPU_CHECK_STREAMS_SANITIZE=0  skip the racecheck + memcheck runs of the two-stream test
-#   GPU_CHECK_SOAK_ITERS=N  also run the soak test on cuda:0 for N steps (issue 6: 1000000)
+#   GPU_CHECK_SOAK_ITERS=N  also run the soak test on cuda:0 for N steps (a million for a soak run)
 #   GPU_CHECK_FUZZ_MINUTES=M  also run the differential fuzzer, fused on cuda:0 against the CPU,
 #                            for M minutes (GPU_CHECK_FUZZ_SEED, default 1)
 set -uo pipefail

@@ -15,7 +15,7 @@ namespace detail {
 // One block size's free blocks of this thread: an intrusive list (a free block holds the next
 // one's address). Constant-initialized and trivially destructible, so a use is a plain
 // thread-local access: the function-local thread_local list this replaces went through its
-// guard and wrapper on every call, ~20 instructions each, six calls a recorded op (issue 7).
+// guard and wrapper on every call, ~20 instructions each, six calls a recorded op.
 struct FreeBlocks {
   void* head;
   uint32_t count;

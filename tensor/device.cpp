@@ -59,7 +59,7 @@ const StreamRef& cpu_stream() {
 std::atomic<int> g_cuda_count{-1};
 
 // The errors of slot(), out of line: their message building made the every-op check set up a
-// stack frame (~20 instructions a recorded op, issue 7).
+// stack frame (~20 instructions a recorded op).
 [[noreturn, gnu::noinline, gnu::cold]] void bad_slot(Device d, int n) {
   LOOM_CHECK(d.index >= 0 && d.index < kMaxDevices, Index, "stream: device index ", d.index,
              " out of range (at most ", kMaxDevices, " devices)");

@@ -37,7 +37,7 @@ std::string shape_str(const Shape& s) {
 
 Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
   // A rank-0 side (a scalar operand) or equal shapes: the other shape, without the dim loop
-  // (a scalar op's every call comes here, issue 7).
+  // (a scalar op's every call comes here).
   if (b.empty() || a == b) return a;
   if (a.empty()) return b;
   size_t n = std::max(a.size(), b.size());

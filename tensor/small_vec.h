@@ -151,7 +151,7 @@ class SmallVec {
   }
 
   // A loop, not std::equal: for integers that became a memcmp call, dearer than comparing the
-  // one to four dims of most shapes (a shape test an op, issue 7).
+  // one to four dims of most shapes (a shape test an op).
   friend bool operator==(const SmallVec& a, const SmallVec& b) {
     if (a.size_ != b.size_) return false;
     for (size_t i = 0; i < a.size_; ++i)

@@ -1,4 +1,4 @@
-// Scalar operands (`x * 0.5`, `2 - x`) are carried by the consuming node (issue 7): one recorded
+// Scalar operands (`x * 0.5`, `2 - x`) are carried by the consuming node: one recorded
 // node an op, values as kernel arguments (signatures and plans shared across values), results
 // equal to float64 references and to fusion off.
 #include "helpers.h"

@@ -1,4 +1,4 @@
-// The disk kernel cache (DESIGN invariant 6): atomic private files, every corruption rejected and
+// The disk kernel cache (docs/ARCHITECTURE.md, invariant 6): atomic private files, every corruption rejected and
 // removed, keys covering all five inputs.
 #include <doctest/doctest.h>
 #include <fcntl.h>
