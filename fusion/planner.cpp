@@ -8,35 +8,12 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "fusion/canonical.h"
+#include "fusion/plan_state.h"
 #include "tensor/knobs.h"
 
 namespace loom {
+using namespace plan_impl;
 namespace {
-
-struct PNode {
-  std::shared_ptr<Storage> st;
-  Node* n;
-  int group = -1;
-  Space space = Space::Full;
-  bool root = false;
-  bool materialize = false;
-  bool in_memory = false;     // read as memory by a region write or an opaque op
-  Rule rule = Rule::Start;    // why it is in its group (Group::str() prints it)
-  Split split = Split::None;  // Start: why it did not join its first producer in the flush
-  Op split_from = Op::NumOps;
-};
-
-struct PGroup {
-  Shape S;
-  std::vector<int> axes;  // empty: no reduction yet
-  std::vector<int> members;
-  bool alive = true;
-  bool opaque = false;
-  int leaves = 0;  // rough count of distinct memory inputs, for limits
-};
-
-bool region_write(const Node& n) { return n.base != nullptr; }
 
 // The consumer reads every element of p in p's own order.
 bool linear_identity(const View& v, const Node& p) {
@@ -56,35 +33,33 @@ Shape squeeze_shape(const PGroup& g) {
   return k;
 }
 
-class Planner {
+class Planner : PlanState {
  public:
   Planner(const std::vector<std::shared_ptr<Storage>>& dag,
           const std::vector<std::shared_ptr<Storage>>& roots, bool fuse, const PlanLimits& lim,
           std::vector<std::vector<ScalarSrc>>* srcs)
       : fuse_(fuse), lim_(lim), srcs_(srcs) {
     for (auto& st : dag) {
-      st->mark_epoch = epoch_, st->mark = int64_t(nodes_.size());
-      nodes_.push_back({st, st->node.get()});
+      st->mark_epoch = epoch, st->mark = int64_t(nodes.size());
+      nodes.push_back({st, st->node.get()});
     }
-    for (auto& r : roots) nodes_[idx(r.get())].root = true;
+    for (auto& r : roots) nodes[idx(r.get())].root = true;
     // Constants are inlined into their readers as scalars, except where memory must hold
     // them: region-write bases and inputs of opaque ops.
-    for (auto& pn : nodes_) {
-      if (pn.n->base && idx(pn.n->base.get()) >= 0) nodes_[idx(pn.n->base.get())].in_memory = true;
+    for (auto& pn : nodes) {
+      if (pn.n->base && idx(pn.n->base.get()) >= 0) nodes[idx(pn.n->base.get())].in_memory = true;
       if (is_opaque(pn.n->op))
         for (auto& in : pn.n->in)
-          if (in.st && idx(in.st.get()) >= 0) nodes_[idx(in.st.get())].in_memory = true;
+          if (in.st && idx(in.st.get()) >= 0) nodes[idx(in.st.get())].in_memory = true;
     }
   }
 
   std::vector<Group> run() {
-    for (int i = 0; i < int(nodes_.size()); ++i) place(i);
+    for (int i = 0; i < int(nodes.size()); ++i) place(i);
     mark_materialized();
     std::vector<Group> out;
-    for (int g : group_order()) {
-      if (srcs_) srcs_->emplace_back();
-      out.push_back(build(g));
-    }
+    GroupEmitter emit(*this, srcs_);
+    for (int g : group_order()) out.push_back(emit.build(g));
     return out;
   }
 
@@ -92,39 +67,25 @@ class Planner {
   bool fuse_;
   PlanLimits lim_;
   std::vector<std::vector<ScalarSrc>>* srcs_;  // when asked: each group's scalar sources
-  std::vector<PNode> nodes_;
-  std::vector<PGroup> groups_;
-  uint64_t epoch_ = next_mark_epoch();
-  // Index of a pending storage of this flush, or -1.
-  int idx(const Storage* s) const { return s->mark_epoch == epoch_ ? int(s->mark) : -1; }
   std::vector<std::vector<int>> gdeps_;
-  std::vector<int> member_id_, const_id_, set_;  // build(): builder ids by planner index
-
-  // Index of the pending producer of an input in this flush, or -1 (ready memory, or a scalar
-  // operand: no storage).
-  int producer(const Input& in) const {
-    if (!in.st || !in.st->pending()) return -1;
-    return idx(in.st.get());
-  }
-  bool is_const(int p) const { return p >= 0 && prim_class(nodes_[p].n->op) == PrimClass::Scalar; }
 
   int new_group(Shape S, std::vector<int> axes, int first) {
-    groups_.push_back({std::move(S), std::move(axes), {first}});
+    groups.push_back({std::move(S), std::move(axes), {first}});
     gdeps_.emplace_back();
-    int g = int(groups_.size()) - 1;
-    nodes_[first].group = g;
+    int g = int(groups.size()) - 1;
+    nodes[first].group = g;
     add_deps(g, first);
     return g;
   }
   void join(int g, int i, Space sp) {
-    groups_[g].members.push_back(i);
-    nodes_[i].group = g;
-    nodes_[i].space = sp;
+    groups[g].members.push_back(i);
+    nodes[i].group = g;
+    nodes[i].space = sp;
     add_deps(g, i);
   }
   void add_deps(int g, int i) {
     for_each_dep(i, [&](int p) {
-      int pg = nodes_[p].group;
+      int pg = nodes[p].group;
       auto& d = gdeps_[g];
       if (pg >= 0 && pg != g && std::find(d.begin(), d.end(), pg) == d.end()) d.push_back(pg);
     });
@@ -135,10 +96,10 @@ class Planner {
   const std::vector<int>& deps_of(int g) const { return gdeps_[g]; }
   template <typename F>
   void for_each_dep(int i, F f) const {
-    const Node& n = *nodes_[i].n;
+    const Node& n = *nodes[i].n;
     for (auto& in : n.in) {
       int p = producer(in);
-      if (p >= 0 && (!is_const(p) || nodes_[p].in_memory)) f(p);
+      if (p >= 0 && (!is_const(p) || nodes[p].in_memory)) f(p);
     }
     if (n.base && n.base->pending() && idx(n.base.get()) >= 0) f(idx(n.base.get()));
   }
@@ -157,16 +118,16 @@ class Planner {
   }
 
   bool fits(int g, int extra) const {
-    return int(groups_[g].members.size()) + extra <= lim_.max_nodes &&
-           groups_[g].leaves <= lim_.max_leaves;
+    return int(groups[g].members.size()) + extra <= lim_.max_nodes &&
+           groups[g].leaves <= lim_.max_leaves;
   }
 
   // The space node i would take in group g through input `in` from producer p, if fusable;
   // else why not (in `why`, when given).
   std::optional<Space> fusable(int i, const Input& in, int p, Split* why = nullptr) const {
-    const Node& n = *nodes_[i].n;
-    const PNode& pp = nodes_[p];
-    const PGroup& G = groups_[pp.group];
+    const Node& n = *nodes[i].n;
+    const PNode& pp = nodes[p];
+    const PGroup& G = groups[pp.group];
     auto no = [&](Split s) -> std::optional<Space> {
       if (why) *why = s;
       return std::nullopt;
@@ -209,9 +170,9 @@ class Planner {
   // reduced dim has size 1 the keepdim shape equals the space and both look fusable).
   bool same_space(int i, int g, Space sp) const {
     if (base_group(i) == g) return false;
-    for (auto& in : nodes_[i].n->in) {
+    for (auto& in : nodes[i].n->in) {
       int p = producer(in);
-      if (p < 0 || is_const(p) || nodes_[p].group != g) continue;
+      if (p < 0 || is_const(p) || nodes[p].group != g) continue;
       auto s = fusable(i, in, p);
       if (!s || *s != sp) return false;
     }
@@ -219,49 +180,49 @@ class Planner {
   }
 
   void place(int i) {
-    Node& n = *nodes_[i].n;
-    if (prim_class(n.op) == PrimClass::Scalar && !nodes_[i].root && !nodes_[i].in_memory)
+    Node& n = *nodes[i].n;
+    if (prim_class(n.op) == PrimClass::Scalar && !nodes[i].root && !nodes[i].in_memory)
       return;                       // inlined as a scalar
     if (prim_class(n.op) == PrimClass::Alloc) return;  // allocation only
     if (is_opaque(n.op)) {
       int g = new_group(n.shape, {}, i);
-      groups_[g].opaque = true;
-      nodes_[i].rule = Rule::Opaque;
+      groups[g].opaque = true;
+      nodes[i].rule = Rule::Opaque;
       return;
     }
     Shape own = n.base ? n.region->shape : is_reduce(n.op) ? n.in[0].view.shape : n.shape;
     std::vector<int> axes = is_reduce(n.op) ? n.axes : std::vector<int>{};
     if (!fuse_) {
       new_group(own, axes, i);
-      nodes_[i].space = is_reduce(n.op) ? Space::Row : Space::Full;
-      nodes_[i].rule = Rule::Unfused;
-      count_leaves(nodes_[i].group, i);
+      nodes[i].space = is_reduce(n.op) ? Space::Row : Space::Full;
+      nodes[i].rule = Rule::Unfused;
+      count_leaves(nodes[i].group, i);
       return;
     }
     // Join the first producer's group that accepts this node, then pull in other
     // producers' groups that are compatible and independent.
     int target = -1;
     Space sp = Space::Full;
-    PNode& me = nodes_[i];
+    PNode& me = nodes[i];
     for (auto& in : n.in) {
       int p = producer(in);
-      if (p < 0 || is_const(p) || nodes_[p].group < 0) continue;
+      if (p < 0 || is_const(p) || nodes[p].group < 0) continue;
       // the first producer's reason is the one reported if the node starts a group
       Split why = Split::None;
       auto s = fusable(i, in, p, &why);
-      int g = nodes_[p].group;
+      int g = nodes[p].group;
       if (s && !fits(g, 1)) why = Split::Limit;
       if (s && why == Split::None && !same_space(i, g, *s)) why = Split::OtherView;
       if (s && why == Split::None) {
         bool cyclic = false;
         for_each_dep(i, [&](int q) {
-          int qg = nodes_[q].group;
+          int qg = nodes[q].group;
           if (qg >= 0 && qg != g && reaches(qg, g)) cyclic = true;
         });
         if (cyclic) why = Split::Cycle;
       }
       if (why != Split::None) {
-        if (me.split == Split::None) me.split = why, me.split_from = nodes_[p].n->op;
+        if (me.split == Split::None) me.split = why, me.split_from = nodes[p].n->op;
         continue;
       }
       target = g, sp = *s;
@@ -270,17 +231,17 @@ class Planner {
     }
     if (target < 0) {
       new_group(own, axes, i);
-      nodes_[i].space = is_reduce(n.op) ? Space::Row : Space::Full;
-      count_leaves(nodes_[i].group, i);
+      nodes[i].space = is_reduce(n.op) ? Space::Row : Space::Full;
+      count_leaves(nodes[i].group, i);
       return;
     }
-    if (is_reduce(n.op)) groups_[target].axes = n.axes;
+    if (is_reduce(n.op)) groups[target].axes = n.axes;
     join(target, i, sp);
     // The join's name: a Full node reading a row value of its group broadcasts it back.
     bool reads_row = false;
     for (auto& in : n.in) {
       int p = producer(in);
-      if (p >= 0 && !is_const(p) && nodes_[p].group == target && nodes_[p].space == Space::Row)
+      if (p >= 0 && !is_const(p) && nodes[p].group == target && nodes[p].space == Space::Row)
         reads_row = true;
     }
     me.rule = is_reduce(n.op)    ? Rule::ReducePrologue
@@ -290,8 +251,8 @@ class Planner {
     count_leaves(target, i);
     for (auto& in : n.in) {
       int p = producer(in);
-      if (p < 0 || is_const(p) || nodes_[p].group < 0 || nodes_[p].group == target) continue;
-      int h = nodes_[p].group;
+      if (p < 0 || is_const(p) || nodes[p].group < 0 || nodes[p].group == target) continue;
+      int h = nodes[p].group;
       if (!same_space(i, h, sp) || !mergeable(target, h)) continue;
       merge(target, h);
     }
@@ -300,28 +261,28 @@ class Planner {
   // The group making the memory a region write starts from: never the writer's own group,
   // whose outputs start as a copy of that memory before the kernel computes it.
   int base_group(int i) const {
-    const Node& n = *nodes_[i].n;
+    const Node& n = *nodes[i].n;
     if (!n.base || !n.base->pending()) return -1;
     int b = idx(n.base.get());
-    return b >= 0 ? nodes_[b].group : -1;
+    return b >= 0 ? nodes[b].group : -1;
   }
 
   // Members of group a reading members of group b, if both were one group.
   bool internal_reads_ok(int a, int b) const {
-    for (int m : groups_[a].members) {
+    for (int m : groups[a].members) {
       if (base_group(m) == b) return false;
-      for (auto& in : nodes_[m].n->in) {
+      for (auto& in : nodes[m].n->in) {
         int p = producer(in);
-        if (p < 0 || is_const(p) || nodes_[p].group != b) continue;
+        if (p < 0 || is_const(p) || nodes[p].group != b) continue;
         auto s = fusable(m, in, p);
-        if (!s || *s != nodes_[m].space) return false;
+        if (!s || *s != nodes[m].space) return false;
       }
     }
     return true;
   }
 
   bool mergeable(int g, int h) const {
-    const PGroup &G = groups_[g], &H = groups_[h];
+    const PGroup &G = groups[g], &H = groups[h];
     if (H.opaque || G.opaque || G.S != H.S) return false;
     if (!G.axes.empty() && !H.axes.empty() && G.axes != H.axes) return false;
     if (int(G.members.size() + H.members.size()) > lim_.max_nodes) return false;
@@ -337,16 +298,16 @@ class Planner {
     return true;
   }
   void merge(int g, int h) {
-    PGroup& H = groups_[h];
-    if (groups_[g].axes.empty()) groups_[g].axes = H.axes;
+    PGroup& H = groups[h];
+    if (groups[g].axes.empty()) groups[g].axes = H.axes;
     // The merged group's first member now shares a kernel with the other producer's group.
-    nodes_[H.members[0]].rule = Rule::SiblingMerge;
-    nodes_[H.members[0]].split = Split::None;
-    for (int m : H.members) nodes_[m].group = g;
-    auto& M = groups_[g].members;
+    nodes[H.members[0]].rule = Rule::SiblingMerge;
+    nodes[H.members[0]].split = Split::None;
+    for (int m : H.members) nodes[m].group = g;
+    auto& M = groups[g].members;
     M.insert(M.end(), H.members.begin(), H.members.end());
     std::sort(M.begin(), M.end());  // dag order is topological
-    groups_[g].leaves += H.leaves;
+    groups[g].leaves += H.leaves;
     H.members.clear();
     H.alive = false;
     for (int d : gdeps_[h])
@@ -363,31 +324,31 @@ class Planner {
     own.erase(std::remove(own.begin(), own.end(), g), own.end());
   }
   void count_leaves(int g, int i) {
-    for (auto& in : nodes_[i].n->in) {
+    for (auto& in : nodes[i].n->in) {
       if (!in.st) continue;  // a scalar operand: a kernel argument, not memory
       int p = producer(in);
-      if (p < 0 || (nodes_[p].group != g && !is_const(p))) groups_[g].leaves++;
+      if (p < 0 || (nodes[p].group != g && !is_const(p))) groups[g].leaves++;
     }
   }
 
   void mark_materialized() {
-    for (int i = 0; i < int(nodes_.size()); ++i) {
-      PNode& pn = nodes_[i];
+    for (int i = 0; i < int(nodes.size()); ++i) {
+      PNode& pn = nodes[i];
       if (pn.root || pn.in_memory || is_opaque(pn.n->op) || region_write(*pn.n))
         pn.materialize = true;
       if (prim_class(pn.n->op) == PrimClass::Alloc) pn.materialize = true;
       for_each_dep(i, [&](int p) {
-        if (nodes_[p].group != pn.group || nodes_[p].group < 0) nodes_[p].materialize = true;
+        if (nodes[p].group != pn.group || nodes[p].group < 0) nodes[p].materialize = true;
       });
       if (pn.n->base && idx(pn.n->base.get()) >= 0)
-        nodes_[idx(pn.n->base.get())].materialize = true;
+        nodes[idx(pn.n->base.get())].materialize = true;
     }
   }
 
   std::vector<int> group_order() const {
     std::vector<int> alive, order;
-    for (int g = 0; g < int(groups_.size()); ++g)
-      if (groups_[g].alive && !groups_[g].members.empty()) alive.push_back(g);
+    for (int g = 0; g < int(groups.size()); ++g)
+      if (groups[g].alive && !groups[g].members.empty()) alive.push_back(g);
     std::unordered_map<int, int> state;  // 1 visiting, 2 done
     std::function<void(int)> visit = [&](int g) {
       if (state[g] == 2) return;
@@ -401,111 +362,6 @@ class Planner {
     return order;
   }
 
-  // May node `w` of group `gi` write over `st`'s memory? Only when nothing outside the
-  // group reads `st`, and (for in-place updates) the group reads it element for element
-  // in the order it writes, so each element is read before it is overwritten.
-  bool only_reader(const Storage* st, int w, int gi, bool same_order) const {
-    if (st->pending() && idx(st) >= 0 && nodes_[idx(st)].root) return false;
-    const PGroup& G = groups_[gi];
-    if (same_order && !G.axes.empty()) return false;
-    for (int i = 0; i < int(nodes_.size()); ++i) {
-      const Node& n = *nodes_[i].n;
-      if (n.base.get() == st && i != w) return false;
-      for (auto& in : n.in) {
-        if (in.st.get() != st) continue;
-        if (!same_order || nodes_[i].group != gi) return false;
-        // A kernel may store an output as soon as it is computed (the CPU tile does): a
-        // reader evaluated after the writer (later in dag order) would see the new values.
-        if (i > w) return false;
-        if (in.view.offset != 0 || in.view.shape != G.S ||
-            in.view.strides != contiguous_strides(G.S))
-          return false;
-      }
-    }
-    return true;
-  }
-
-  Group build(int gi) {
-    const PGroup& G = groups_[gi];
-    Group g;
-    if (G.opaque) {
-      const PNode& pn = nodes_[G.members[0]];
-      g.opaque = pn.st->node;
-      g.outputs.push_back({0, pn.st, {}, 0});
-      for (auto& in : pn.n->in)
-        g.leaves.push_back({in.dtype, in.view.strides, in.view.offset, in.st});
-      return g;
-    }
-    GroupBuilder b(G.S, G.axes);
-    // Builder ids by planner index (members, and constants as scalars), without a hash map
-    // per group: entries set here are reset before returning.
-    if (member_id_.size() < nodes_.size()) {
-      member_id_.assign(nodes_.size(), -1);
-      const_id_.assign(nodes_.size(), -1);
-    }
-    // Scalar slots added since `before` come from node p (in order: its parts).
-    auto note_scalars = [&](size_t before, int p) {
-      if (srcs_)
-        for (size_t k = before; k < b.scalars(); ++k) srcs_->back().push_back({p, int(k - before)});
-    };
-    auto scalar_of = [&](int p) {
-      if (const_id_[p] < 0) {
-        size_t before = b.scalars();
-        const_id_[p] = b.add_const(*nodes_[p].n), set_.push_back(p);
-        note_scalars(before, p);
-      }
-      return const_id_[p];
-    };
-    for (int m : G.members) {
-      const PNode& pn = nodes_[m];
-      const Node& n = *pn.n;
-      SmallVec<int, 4> args;
-      if (prim_class(n.op) == PrimClass::Scalar) args.push_back(scalar_of(m));
-      for (auto& in : n.in) {
-        int p = producer(in);
-        if (!in.st) {  // the node's scalar operand: a scalar slot of its own
-          size_t before = b.scalars();
-          args.push_back(b.add_scalar(n.value, in.dtype));
-          note_scalars(before, m);
-        } else if (p >= 0 && nodes_[p].group == gi && !is_const(p)) {
-          args.push_back(member_id_[p]);
-        } else if (is_const(p)) {
-          args.push_back(scalar_of(p));
-        } else {
-          Space ls = is_reduce(n.op) ? Space::Full : pn.space;
-          args.push_back(b.add_load(in, ls, n.base ? n.region->shape : n.shape));
-        }
-      }
-      size_t before = b.scalars();
-      int id = b.add_node(n, pn.space, args.data(), int(args.size()));
-      b.set_rule(id, pn.rule, pn.split, pn.split_from);
-      note_scalars(before, m);
-      member_id_[m] = id;
-      set_.push_back(m);
-      if (pn.materialize) {
-        GOutput o{id, pn.st};
-        if (n.base) {
-          o.init = n.base;
-          if (only_reader(n.base.get(), m, gi, false)) o.alias = n.base;
-        } else if (auto r = n.reuse.lock()) {
-          // A chain of in-place updates (m.mul_(b).add_(x)): versions in between that live
-          // only in this group's registers pass the first version's memory on to the last.
-          for (int k = idx(r.get());
-               r->pending() && k >= 0 && nodes_[k].group == gi && !nodes_[k].materialize;
-               k = idx(r.get())) {
-            auto prev = r->node->reuse.lock();
-            if (!prev) break;
-            r = std::move(prev);
-          }
-          if (only_reader(r.get(), m, gi, true)) o.alias = r;
-        }
-        b.add_output(o, n);
-      }
-    }
-    for (int p : set_) member_id_[p] = const_id_[p] = -1;
-    set_.clear();
-    return b.finish();
-  }
 };
 
 }  // namespace

@@ -1,0 +1,116 @@
+// Emitting the planned groups: each as a Group the backends lower, with its loads, scalars,
+// outputs, and the memory each output may take over (an in-place update's own buffer, when this
+// group is the only reader and reads it in the order it writes).
+#include "fusion/canonical.h"
+#include "fusion/plan_state.h"
+
+namespace loom::plan_impl {
+
+// May node `w` of group `gi` write over `st`'s memory? Only when nothing outside the
+// group reads `st`, and (for in-place updates) the group reads it element for element
+// in the order it writes, so each element is read before it is overwritten.
+bool GroupEmitter::only_reader(const Storage* st, int w, int gi, bool same_order) const {
+  if (st->pending() && s_.idx(st) >= 0 && s_.nodes[s_.idx(st)].root) return false;
+  const PGroup& G = s_.groups[gi];
+  if (same_order && !G.axes.empty()) return false;
+  for (int i = 0; i < int(s_.nodes.size()); ++i) {
+    const Node& n = *s_.nodes[i].n;
+    if (n.base.get() == st && i != w) return false;
+    for (auto& in : n.in) {
+      if (in.st.get() != st) continue;
+      if (!same_order || s_.nodes[i].group != gi) return false;
+      // A kernel may store an output as soon as it is computed (the CPU tile does): a
+      // reader evaluated after the writer (later in dag order) would see the new values.
+      if (i > w) return false;
+      if (in.view.offset != 0 || in.view.shape != G.S ||
+          in.view.strides != contiguous_strides(G.S))
+        return false;
+    }
+  }
+  return true;
+}
+
+Group GroupEmitter::build(int gi) {
+  const PGroup& G = s_.groups[gi];
+  if (srcs_) srcs_->emplace_back();
+  Group g;
+  if (G.opaque) {
+    const PNode& pn = s_.nodes[G.members[0]];
+    g.opaque = pn.st->node;
+    g.outputs.push_back({0, pn.st, {}, 0});
+    for (auto& in : pn.n->in)
+      g.leaves.push_back({in.dtype, in.view.strides, in.view.offset, in.st});
+    return g;
+  }
+  GroupBuilder b(G.S, G.axes);
+  // Builder ids by planner index (members, and constants as scalars), without a hash map
+  // per group: entries set here are reset before returning.
+  if (member_id_.size() < s_.nodes.size()) {
+    member_id_.assign(s_.nodes.size(), -1);
+    const_id_.assign(s_.nodes.size(), -1);
+  }
+  // Scalar slots added since `before` come from node p (in order: its parts).
+  auto note_scalars = [&](size_t before, int p) {
+    if (srcs_)
+      for (size_t k = before; k < b.scalars(); ++k) srcs_->back().push_back({p, int(k - before)});
+  };
+  auto scalar_of = [&](int p) {
+    if (const_id_[p] < 0) {
+      size_t before = b.scalars();
+      const_id_[p] = b.add_const(*s_.nodes[p].n), set_.push_back(p);
+      note_scalars(before, p);
+    }
+    return const_id_[p];
+  };
+  for (int m : G.members) {
+    const PNode& pn = s_.nodes[m];
+    const Node& n = *pn.n;
+    SmallVec<int, 4> args;
+    if (prim_class(n.op) == PrimClass::Scalar) args.push_back(scalar_of(m));
+    for (auto& in : n.in) {
+      int p = s_.producer(in);
+      if (!in.st) {  // the node's scalar operand: a scalar slot of its own
+        size_t before = b.scalars();
+        args.push_back(b.add_scalar(n.value, in.dtype));
+        note_scalars(before, m);
+      } else if (p >= 0 && s_.nodes[p].group == gi && !s_.is_const(p)) {
+        args.push_back(member_id_[p]);
+      } else if (s_.is_const(p)) {
+        args.push_back(scalar_of(p));
+      } else {
+        Space ls = is_reduce(n.op) ? Space::Full : pn.space;
+        args.push_back(b.add_load(in, ls, n.base ? n.region->shape : n.shape));
+      }
+    }
+    size_t before = b.scalars();
+    int id = b.add_node(n, pn.space, args.data(), int(args.size()));
+    b.set_rule(id, pn.rule, pn.split, pn.split_from);
+    note_scalars(before, m);
+    member_id_[m] = id;
+    set_.push_back(m);
+    if (pn.materialize) {
+      GOutput o{id, pn.st};
+      if (n.base) {
+        o.init = n.base;
+        if (only_reader(n.base.get(), m, gi, false)) o.alias = n.base;
+      } else if (auto r = n.reuse.lock()) {
+        // A chain of in-place updates (m.mul_(b).add_(x)): versions in between that live
+        // only in this group's registers pass the first version's memory on to the last.
+        for (int k = s_.idx(r.get());
+             r->pending() && k >= 0 && s_.nodes[k].group == gi && !s_.nodes[k].materialize;
+             k = s_.idx(r.get())) {
+          auto prev = r->node->reuse.lock();
+          if (!prev) break;
+          r = std::move(prev);
+        }
+        if (only_reader(r.get(), m, gi, true)) o.alias = r;
+      }
+      b.add_output(o, n);
+    }
+  }
+  for (int p : set_) member_id_[p] = const_id_[p] = -1;
+  set_.clear();
+  return b.finish();
+}
+
+}  // namespace loom::plan_impl

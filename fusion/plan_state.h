@@ -1,0 +1,69 @@
+#pragma once
+// The planner's view of one flush, shared by the placement (fusion/planner.cpp: which group each
+// node joins, and by which rule) and the emitter (fusion/plan_emit.cpp: each group as a Group,
+// with the memory its outputs may take over). Not an API.
+#include <memory>
+#include <vector>
+
+#include "fusion/group.h"
+#include "fusion/node.h"
+#include "fusion/planner.h"
+
+namespace loom::plan_impl {
+
+struct PNode {
+  std::shared_ptr<Storage> st;
+  Node* n;
+  int group = -1;
+  Space space = Space::Full;
+  bool root = false;
+  bool materialize = false;
+  bool in_memory = false;     // read as memory by a region write or an opaque op
+  Rule rule = Rule::Start;    // why it is in its group (Group::str() prints it)
+  Split split = Split::None;  // Start: why it did not join its first producer in the flush
+  Op split_from = Op::NumOps;
+};
+
+struct PGroup {
+  Shape S;
+  std::vector<int> axes;  // empty: no reduction yet
+  std::vector<int> members;
+  bool alive = true;
+  bool opaque = false;
+  int leaves = 0;  // rough count of distinct memory inputs, for limits
+};
+
+inline bool region_write(const Node& n) { return n.base != nullptr; }
+
+// The pending nodes of one flush, in dag order, and the groups they are placed in.
+struct PlanState {
+  std::vector<PNode> nodes;
+  std::vector<PGroup> groups;
+  uint64_t epoch = next_mark_epoch();
+  // Index of a pending storage of this flush, or -1.
+  int idx(const Storage* s) const { return s->mark_epoch == epoch ? int(s->mark) : -1; }
+  // Index of the pending producer of an input in this flush, or -1 (ready memory, or a scalar
+  // operand: no storage).
+  int producer(const Input& in) const {
+    if (!in.st || !in.st->pending()) return -1;
+    return idx(in.st.get());
+  }
+  bool is_const(int p) const { return p >= 0 && prim_class(nodes[p].n->op) == PrimClass::Scalar; }
+};
+
+// Turns placed groups into Groups (GroupBuilder), one at a time, in run order.
+class GroupEmitter {
+ public:
+  GroupEmitter(const PlanState& s, std::vector<std::vector<ScalarSrc>>* srcs)
+      : s_(s), srcs_(srcs) {}
+  Group build(int gi);
+
+ private:
+  // May node `w` of group `gi` write over `st`'s memory?
+  bool only_reader(const Storage* st, int w, int gi, bool same_order) const;
+  const PlanState& s_;
+  std::vector<std::vector<ScalarSrc>>* srcs_;   // when asked: each group's scalar sources
+  std::vector<int> member_id_, const_id_, set_;  // builder ids by planner index
+};
+
+}  // namespace loom::plan_impl

@@ -1,0 +1,215 @@
+// Running one flush's plan: the groups in order, each lowered (or taken from the kernel cache)
+// before its outputs get memory, so a failed lowering loses nothing.
+#include <algorithm>
+#include <iostream>
+#include <sstream>
+
+#include "fusion/kernel_cache.h"
+#include "fusion/plan_cache.h"
+#include "fusion/planner.h"
+#include "fusion/trace.h"
+#include "fusion/trace_impl.h"
+#include "tensor/backend.h"
+#include "tensor/counters.h"
+
+namespace loom::trace_impl {
+
+// Pending storages `roots` need, producers first.
+std::vector<std::shared_ptr<Storage>> live_dag(const std::vector<std::shared_ptr<Storage>>& roots) {
+  std::vector<std::shared_ptr<Storage>> order;
+  uint64_t epoch = next_mark_epoch();
+  auto done = [&](const Storage* s) { return s->mark_epoch == epoch; };
+  // (storage, next dependency to visit); dependencies are the inputs, then the base. The
+  // stack points at the shared_ptrs the roots and nodes hold (alive during the walk): one
+  // reference count increment a node, for `order` (the atomics of copies into the stack were
+  // three quarters of the walk, itself the largest part of a memory hit's flush).
+  // The stack and the order's capacity outlive the walk: a chain of 200 ops grew the stack
+  // from nothing (nine reallocations) and the order three times every flush.
+  thread_local std::vector<std::pair<const std::shared_ptr<Storage>*, size_t>> stack;
+  thread_local size_t last_size = 64;
+  stack.clear();
+  order.reserve(last_size);
+  for (auto& r : roots) {
+    if (!r->pending() || done(r.get())) continue;
+    stack.push_back({&r, 0});
+    while (!stack.empty()) {
+      auto& [st, next] = stack.back();
+      const Node& n = *(*st)->node;
+      size_t ndeps = n.in.size() + (n.base ? 1 : 0);
+      if (next < ndeps) {
+        const auto& child = next < n.in.size() ? n.in[next].st : n.base;
+        ++next;
+        if (child && child->pending() && !done(child.get())) stack.push_back({&child, 0});
+        continue;
+      }
+      if (!done(st->get())) {
+        (*st)->mark_epoch = epoch;
+        order.push_back(*st);
+      }
+      stack.pop_back();
+    }
+  }
+  last_size = std::max(order.size(), size_t(64));
+  return order;
+}
+
+namespace {
+
+int64_t group_bytes(const Group& g) {
+  int64_t b = 0;
+  for (auto& l : g.leaves) {
+    if (!l.st) continue;
+    int64_t n = 1;
+    for (size_t d = 0; d < g.space.size(); ++d)
+      if (l.strides[d] != 0) n *= g.space[d];
+    b += n * int64_t(itemsize(l.dtype));
+  }
+  for (auto& o : g.outputs) {
+    int64_t n = 1;
+    for (size_t d = 0; d < g.space.size(); ++d)
+      if (o.strides[d] != 0) n *= g.space[d];
+    b += n * int64_t(itemsize(g.nodes[o.node].dtype));
+  }
+  return b;
+}
+
+// What a pending storage's node computes, for an out-of-memory message: "randn of shape [8]
+// float32".
+std::string what_computes(const Storage& st) {
+  if (!st.node) return "a storage of " + std::to_string(st.nbytes) + " bytes";
+  const Node& n = *st.node;
+  std::string s =
+      detail::cat(op_name(n.op), " of shape ", shape_str(n.shape), " ", dtype_name(n.dtype));
+  if (n.base) s += detail::cat(" (written into a buffer of ", st.nbytes, " bytes)");
+  return s;
+}
+
+
+// Group `g` failed for memory (`e`): none of its outputs was computed, and those that got memory
+// before the failure give it back now, not at the retry. When the failure was the allocation of
+// output `st`, only `st` (and later what needs it) is blocked: the other outputs may run in a
+// flush without it. Otherwise (memory a kernel needed) all of them are.
+[[noreturn]] void group_oom(Group& g, const std::string& e, const std::shared_ptr<Storage>& st) {
+  std::vector<std::shared_ptr<Storage>> blocked;
+  for (auto& o : g.outputs)
+    if (o.st->pending()) {
+      o.st->mem.reset();
+      if (!st) blocked.push_back(o.st);
+    }
+  if (st) blocked.push_back(st);
+  std::string msg = e + " for " + what_computes(st ? *st : *g.outputs[0].st);
+  throw FlushOom(msg, std::move(blocked));
+}
+
+void materialize(Device d, GOutput& o) {
+  Storage& st = *o.st;
+  if (o.alias && o.alias->mem) {
+    st.mem = o.alias->mem;
+    return;
+  }
+  st.mem = allocate(d, st.nbytes);
+  if (o.init && o.init->mem) backend(d).copy_within(st.mem->ptr, o.init->mem->ptr, st.nbytes);
+}
+
+// Runs group `g`; `*at` is the output being materialized while that goes on, else null.
+void run_group(Device d, Group& g, size_t gi, std::ostream* log, const GOutput** at) {
+  auto materialize_all = [&] {
+    for (auto& o : g.outputs) *at = &o, materialize(d, o);
+    *at = nullptr;
+  };
+  if (g.opaque) {
+    materialize_all();
+    backend(d).run_opaque(g);
+    if (log) *log << "  group " << gi << ": " << g.str();
+  } else {
+    if (!g.signature) g.signature = signature(g, d.kind);  // plan_cached sets it
+    KernelLookup k = get_kernel(d, g);  // lower before touching memory: a failure loses nothing
+    materialize_all();
+    k.kernel->run(g);
+    counters().bytes_moved += group_bytes(g);
+    if (log)
+      *log << "  group " << gi << " sig " << std::hex << g.signature << std::dec
+           << (k.hit ? " hit" : " compile") << " " << k.lower_ms << " ms, " << g.rows()
+           << " rows x " << g.cols() << " cols\n"
+           << g.str();
+  }
+}
+
+// Runs the groups in order. Out of memory stops at the group that met it (FlushOom): the groups
+// before it keep their results, it and the ones after stay pending.
+void run_groups(Device d, std::vector<Group>& groups, std::ostream* log) {
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    Group& g = groups[gi];
+    counters().groups++;
+    const GOutput* at = nullptr;
+    try {
+      run_group(d, g, gi, log, &at);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::Memory) throw;
+      group_oom(g, e.what(), at ? at->st : nullptr);
+    } catch (const std::bad_alloc&) {  // host memory inside a kernel (scratch, a matmul's)
+      group_oom(g, d.str() + ": out of memory (std::bad_alloc) in a kernel", nullptr);
+    }
+    counters().kernels++;
+    for (auto& o : g.outputs) {
+      o.st->node.reset();  // ready: releases the producer and what only it read
+      counters().materialized++;
+    }
+  }
+}
+
+
+}  // namespace
+
+void run_pending(Device d, const std::vector<std::shared_ptr<Storage>>& roots, bool fuse,
+                 const KeepMemory* keep) {
+  auto dag = live_dag(roots);
+  // Empty storages (allocation only) that a live tensor holds get their memory now.
+  for (auto& st : dag)
+    if (prim_class(st->node->op) == PrimClass::Alloc) {
+      try {
+        st->mem = allocate(d, st->nbytes);
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::Memory) throw;
+        throw FlushOom(std::string(e.what()) + " for " + what_computes(*st), {st});
+      }
+    }
+  int64_t plan_hits = counters().plan_hits.load(std::memory_order_relaxed);
+  FlushPlan flush_plan = plan_cached(dag, roots, fuse, d.kind);
+  std::vector<Group>& groups = flush_plan.groups();
+  // The planner saw only this DAG: an in-place update whose old memory pending work outside it
+  // still reads writes fresh memory instead (plans with aliases are never cached, so this
+  // changes no cached plan).
+  if (keep)
+    for (auto& g : groups)
+      for (auto& o : g.outputs)
+        if (o.alias && o.alias->mem && keep->count(o.alias->mem.get())) o.alias = nullptr;
+  // The log's stream only when logging: constructing one costs about as much as a small flush.
+  std::unique_ptr<std::ostringstream> os;
+  if (log_fusion()) os = std::make_unique<std::ostringstream>();
+  std::ostream* log = os.get();
+  if (log)
+    *log << "[loom] flush " << d.str() << ": " << dag.size() << " nodes -> " << groups.size()
+         << " groups" << (fuse ? "" : " (fusion off)")
+         << (counters().plan_hits.load() != plan_hits ? " (plan cached)" : "")
+         << (keep ? " (partial: around work that ran out of memory)" : "") << "\n";
+  try {
+    run_groups(d, groups, log);
+  } catch (...) {
+    if (log) std::cerr << os->str();
+    throw;
+  }
+  // Allocations (Empty) are done, and dead intermediates (only `dag` holds them) drop their
+  // nodes, consumers first so each drop is local (the node's inputs are still held by `dag`).
+  // Dropping `dag` producers first freed them as one recursive chain from the last consumer
+  // down, a dependent cache miss a node (a tenth of a tiny-op loop's time on the stand-in
+  // driver).
+  for (size_t i = dag.size(); i-- > 0;) {
+    Storage& st = *dag[i];
+    if (st.node && (dag[i].use_count() == 1 || prim_class(st.node->op) == PrimClass::Alloc)) st.node.reset();
+  }
+  if (log) std::cerr << os->str();
+}
+
+
+}  // namespace loom::trace_impl
