@@ -1,11 +1,13 @@
-// The shared half of the code generator: types, per-op expressions with the CPU interpreter's
-// semantics (cpu/math.cpp, cpu/interp.cpp), accumulators, parameters and the prelude.
+// The shared half of the code generator: variant keys, layouts, types, loads and stores, node
+// statements (each primitive's expression and a reduction's identity and combine come from
+// cuda/prims.cpp), accumulators, parameters and the prelude.
 #include "cuda/codegen.h"
 
 #include <algorithm>
 #include <sstream>
 
 #include "cuda/codegen_emit.h"
+#include "cuda/prims.h"
 #include "tensor/error.h"
 
 namespace loom::cuda {
@@ -71,8 +73,6 @@ Generated generate(const Group& g, const Variant& v) {
 
 namespace gen {
 namespace {
-
-bool is_fp(const std::string& t) { return t == "float" || t == "double"; }
 
 // Helpers a kernel may use, in dependency order (a helper's dependencies come first).
 struct Snippet {
@@ -181,31 +181,6 @@ const Snippet kSnippets[] = {
      "template <class T, int V>\n"
      "struct alignas(sizeof(T) * V > 16 ? 16 : sizeof(T) * V) lm_vec {\n  T v[V];\n};\n"},
 };
-
-// Unary ops that are one math-library call (the float form gets an 'f' suffix).
-struct MathCall {
-  Op op;
-  const char* fn;
-  bool rounding = false;  // floor and friends: integers pass through unchanged
-};
-const MathCall kMathCalls[] = {
-    {Op::Floor, "floor", true}, {Op::Ceil, "ceil", true}, {Op::Round, "rint", true},
-    {Op::Trunc, "trunc", true}, {Op::Exp, "exp"},         {Op::Exp2, "exp2"},
-    {Op::Expm1, "expm1"},       {Op::Log, "log"},         {Op::Log2, "log2"},
-    {Op::Log1p, "log1p"},       {Op::Sqrt, "sqrt"},       {Op::Sin, "sin"},
-    {Op::Cos, "cos"},           {Op::Tan, "tan"},         {Op::Tanh, "tanh"},
-    {Op::Asin, "asin"},         {Op::Acos, "acos"},       {Op::Atan, "atan"},
-    {Op::Sinh, "sinh"},         {Op::Cosh, "cosh"},       {Op::Erf, "erf"},
-};
-
-std::string lit(double v, bool dbl) {
-  std::ostringstream os;
-  os.precision(17);
-  os << v;
-  std::string s = os.str();
-  if (s.find_first_of(".e") == std::string::npos) s += ".0";
-  return dbl ? s : s + "f";
-}
 
 }  // namespace
 
@@ -393,187 +368,11 @@ std::string Emitter::store(DType t, const std::string& v) {
 }
 
 std::string Emitter::op_expr(int id, const std::vector<std::string>& args) {
-  const GNode& n = g.nodes[id];
-  const std::string T = ntype(id);
-  if (n.op == Op::Const) {
-    const Scalar& s = g.scalars[n.scalar];
-    std::string v = s.kind == Scalar::Kind::Float ? scalar_f(n.scalar) : scalar_i(n.scalar);
-    if (T == "unsigned char") return "(unsigned char)(" + v + " != 0)";
-    return "(" + T + ")" + v;
-  }
-  const std::string IT = ctype(g.nodes[n.a].dtype);
-  const bool fp = is_fp(IT), dbl = IT == "double";
-  const std::string x = args[0];
-  auto fn = [&](const char* name) { return std::string(name) + (dbl ? "" : "f"); };
-  auto call = [&](const char* name, const std::string& v) { return fn(name) + "(" + v + ")"; };
-  if (n.op == Op::Cast || n.op == Op::Copy) {
-    DType to = n.dtype;
-    if (to == DType::Bool) return "(unsigned char)(" + x + " != 0)";
-    if (is_integral(to) && fp) {
-      if (to == DType::UInt8) {
-        need("f2u8");
-        return "lm_f2u8(" + x + ")";
-      }
-      need("f2i");
-      if (to == DType::Int64)
-        return "lm_f2i<long long>(" + x +
-               ", (-9223372036854775807ll - 1), 9223372036854775807ll, 0)";
-      return "lm_f2i<int>(" + x + ", (-2147483647 - 1), 2147483647, " +
-             (to == DType::Int8 ? "1" : "0") + ")";
-    }
-    // A narrow load already holds a value of its type: copying it needs no rounding.
-    if (is_load(g.nodes[n.a]) && g.nodes[n.a].dtype == to) return x;
-    std::string r = IT == T ? x : "(" + T + ")" + x;
-    if (to == DType::Float16) {
-      need("rh");
-      r = "lm_rh(" + r + ")";
-    }
-    if (to == DType::BFloat16) {
-      need("rb");
-      r = "lm_rb(" + r + ")";
-    }
-    if (to == DType::Int8) r = "(int)(signed char)" + r;
-    if (to == DType::UInt8) r = "(int)(unsigned char)" + r;
-    return r;
-  }
-  if (n.op == Op::Where) return "(" + x + " ? " + args[1] + " : " + args[2] + ")";
-  const std::string one = lit(1, dbl), half = lit(0.5, dbl);
-  const std::string X = fp || !is_fp(T) ? x : "(" + T + ")" + x;  // FloatOut on a stray int
-  if (IT == "unsigned char" && (n.op == Op::Abs || n.op == Op::Relu)) return x;  // bool: >= 0
-  if (IT == "unsigned char" && n.op == Op::Sign) return "(unsigned char)(" + x + " != 0)";
-  if (n.op == Op::Exp && fast_exp && T == "float") {
-    need("fexp");
-    return "lm_fexp(" + X + ")";
-  }
-  for (const MathCall& m : kMathCalls)
-    if (m.op == n.op) {
-      if (m.rounding && !fp) return x;  // rounding an integer is the identity
-      return call(m.fn, m.rounding ? x : X);
-    }
-  switch (n.op) {
-    case Op::Neg:
-      return "(" + T + ")(-" + x + ")";
-    case Op::Abs:
-      return "(" + x + " < 0 ? (" + T + ")(-" + x + ") : " + x + ")";
-    case Op::Square:
-      return "(" + T + ")(" + x + " * " + x + ")";
-    case Op::Sign: {
-      std::string s = "(" + T + ")((" + x + " > 0) - (" + x + " < 0))";
-      return fp ? "(" + x + " != " + x + " ? " + x + " : " + s + ")" : s;
-    }
-    case Op::Relu:
-      return fp ? "(" + x + " > 0 ? " + x + " : (" + x + " != " + x + " ? " + x + " : (" + T +
-                      ")0))"
-                : "(" + x + " > 0 ? " + x + " : (" + T + ")0)";
-    case Op::BitwiseNot:
-      return T == "unsigned char" ? "(unsigned char)(!" + x + ")" : "(" + T + ")(~" + x + ")";
-    case Op::Rsqrt:
-      return "(" + one + " / " + call("sqrt", X) + ")";
-    case Op::Reciprocal:
-      return "(" + one + " / " + X + ")";
-    case Op::Sigmoid:
-      return "(" + one + " / (" + one + " + " + call("exp", "-" + X) + "))";
-    case Op::Gelu:
-      return "(" + half + " * " + X + " * (" + one + " + " +
-             call("erf", X + " * " + lit(0.70710678118654752, dbl)) + "))";
-    case Op::GeluTanh:
-      return "(" + half + " * " + X + " * (" + one + " + " +
-             call("tanh", lit(0.7978845608028654, dbl) + " * (" + X + " + " + lit(0.044715, dbl) +
-                              " * " + X + " * " + X + " * " + X + ")") +
-             "))";
-    case Op::Silu:
-      return "(" + X + " * (" + one + " / (" + one + " + " + call("exp", "-" + X) + ")))";
-    case Op::Softplus:
-      return "(" + X + " > " + lit(20, dbl) + " ? " + X + " : " + call("log1p", call("exp", X)) +
-             ")";
-    case Op::IsNan:
-      return "(unsigned char)(" + x + " != " + x + ")";
-    case Op::IsInf:
-      return fp ? "(unsigned char)isinf(" + x + ")" : "(unsigned char)(" + x + " != " + x + ")";
-    case Op::IsFinite:
-      return fp ? "(unsigned char)isfinite(" + x + ")" : "(unsigned char)(" + x + " == " + x + ")";
-    case Op::LogicalNot:
-      return "(unsigned char)(" + x + " == 0)";
-    default:
-      break;
-  }
-  const std::string y = args.size() > 1 ? args[1] : "";
-  auto bin = [&](const char* o) {
-    // bool + and * are logical or/and (torch); keep bools 0 or 1 so later casts see 1, not 2.
-    if (T == "unsigned char" && (n.op == Op::Add || n.op == Op::Mul))
-      return "(unsigned char)((" + x + " " + o + " " + y + ") != 0)";
-    return "(" + T + ")(" + x + " " + o + " " + y + ")";
-  };
-  auto cmp = [&](const char* o) { return "(unsigned char)(" + x + " " + o + " " + y + ")"; };
-  switch (n.op) {
-    case Op::Add:
-      return bin("+");
-    case Op::Sub:
-      return bin("-");
-    case Op::Mul:
-      return bin("*");
-    case Op::Div:
-      return fp ? "(" + x + " / " + y + ")" : "((float)" + x + " / (float)" + y + ")";
-    case Op::FloorDiv:
-      if (fp) return call("floor", "(" + x + " / " + y + ")");
-      need("ifdiv");
-      return "lm_fdiv(" + x + ", " + y + ")";
-    case Op::Remainder:
-      if (fp) {
-        need(dbl ? "fmodd" : "fmodf");
-        return (dbl ? "lm_fmodd(" : "lm_fmodf(") + x + ", " + y + ")";
-      }
-      need("imod");
-      return "lm_imod(" + x + ", " + y + ")";
-    case Op::Pow:
-      if (fp) return fn("pow") + "(" + x + ", " + y + ")";
-      need("ipow");
-      return "lm_ipow(" + x + ", " + y + ")";
-    case Op::Maximum:
-      need("max");
-      return "lm_max(" + x + ", " + y + ")";
-    case Op::Minimum:
-      need("min");
-      return "lm_min(" + x + ", " + y + ")";
-    case Op::Atan2:
-      return fn("atan2") + "(" + x + ", " + y + ")";
-    case Op::Eq:
-      return cmp("==");
-    case Op::Ne:
-      return cmp("!=");
-    case Op::Lt:
-      return cmp("<");
-    case Op::Le:
-      return cmp("<=");
-    case Op::Gt:
-      return cmp(">");
-    case Op::Ge:
-      return cmp(">=");
-    case Op::LogicalAnd:
-      return "(unsigned char)((" + x + " != 0) && (" + y + " != 0))";
-    case Op::LogicalOr:
-      return "(unsigned char)((" + x + " != 0) || (" + y + " != 0))";
-    case Op::LogicalXor:
-      return "(unsigned char)((" + x + " != 0) != (" + y + " != 0))";
-    case Op::BitwiseAnd:
-      return bin("&");
-    case Op::BitwiseOr:
-      return bin("|");
-    case Op::BitwiseXor:
-      return bin("^");
-    default:
-      break;
-  }
-  throw Error(ErrorKind::Runtime, std::string("cuda codegen: no lowering for op ") + op_name(n.op));
+  return element_expr(*this, id, args);
 }
 
 std::string Emitter::index_expr(int id, const std::string& lin) {
-  const GNode& n = g.nodes[id];
-  if (n.op == Op::Iota) return "(long long)(" + lin + ")";
-  const char* f = n.op == Op::Rand ? "lm_rand" : "lm_randn";
-  need(n.op == Op::Rand ? "rand" : "randn");
-  return std::string(f) + "((unsigned long long)" + scalar_i(n.scalar) + ", (unsigned long long)" +
-         scalar_i(n.scalar + 1) + " + (unsigned long long)(" + lin + "))";
+  return element_expr(*this, id, {lin});
 }
 
 std::string Emitter::body(const Body& b, const std::string& ind) {
@@ -619,104 +418,44 @@ Acc Emitter::acc(int r) const {
   const GNode& n = g.nodes[r];
   std::string it = ctype(g.nodes[n.a].dtype);
   Acc a;
-  a.index = n.op == Op::ArgMax || n.op == Op::ArgMin;
-  if (n.op == Op::Any || n.op == Op::All)
+  a.index = reduce_kind(n.op) == ReduceKind::Index;
+  if (reduce_kind(n.op) == ReduceKind::Bool) {
     a.type = "int";
-  else if (it == "float")  // CPU: prod in double; a sum into a float64 result (a mean's) too
-    a.type =
-        n.op == Op::Prod || (n.op == Op::Sum && n.dtype == DType::Float64) ? "double" : "float";
-  else if (it == "double")
+  } else if (it == "float") {
+    const WideAcc w = cuda_prim(n.op).wide;
+    const bool wide = w == WideAcc::Always || (w == WideAcc::IntoF64 && n.dtype == DType::Float64);
+    a.type = wide ? "double" : "float";
+  } else if (it == "double") {
     a.type = "double";
-  else
+  } else {
     a.type = "long long";
+  }
   return a;
 }
 
 std::string Emitter::acc_init(int r) {
-  const GNode& n = g.nodes[r];
-  const std::string t = acc(r).type;
-  bool lo = n.op == Op::Max || n.op == Op::ArgMax;  // starts at the lowest value
-  switch (n.op) {
-    case Op::Sum:
-    case Op::Any:
-      return "0";
-    case Op::Prod:
-    case Op::All:
-      return "1";
-    default:
-      break;
-  }
-  if (t == "float") return lo ? "__uint_as_float(0xff800000u)" : "__uint_as_float(0x7f800000u)";
-  if (t == "double")
-    return lo ? "__longlong_as_double(-4503599627370496ll)"
-              : "__longlong_as_double(0x7ff0000000000000ll)";
-  return lo ? "(-9223372036854775807ll - 1)" : "9223372036854775807ll";
+  return acc_identity(prim(g.nodes[r].op).identity, acc(r).type);
 }
 
 std::string Emitter::acc_add(int r, const std::string& a, const std::string& ai,
                              const std::string& v, const std::string& col) {
-  const GNode& n = g.nodes[r];
-  const std::string cv = "(" + acc(r).type + ")" + v;
-  switch (n.op) {
-    case Op::Sum:
-      return a + " += " + cv + ";";
-    case Op::Prod:
-      return a + " *= " + cv + ";";
-    case Op::Max:
-      need("max");
-      return a + " = lm_max(" + a + ", " + cv + ");";
-    case Op::Min:
-      need("min");
-      return a + " = lm_min(" + a + ", " + cv + ");";
-    case Op::ArgMax:
-    case Op::ArgMin:
-      need("argcomb");
-      return std::string("lm_arg<") + (n.op == Op::ArgMax ? "true" : "false") + ">(" + a + ", " +
-             ai + ", " + cv + ", (long long)" + col + ");";
-    case Op::Any:
-      return a + " |= (" + v + " != 0);";
-    case Op::All:
-      return a + " &= (" + v + " != 0);";
-    default:
-      break;
-  }
-  return "";
+  const Combine c = prim(g.nodes[r].op).combine;
+  // Or / And fold the value's truth; the others the value in the accumulator's type.
+  const std::string b =
+      c == Combine::Or || c == Combine::And ? "(" + v + " != 0)" : "(" + acc(r).type + ")" + v;
+  return acc_step(*this, c, a, ai, b, "(long long)" + col);
 }
 
 std::string Emitter::acc_combine(int r, const std::string& a, const std::string& ai,
                                  const std::string& b, const std::string& bi) {
-  const GNode& n = g.nodes[r];
-  switch (n.op) {
-    case Op::Sum:
-      return a + " += " + b + ";";
-    case Op::Prod:
-      return a + " *= " + b + ";";
-    case Op::Max:
-      need("max");
-      return a + " = lm_max(" + a + ", " + b + ");";
-    case Op::Min:
-      need("min");
-      return a + " = lm_min(" + a + ", " + b + ");";
-    case Op::ArgMax:
-    case Op::ArgMin:
-      need("argcomb");
-      return std::string("lm_arg<") + (n.op == Op::ArgMax ? "true" : "false") + ">(" + a + ", " +
-             ai + ", " + b + ", " + bi + ");";
-    case Op::Any:
-      return a + " |= " + b + ";";
-    case Op::All:
-      return a + " &= " + b + ";";
-    default:
-      break;
-  }
-  return "";
+  return acc_step(*this, prim(g.nodes[r].op).combine, a, ai, b, bi);
 }
 
 std::string Emitter::acc_final(int r, const std::string& a, const std::string& ai) const {
   const GNode& n = g.nodes[r];
   const std::string T = ntype(r);
   if (acc(r).index) return "(" + T + ")(" + ai + " < 0 ? 0 : " + ai + ")";
-  if (n.op == Op::Any || n.op == Op::All) return "(" + T + ")(" + a + " != 0)";
+  if (reduce_kind(n.op) == ReduceKind::Bool) return "(" + T + ")(" + a + " != 0)";
   return "(" + T + ")" + a;
 }
 

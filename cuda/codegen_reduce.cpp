@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "cuda/codegen_emit.h"
+#include "cuda/prims.h"
 #include "tensor/error.h"
 #include "tensor/knobs.h"
 
@@ -74,9 +75,8 @@ std::vector<bool> remat_nodes(const Group& g, const Emitter& e, int level) {
       m[id] = e.is_memory(x.leaf) && e.cls(x.leaf, R - 1) == Cls::One && e.vec_ok(x.leaf);
       continue;
     }
-    bool cheap = x.op == Op::Cast || x.op == Op::Copy || x.op == Op::Add || x.op == Op::Sub ||
-                 x.op == Op::Mul || x.op == Op::Neg || (level > 1 && x.op == Op::Exp);
-    if (!cheap) continue;
+    const int r = cuda_prim(x.op).remat;  // (cuda/prims.cpp: casts, +, -, *, neg; exp at 2)
+    if (r == 0 || r > level) continue;
     bool ok = true, full = false;
     for (int a : {x.a, x.b, x.c}) {
       if (a < 0 || g.nodes[a].space == Space::Row) continue;
@@ -477,9 +477,10 @@ class RowGen {
   // Accumulates f into reduction r: max.NaN / min.NaN for float max and min where available.
   std::string accumulate(int r, const std::string& f, const std::string& ind) {
     std::string add = ind + e_.acc_add(r, "a" + S(r), "ai" + S(r), f, "col") + "\n";
-    Op op = g_.nodes[r].op;
-    if (!row_ptx() || (op != Op::Max && op != Op::Min) || e_.acc(r).type != "float") return add;
-    return "#if __CUDA_ARCH__ >= 800\n" + ind + "asm(\"" + (op == Op::Max ? "max" : "min") +
+    const Combine c = prim(g_.nodes[r].op).combine;
+    if (!row_ptx() || (c != Combine::Max && c != Combine::Min) || e_.acc(r).type != "float")
+      return add;
+    return "#if __CUDA_ARCH__ >= 800\n" + ind + "asm(\"" + (c == Combine::Max ? "max" : "min") +
            ".NaN.f32 %0, %0, %1;\" : \"+f\"(a" + S(r) + ") : \"f\"((float)" + f + "));\n#else\n" +
            add + "#endif\n";
   }
@@ -857,9 +858,10 @@ class RowGen {
   // 4096-column f32 softmax lane took 12 of them between its shuffles and shared reads).
   std::string combine(int r, const std::string& b, const std::string& bi, const std::string& ind) {
     std::string c = ind + e_.acc_combine(r, "a" + S(r), "ai" + S(r), b, bi) + "\n";
-    Op op = g_.nodes[r].op;
-    if (!row_ptx() || (op != Op::Max && op != Op::Min) || e_.acc(r).type != "float") return c;
-    return "#if __CUDA_ARCH__ >= 800\n" + ind + "asm(\"" + (op == Op::Max ? "max" : "min") +
+    const Combine cb = prim(g_.nodes[r].op).combine;
+    if (!row_ptx() || (cb != Combine::Max && cb != Combine::Min) || e_.acc(r).type != "float")
+      return c;
+    return "#if __CUDA_ARCH__ >= 800\n" + ind + "asm(\"" + (cb == Combine::Max ? "max" : "min") +
            ".NaN.f32 %0, %0, %1;\" : \"+f\"(a" + S(r) + ") : \"f\"(" + b + "));\n#else\n" + c +
            "#endif\n";
   }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "cuda/prims.h"
 #include "tensor/error.h"
 #include "tensor/knobs.h"
 
@@ -50,47 +51,12 @@ const PwPolicy& pw_policy() {
   return p;
 }
 
-// Compile cost of one element of a pointwise body, in units of a simple op: math-library
-// calls are inlined from libdevice, sin/cos/tan with their slow-path argument reduction (one
-// sin in `sin(x) * 0.5 + x` took 4x a `neg` kernel's NVRTC time, 2026-11-29).
+// Compile cost of one element of a pointwise body, in units of a simple op (cuda/prims.cpp:
+// math-library calls are inlined from libdevice, sin/cos/tan with their slow-path argument
+// reduction).
 int body_weight(const Group& g) {
   int w = 0;
-  for (const GNode& n : g.nodes) {
-    switch (n.op) {
-      case Op::Sin:
-      case Op::Cos:
-      case Op::Tan:
-        w += 40;
-        break;
-      case Op::Exp:
-      case Op::Exp2:
-      case Op::Expm1:
-      case Op::Log:
-      case Op::Log2:
-      case Op::Log1p:
-      case Op::Tanh:
-      case Op::Sigmoid:
-      case Op::Asin:
-      case Op::Acos:
-      case Op::Atan:
-      case Op::Sinh:
-      case Op::Cosh:
-      case Op::Erf:
-      case Op::Gelu:
-      case Op::GeluTanh:
-      case Op::Silu:
-      case Op::Softplus:
-      case Op::Atan2:
-      case Op::Remainder:
-      case Op::Pow:
-      case Op::Rand:
-      case Op::Randn:
-        w += 6;
-        break;
-      default:
-        w += 1;
-    }
-  }
+  for (const GNode& n : g.nodes) w += gen::cuda_prim(n.op).weight;
   return w;
 }
 
