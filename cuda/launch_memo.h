@@ -6,7 +6,7 @@
 // and the SM count. A launch writes those into a key of a few words and reuses the variant and
 // grid of an earlier launch with the same key. The key is never the signature alone.
 //
-// Every pointer rule in cuda/launch.cpp reads an address modulo at most 16 bytes (a 16-byte
+// Every pointer rule in cuda/launch*.cpp reads an address modulo at most 16 bytes (a 16-byte
 // vector, ptr_residue's 16-byte boundary, itemsize); kAlignBytes must stay >= the largest.
 // LOOM_CUDA_LAUNCH_MEMO=0 decides every launch afresh, for A/B runs.
 #include <cstdint>

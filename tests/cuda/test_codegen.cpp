@@ -140,7 +140,7 @@ std::vector<lc::Variant> variants_for(const Group& g, bool all) {
           vs.push_back(m);
         }
       }
-    // Launch knobs (cuda/launch.cpp): one barrier a block-wide combine (loop and persistent
+    // Launch knobs (cuda/launch_rows.cpp): one barrier a block-wide combine (loop and persistent
     // rows of 128 lanes), the next row prefetched (1: same registers, 2: a second set), and
     // column reductions loading 8 rows a step.
     if (l != lc::Layout::Columns && g.space.size() - g.n_kept == 1) {
@@ -934,7 +934,7 @@ TEST_CASE("codegen: row knobs: one barrier a combine, next-row prefetch, column 
 }
 
 // Column reductions: a thread a kept column (tpr 1, no vector of adjacent columns: that lost on
-// the H200, see LOOM_CUDA_COL_UNROLL in cuda/launch.cpp), whatever the columns' dtype, width,
+// the H200, see LOOM_CUDA_COL_UNROLL in cuda/launch_rows.cpp), whatever the columns' dtype, width,
 // alignment or row stride; the launch covers each column once. Columns no access walks at unit
 // stride (every other column) are a row kernel instead.
 TEST_CASE("codegen: column reductions take one column a thread, strided columns a row kernel") {
