@@ -10,22 +10,19 @@ namespace loom::cuda::gen {
 // LOOM_CUDA_ROW_PTX=0 turns off, for GPU A/B runs, the sm_80+ instructions the row kernels use
 // where the portable helpers cost several: a NaN-propagating max/min accumulate and lane
 // combine (max.NaN.f32, one instruction for lm_max's compares) and packed f32 -> bf16/f16 stores
-// (cvt.rn.bf16x2.f32: two columns an instruction for lm_f2b's eight). A bf16 softmax spent about 55
-// PTX instructions an element (nvcc -ptx, 2026-11-29): near the issue limit at the copy's
-// bandwidth, not just short of bytes in flight. Read once; older GPUs compile the portable helpers
-// (#if).
+// (cvt.rn.bf16x2.f32: two columns an instruction for lm_f2b's eight). A bf16 softmax's PTX came
+// near the issue limit at the copy's bandwidth, not just short of bytes in flight. Read once;
+// older GPUs compile the portable helpers (#if).
 bool row_ptx() {
   static const bool on = knob_flag(Knob::CudaRowPtx);
   return on;
 }
 
-// LOOM_CUDA_ROW_NARROW (default on; =0 for the u16 vectors of before): bf16 row elements cost fewer
-// instructions. Unit-stride bf16 leaves are held as 32-bit words, a column converted with one
-// shift or mask (the u16 vectors took mov.b32 unpack, cvt.u32.u16 and shl: nvcc -ptx, a 4096
-// bf16 layer_norm, 3 times an element as each pass recomputes x); a bf16 cast only stored skips
-// lm_rb (its store rounds once). A bf16 element has ~34 issue slots at the copy's bandwidth;
-// the layer_norm spent ~25 PTX instructions an element. H200 A/B, 2026-11-29, [65536, 4096] bf16:
-// softmax 90 -> 92%, layer_norm 89 -> 90% of copy, rms_norm 93 -> 92% (noise). Read once.
+// LOOM_CUDA_ROW_NARROW (default on; 0: u16 vectors): bf16 row elements cost fewer instructions.
+// Unit-stride bf16 leaves are held as 32-bit words, a column converted with one shift or mask
+// (u16 vectors take an unpack, a widen and a shift, in every pass that recomputes x); a bf16
+// cast only stored skips lm_rb (its store rounds once). A bf16 element has few issue slots at
+// the copy's bandwidth, and a layer_norm's PTX used most of them. Read once.
 bool row_narrow() {
   static const bool on = knob_flag(Knob::CudaRowNarrow);
   return on;
@@ -134,8 +131,8 @@ std::vector<int> RowContext::reduces_of_pass(int q, const std::vector<bool>& nee
   return v;
 }
 
-// A chunk load or store of `type` at `addr`. (Streaming .cs hints lost 4-5 points of copy on
-// the H200, 2026-11-29: plain accesses only.)
+// A chunk load or store of `type` at `addr`. (Streaming .cs hints measured slower: plain
+// accesses only.)
 std::string RowContext::vload(const std::string& type, const std::string& addr) {
   return "*(const " + type + "*)(" + addr + ")";
 }

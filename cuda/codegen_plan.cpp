@@ -74,9 +74,6 @@ std::vector<bool> remat_nodes(const Group& g, const Emitter& e, int level) {
 
 }  // namespace
 
-// What a persistent row keeps between passes: values cached in registers, leaves whose chunk
-// vectors stay loaded, and per pass the nodes it evaluates (home nodes, then with `remat` the
-// earlier-home nodes it recomputes).
 RowPlan row_plan(const Group& g, const Emitter& e, int remat) {
   RowPlan p;
   p.home = home_passes(g);
@@ -109,8 +106,8 @@ RowPlan row_plan(const Group& g, const Emitter& e, int remat) {
 namespace loom::cuda {
 
 int row_cache_bytes(const Group& g, int remat, int vw, bool retained_only, uint64_t novec) {
-  // The launcher asks on every launch (about 1.8 us to plan a layer_norm): remembered per thread
-  // by signature, which covers everything the answer depends on (ops, dtypes, stride classes).
+  // The launcher asks on every launch, and planning takes a while: remembered per thread by
+  // signature, which covers everything the answer depends on (ops, dtypes, stride classes).
   thread_local std::map<std::tuple<uint64_t, int, int, bool, uint64_t>, int> memo;
   std::tuple<uint64_t, int, int, bool, uint64_t> key{g.signature, remat, vw, retained_only, novec};
   if (g.signature != 0) {

@@ -30,8 +30,8 @@ const Snippet kSnippets[] = {
      "  return __uint_as_float((unsigned)b << 16);\n}\n"},
     {"f2b", "",
      // Round to nearest even; NaN stays a quiet NaN (tensor/half.h). sm_80 and later convert
-     // in one instruction (the integer rounding took ~6 a value: a bf16 row kernel's store
-     // side was instruction-bound on the H200).
+     // in one instruction (the integer rounding takes several a value, and a bf16 row kernel's
+     // store side is bound by its instructions).
      "__device__ __forceinline__ unsigned short lm_f2b(float f) {\n"
      "#if __CUDA_ARCH__ >= 800\n"
      "  unsigned short b;\n  asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(b) : \"f\"(f));\n"

@@ -114,14 +114,13 @@ std::string SplitKernel::split(int q, bool final_rows) {
     std::string s0 = lane_, lvl;  // (vector columns: each of the thread's columns in turn)
     if (v_.tpr == 1 && v_.comb > 1) {
       // Columns: comb partials a thread in flight, all loaded before any is accumulated, then
-      // the rest one at a time; segment order either way. (nvcc 13 already unrolls the plain
-      // loop 16 deep with its loads grouped, nvdisasm sm_90: this keeps the batching from
-      // depending on that, with partials segment-major so a warp's loads are adjacent.)
+      // the rest one at a time; segment order either way. (nvcc already unrolls the plain loop
+      // with its loads grouped: this keeps the batching from depending on that, with partials
+      // segment-major so a warp's loads are adjacent.)
       const int B = v_.comb;
       // One base pointer and a stride, both set in the loop (a 64-bit index a load, or the
-      // stride held from before the loop: ptxas sm_90 40 registers for a 1000-column f32
-      // mean, against 32 this way; the level-1 walk of the same kernel runs 8 blocks an SM
-      // only within 32).
+      // stride held from before the loop, took more registers than the 32 within which the
+      // level-1 walk of the same kernel runs 8 blocks an SM).
       lvl += in2 + "  U s = " + lane_ + ";\n";
       lvl += in2 + "  for (; s + " + S(B - 1) + "u * " + step + " < gridDim.y; s += " + S(B) +
              "u * " + step + ") {\n";

@@ -51,16 +51,16 @@ int body_weight(const Group& g) {
 }
 
 // Past this V * body_weight the lanes roll: the suite's chain8 (about 100 at V = 4) stays
-// unrolled; one sin or cos (40: `sin(x) * 0.5 + x` compiled 4x slower than `neg(x) * 0.5 + x`
-// with 5 inlined copies) or several exp/tanh/sigmoid (6) roll it.
+// unrolled; one sin or cos (each of V inlined copies compiles its slow path) or several
+// exp/tanh/sigmoid roll it.
 constexpr int kRollBudget = 160;
 
 // Vector-loop shape of a pointwise variant with `V` lanes reading `nvec` arrays as vectors.
 void pointwise_shape(const Group& g, int nvec, Variant& v) {
   const PwPolicy& p = pw_policy();
   // A big 1-D body takes the scalar loop (auto): it compiles once with no vector scaffolding
-  // (the suite's 18-op sin chain: 59 ms against 80 rolled, 2026-11-29), and a body that big
-  // is bound by arithmetic, not by 16-byte accesses.
+  // (faster to compile than the rolled vector loop), and a body that big is bound by
+  // arithmetic, not by 16-byte accesses.
   if (p.roll < 0 && g.space.size() == 1 && v.vec * body_weight(g) > kRollBudget) {
     v.vec = 1;
     return;
@@ -68,11 +68,10 @@ void pointwise_shape(const Group& g, int nvec, Variant& v) {
   // The lane loop is unrolled V times: past a budget, roll it so the body compiles once.
   v.roll = p.roll >= 0 ? p.roll == 1 : v.vec * body_weight(g) > kRollBudget;
   // A rolled (big) body is compute-heavy enough to cover memory latency with one vector a
-  // thread, and every unrolled vector costs compile time (the suite's 18-op sin chain: 1.3x
-  // NVRTC time at 4 vectors than at 1, 2026-11-29).
+  // thread, and every unrolled vector costs compile time.
   // Otherwise about 4 vector loads in flight a thread: a thread of a multi-input kernel (an
   // Adam step reads 4 arrays) has them at 1 vector, and each unrolled vector costs compile
-  // time (the suite's chain8: 1.2x NVRTC time at 4 vectors than at 1; Adam 1.4x at 4).
+  // time.
   v.unroll = p.unroll > 0 ? p.unroll : v.roll || nvec > 2 ? 1 : nvec == 2 ? 2 : 4;
 }
 
@@ -140,20 +139,19 @@ Variant choose_variant(const Group& g, int sm) {
   int vw0 = 1;  // the chunk width without peeling
   if (layout == Layout::Columns) {
     // One kept column a thread, its scalar loads of a warp one 128-byte line a row (f32). Vector
-    // columns (vec adjacent columns a thread, see LOOM_CUDA_COL_UNROLL above) lost on the H200,
-    // likely by the launch shape, not the loads: with this kernel's segments a [2^28/1000, 1000]
-    // f32 mean ran 1 x 264 blocks of 250 threads, 2 an SM (16 warps; bf16 at vec 8: 8) where
-    // this one runs 4 x 264 blocks of 256, 8 an SM (64 warps): too few warps to cover the
-    // walk's latency. With vec times the segments instead (as many threads), a thread of the
-    // split's last block combines the partials of vec columns over vec times the segments in
-    // series (1056 segments x 4 columns against 264 x 1). Pairs of bf16 columns
-    // (LOOM_CUDA_COL_PAIRS) keep the warps (twice the segments) and combine them in batches
-    // (LOOM_CUDA_COL_COMBINE); slices (LOOM_CUDA_COL_SLICES) cut the segments instead.
+    // columns (vec adjacent columns a thread, see LOOM_CUDA_COL_UNROLL in launch_rows.cpp) lost,
+    // likely by the launch shape, not the loads: with this kernel's segments a vector-column
+    // launch has vec times fewer threads, too few warps an SM to cover the walk's latency. With
+    // vec times the segments instead (as many threads), a thread of the split's last block
+    // combines the partials of vec columns over vec times the segments in series. Pairs of bf16
+    // columns (LOOM_CUDA_COL_PAIRS) keep the warps (twice the segments) and combine them in
+    // batches (LOOM_CUDA_COL_COMBINE); slices (LOOM_CUDA_COL_SLICES) cut the segments instead.
     v.tpr = 1, v.cs = kn.col_slices;
     v.rpb = (v.cs > 1 ? kn.col_block : 256) / v.cs;
     v.vec = kn.col_pairs ? col_vector_width(g) : 0;
-    // Pairs within 32 registers (8 blocks an SM): ptxas sm_90 gave a bf16 mean split 34 (6
-    // blocks at the allocation's 8-register steps), 32 under the cap with 4 bytes spilled.
+    // Pairs within 32 registers (8 blocks an SM): uncapped, ptxas gives a bf16 mean's split just
+    // over that (6 blocks at the allocation's 8-register steps), and under the cap it spills
+    // only a few bytes.
     v.minb = v.vec > 1 ? 2048 / v.block() : 0;
     v.unroll = col_unroll(cdiv(cols, v.cs));
   } else if (stage_variant(g, sm, v)) {
@@ -165,17 +163,15 @@ Variant choose_variant(const Group& g, int sm) {
     const bool peel = peel_rows(g, kn.peel, v);
     row_geometry(g, peel ? cdiv(cols + v.vw - 1, v.vw) : cols / v.vw, v.vw, v);
     v.rpb = std::max(1, kn.rpb > 0 ? std::min(kn.rpb, 1024 / v.tpr) : 256 / v.tpr);
-    // Prefetch only where its registers leave 1024 threads an SM (not a 4096 bf16 softmax:
-    // its e values and both rows' inputs leave 2 blocks of 256), or where a 4-byte row takes a
-    // whole 1024-thread block with prefetch 1 (32768 f32 columns: the SM's only block, so no
-    // other block has loads in flight while it reduces and stores; sm_90 ptxas: 59-64
-    // registers, no spills, as without prefetch).
-    // Default (H200, 2026-11-29, [65536, 4096], % of copy): under the stride grid prefetch 1
-    // took f32 softmax / layer_norm / rms_norm 88/89/90 -> 91/92/93 but bf16 90/89/93 ->
-    // 85/80/82 (its registers). Under the rows grid (the default) a block runs one row group
-    // and the next-row load never fires, but the prefetching kernel's shape (the first row
-    // loaded above the row loop) still schedules better: H200 21:58 UTC, rms_norm f32 of 1001
-    // columns 81-82% of copy without it, 96% with; [65536, 4096] f32 within noise either way.
+    // Prefetch only where its registers leave 1024 threads an SM (not a bf16 softmax: its e
+    // values and both rows' inputs leave 2 blocks of 256), or where a 4-byte row takes a whole
+    // 1024-thread block with prefetch 1 (the SM's only block, so no other block has loads in
+    // flight while it reduces and stores; ptxas: no more registers than without prefetch).
+    // Default on for rows of 4-byte types, off for narrow ones (measured: see
+    // bench/RESULTS.md): under the stride grid prefetch 1 gained on f32 softmax, layer_norm and
+    // rms_norm but lost on bf16 (its registers). Under the rows grid (the default) a block runs
+    // one row group and the next-row load never fires, but the prefetching kernel's shape (the
+    // first row loaded above the row loop) still schedules better on odd f32 rows.
     const int pf = kn.prefetch >= 0 ? kn.prefetch : narrow_rows(g) ? 0 : 1;
     v.prefetch = v.k > 0 && v.remat > 0 && !peel ? pf : 0;  // (a row's nch is its own)
     const bool whole_sm = v.block() >= 1024 && v.prefetch == 1 && !narrow_rows(g);

@@ -8,9 +8,9 @@
 namespace loom::cuda {
 
 // Split rows when the row blocks cannot fill the machine and the rows are long enough to cut:
-// segments enough for about 8 blocks of 256 threads an SM (a full wave; 2 an SM measured at
-// 1.97 TB/s for a 64M-element sum on the H200, 2026-11-29). Partials stay small: rows times
-// segments is about rpb * 8 * SMs.
+// segments enough for about 8 blocks of 256 threads an SM (a full wave; 2 an SM left a full sum
+// well short of the copy's bandwidth). Partials stay small: rows times segments is about
+// rpb * 8 * SMs.
 int64_t split_segments(const Group& g, const Variant& v, int sm) {
   int64_t rows = g.rows(), cols = g.cols();
   // Column pairs (vector columns, Variant::vec): segments for their own blocks (as many threads
@@ -105,7 +105,7 @@ int col_vector_width(const Group& g) {
 // vectors a chunk, Variant::shifted). The rest are read element by element (novec) when they
 // do not advance with the row (a weight or bias row, L1-resident); else no peeling (element
 // stores from 16-byte chunks would write each sector in 8 pieces). Rows of 4-byte types are
-// not peeled (they reach 94-100% of copy at 4-byte loads).
+// not peeled (their 4-byte loads already run near the copy's bandwidth).
 bool peel_rows(const Group& g, int level, Variant& v) {
   int R = int(g.space.size()), K = g.n_kept, L = int(g.leaves.size());
   int n_acc = L + int(g.outputs.size());
