@@ -4,7 +4,8 @@
 // on the stream that allocated it after every other stream that used it has passed its use.
 // One backend object per GPU ("cuda:N"), made on the device's first use: its context, default
 // stream, staging buffers, split scratch, cuBLASLt handle and loaded modules. Registers itself
-// only when a driver, a GPU and NVRTC are present (DESIGN invariant 7).
+// only when a driver, a GPU and NVRTC are present, so a machine without them builds, tests and
+// runs loom on the CPU (docs/ARCHITECTURE.md, invariants).
 #include "tensor/backend.h"
 
 #include <atomic>
@@ -24,9 +25,9 @@
 #include "cuda/launch_memo.h"
 #include "cuda/nvrtc.h"
 #include "cuda/staging.h"
-#include "tensor/counters.h"
 #include "fusion/kernel_cache.h"
 #include "fusion/trace.h"
+#include "tensor/counters.h"
 #include "tensor/knobs.h"
 #include "tensor/storage.h"
 

@@ -1,7 +1,7 @@
 #pragma once
 // Device blocks freed on a stream, kept for that stream's next allocation of the same size: a
 // loop's flush frees and allocates the same few sizes every time, and cuMemFreeAsync +
-// cuMemAllocAsync for each of them were driver calls a kernel (issue 7). Stream-ordered like
+// cuMemAllocAsync for each of them would be driver calls a kernel. Stream-ordered like
 // the driver's pool: a block freed on stream S (after every other stream that used it was
 // made to wait, CudaBackend::release) is handed out only for work later submitted to S, which
 // runs after everything S did with it, so no host sync is needed. Pure bookkeeping (no driver

@@ -1,11 +1,13 @@
-// The shared half of the code generator: types, per-op expressions with the CPU interpreter's
-// semantics (cpu/math.cpp, cpu/interp.cpp), accumulators, parameters and the prelude.
+// The shared half of the code generator: variant keys, layouts, types, loads and stores, node
+// statements (each primitive's expression and a reduction's identity and combine come from
+// cuda/prims.cpp), accumulators and parameters. The prelude is in codegen_prelude.cpp.
 #include "cuda/codegen.h"
 
 #include <algorithm>
 #include <sstream>
 
 #include "cuda/codegen_emit.h"
+#include "cuda/prims.h"
 #include "tensor/error.h"
 
 namespace loom::cuda {
@@ -70,144 +72,6 @@ Generated generate(const Group& g, const Variant& v) {
 }
 
 namespace gen {
-namespace {
-
-bool is_fp(const std::string& t) { return t == "float" || t == "double"; }
-
-// Helpers a kernel may use, in dependency order (a helper's dependencies come first).
-struct Snippet {
-  const char* name;
-  const char* deps;
-  const char* code;
-};
-
-const Snippet kSnippets[] = {
-    {"h2f", "",
-     "__device__ __forceinline__ float lm_h2f(unsigned short h) {\n"
-     "  float f;\n  asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h));\n  return f;\n}\n"},
-    {"f2h", "",
-     "__device__ __forceinline__ unsigned short lm_f2h(float f) {\n"
-     "  unsigned short h;\n  asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f));\n"
-     "  return h;\n}\n"},
-    {"b2f", "",
-     "__device__ __forceinline__ float lm_b2f(unsigned short b) {\n"
-     "  return __uint_as_float((unsigned)b << 16);\n}\n"},
-    {"f2b", "",
-     // Round to nearest even; NaN stays a quiet NaN (tensor/half.h). sm_80 and later convert
-     // in one instruction (the integer rounding took ~6 a value: a bf16 row kernel's store
-     // side was instruction-bound on the H200).
-     "__device__ __forceinline__ unsigned short lm_f2b(float f) {\n"
-     "#if __CUDA_ARCH__ >= 800\n"
-     "  unsigned short b;\n  asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(b) : \"f\"(f));\n"
-     "  return b;\n"
-     "#else\n"
-     "  unsigned u = __float_as_uint(f);\n"
-     "  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);\n"
-     "  u += 0x7fffu + ((u >> 16) & 1u);\n  return (unsigned short)(u >> 16);\n"
-     "#endif\n}\n"},
-    {"rh", "h2f f2h",
-     "__device__ __forceinline__ float lm_rh(float f) { return lm_h2f(lm_f2h(f)); }\n"},
-    {"rb", "b2f f2b",
-     "__device__ __forceinline__ float lm_rb(float f) { return lm_b2f(lm_f2b(f)); }\n"},
-    {"fexp", "",  // exp as 2^(x log2 e): FMUL + MUFU.EX2 (expf: ~9 SASS instructions)
-     "__device__ __forceinline__ float lm_fexp(float x) {\n  float y;\n"
-     "  asm(\"ex2.approx.ftz.f32 %0, %1;\" : \"=f\"(y) : \"f\"(x * 1.44269504088896341f));\n"
-     "  return y;\n}\n"},
-    {"max", "",
-     "template <class T>\n__device__ __forceinline__ T lm_max(T a, T b) {\n"
-     "  if (a != a) return a;\n  if (b != b) return b;\n  return a > b ? a : b;\n}\n"},
-    {"min", "",
-     "template <class T>\n__device__ __forceinline__ T lm_min(T a, T b) {\n"
-     "  if (a != a) return a;\n  if (b != b) return b;\n  return a < b ? a : b;\n}\n"},
-    {"ifdiv", "",  // python floor division; integer division by zero gives 0
-     "template <class T>\n__device__ __forceinline__ T lm_fdiv(T a, T b) {\n"
-     "  if (b == 0) return 0;\n  T q = a / b;\n"
-     "  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;\n  return q;\n}\n"},
-    {"imod", "",
-     "template <class T>\n__device__ __forceinline__ T lm_imod(T a, T b) {\n"
-     "  if (b == 0) return 0;\n  T r = a % b;\n"
-     "  if (r != 0 && ((r < 0) != (b < 0))) r += b;\n  return r;\n}\n"},
-    {"fmodf", "",
-     "__device__ __forceinline__ float lm_fmodf(float a, float b) {\n"
-     "  float r = fmodf(a, b);\n  if (r != 0 && ((r < 0) != (b < 0))) r += b;\n  return r;\n}\n"},
-    {"fmodd", "",
-     "__device__ __forceinline__ double lm_fmodd(double a, double b) {\n"
-     "  double r = fmod(a, b);\n  if (r != 0 && ((r < 0) != (b < 0))) r += b;\n  return r;\n}\n"},
-    {"ipow", "",
-     "template <class T>\n__device__ __forceinline__ T lm_ipow(T a, T e) {\n"
-     "  if (e < 0) return a == 1 ? (T)1 : a == -1 ? (T)((e & 1) ? -1 : 1) : (T)0;\n"
-     "  T r = 1;\n  while (e) {\n    if (e & 1) r = (T)(r * a);\n    a = (T)(a * a);\n"
-     "    e >>= 1;\n  }\n  return r;\n}\n"},
-    {"f2i", "",  // float -> int saturates, NaN -> 0 (int8 wraps inside the int32 range)
-     "template <class To, class F>\n"
-     "__device__ __forceinline__ To lm_f2i(F v, To lo, To hi, int wrap8) {\n"
-     "  if (!(v == v)) return 0;\n  if (v >= (F)hi) return hi;\n  if (v <= (F)lo) return lo;\n"
-     "  To r = (To)v;\n  return wrap8 ? (To)(signed char)r : r;\n}\n"},
-    {"f2u8", "",
-     "template <class F>\n__device__ __forceinline__ int lm_f2u8(F v) {\n"
-     "  if (!(v == v)) return 0;\n  F c = v < (F)9.2e18 ? v : (F)9.2e18;\n"
-     "  c = c > (F)-9.2e18 ? c : (F)-9.2e18;\n  return (int)(unsigned char)(long long)c;\n}\n"},
-    {"philox", "",  // Philox-4x32-10, as fusion/philox.h
-     "__device__ __forceinline__ void lm_philox(unsigned long long ctr, unsigned long long key,\n"
-     "                                          unsigned& r0, unsigned& r1) {\n"
-     "  unsigned c0 = (unsigned)ctr, c1 = (unsigned)(ctr >> 32), c2 = 0, c3 = 0;\n"
-     "  unsigned k0 = (unsigned)key, k1 = (unsigned)(key >> 32);\n"
-     "#pragma unroll\n  for (int r = 0; r < 10; ++r) {\n"
-     "    unsigned long long p0 = 0xD2511F53ull * c0, p1 = 0xCD9E8D57ull * c2;\n"
-     "    unsigned n0 = (unsigned)(p1 >> 32) ^ c1 ^ k0, n1 = (unsigned)p1;\n"
-     "    unsigned n2 = (unsigned)(p0 >> 32) ^ c3 ^ k1, n3 = (unsigned)p0;\n"
-     "    c0 = n0; c1 = n1; c2 = n2; c3 = n3;\n    k0 += 0x9E3779B9u; k1 += 0xBB67AE85u;\n  }\n"
-     "  r0 = c0; r1 = c1;\n}\n"},
-    {"rand", "philox",
-     "__device__ __forceinline__ float lm_rand(unsigned long long key, unsigned long long ctr) {\n"
-     "  unsigned a, b;\n  lm_philox(ctr, key, a, b);\n"
-     "  return (float)(a >> 8) * (1.0f / 16777216.0f);\n}\n"},
-    {"randn", "philox",  // Box-Muller in double, as the CPU
-     "__device__ __forceinline__ float lm_randn(unsigned long long key, unsigned long long ctr) {\n"
-     "  unsigned a, b;\n  lm_philox(ctr, key, a, b);\n"
-     "  double u1 = ((double)(a >> 8) + 1.0) * (1.0 / 16777216.0);\n"
-     "  double u2 = (double)(b >> 8) * (1.0 / 16777216.0);\n"
-     "  return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));\n}\n"},
-    {"argcomb", "",
-     // (a, ai) takes (b, bi) when b is the better extreme; NaN is the extreme; ties keep the
-     // lower index, so any combining order gives the first index.
-     "template <bool MX, class T>\n"
-     "__device__ __forceinline__ void lm_arg(T& a, long long& ai, T b, long long bi) {\n"
-     "  if (bi < 0) return;\n  bool take;\n  if (ai < 0) take = true;\n"
-     "  else if (a != a) take = (b != b) && bi < ai;\n  else if (b != b) take = true;\n"
-     "  else if (b == a) take = bi < ai;\n  else take = MX ? b > a : b < a;\n"
-     "  if (take) {\n    a = b;\n    ai = bi;\n  }\n}\n"},
-    {"vec", "",
-     "template <class T, int V>\n"
-     "struct alignas(sizeof(T) * V > 16 ? 16 : sizeof(T) * V) lm_vec {\n  T v[V];\n};\n"},
-};
-
-// Unary ops that are one math-library call (the float form gets an 'f' suffix).
-struct MathCall {
-  Op op;
-  const char* fn;
-  bool rounding = false;  // floor and friends: integers pass through unchanged
-};
-const MathCall kMathCalls[] = {
-    {Op::Floor, "floor", true}, {Op::Ceil, "ceil", true}, {Op::Round, "rint", true},
-    {Op::Trunc, "trunc", true}, {Op::Exp, "exp"},         {Op::Exp2, "exp2"},
-    {Op::Expm1, "expm1"},       {Op::Log, "log"},         {Op::Log2, "log2"},
-    {Op::Log1p, "log1p"},       {Op::Sqrt, "sqrt"},       {Op::Sin, "sin"},
-    {Op::Cos, "cos"},           {Op::Tan, "tan"},         {Op::Tanh, "tanh"},
-    {Op::Asin, "asin"},         {Op::Acos, "acos"},       {Op::Atan, "atan"},
-    {Op::Sinh, "sinh"},         {Op::Cosh, "cosh"},       {Op::Erf, "erf"},
-};
-
-std::string lit(double v, bool dbl) {
-  std::ostringstream os;
-  os.precision(17);
-  os << v;
-  std::string s = os.str();
-  if (s.find_first_of(".e") == std::string::npos) s += ".0";
-  return dbl ? s : s + "f";
-}
-
-}  // namespace
 
 Emitter::Emitter(const Group& g_) : g(g_) {
   rank = int(g.space.size());
@@ -393,187 +257,11 @@ std::string Emitter::store(DType t, const std::string& v) {
 }
 
 std::string Emitter::op_expr(int id, const std::vector<std::string>& args) {
-  const GNode& n = g.nodes[id];
-  const std::string T = ntype(id);
-  if (n.op == Op::Const) {
-    const Scalar& s = g.scalars[n.scalar];
-    std::string v = s.kind == Scalar::Kind::Float ? scalar_f(n.scalar) : scalar_i(n.scalar);
-    if (T == "unsigned char") return "(unsigned char)(" + v + " != 0)";
-    return "(" + T + ")" + v;
-  }
-  const std::string IT = ctype(g.nodes[n.a].dtype);
-  const bool fp = is_fp(IT), dbl = IT == "double";
-  const std::string x = args[0];
-  auto fn = [&](const char* name) { return std::string(name) + (dbl ? "" : "f"); };
-  auto call = [&](const char* name, const std::string& v) { return fn(name) + "(" + v + ")"; };
-  if (n.op == Op::Cast || n.op == Op::Copy) {
-    DType to = n.dtype;
-    if (to == DType::Bool) return "(unsigned char)(" + x + " != 0)";
-    if (is_integral(to) && fp) {
-      if (to == DType::UInt8) {
-        need("f2u8");
-        return "lm_f2u8(" + x + ")";
-      }
-      need("f2i");
-      if (to == DType::Int64)
-        return "lm_f2i<long long>(" + x +
-               ", (-9223372036854775807ll - 1), 9223372036854775807ll, 0)";
-      return "lm_f2i<int>(" + x + ", (-2147483647 - 1), 2147483647, " +
-             (to == DType::Int8 ? "1" : "0") + ")";
-    }
-    // A narrow load already holds a value of its type: copying it needs no rounding.
-    if (is_load(g.nodes[n.a]) && g.nodes[n.a].dtype == to) return x;
-    std::string r = IT == T ? x : "(" + T + ")" + x;
-    if (to == DType::Float16) {
-      need("rh");
-      r = "lm_rh(" + r + ")";
-    }
-    if (to == DType::BFloat16) {
-      need("rb");
-      r = "lm_rb(" + r + ")";
-    }
-    if (to == DType::Int8) r = "(int)(signed char)" + r;
-    if (to == DType::UInt8) r = "(int)(unsigned char)" + r;
-    return r;
-  }
-  if (n.op == Op::Where) return "(" + x + " ? " + args[1] + " : " + args[2] + ")";
-  const std::string one = lit(1, dbl), half = lit(0.5, dbl);
-  const std::string X = fp || !is_fp(T) ? x : "(" + T + ")" + x;  // FloatOut on a stray int
-  if (IT == "unsigned char" && (n.op == Op::Abs || n.op == Op::Relu)) return x;  // bool: >= 0
-  if (IT == "unsigned char" && n.op == Op::Sign) return "(unsigned char)(" + x + " != 0)";
-  if (n.op == Op::Exp && fast_exp && T == "float") {
-    need("fexp");
-    return "lm_fexp(" + X + ")";
-  }
-  for (const MathCall& m : kMathCalls)
-    if (m.op == n.op) {
-      if (m.rounding && !fp) return x;  // rounding an integer is the identity
-      return call(m.fn, m.rounding ? x : X);
-    }
-  switch (n.op) {
-    case Op::Neg:
-      return "(" + T + ")(-" + x + ")";
-    case Op::Abs:
-      return "(" + x + " < 0 ? (" + T + ")(-" + x + ") : " + x + ")";
-    case Op::Square:
-      return "(" + T + ")(" + x + " * " + x + ")";
-    case Op::Sign: {
-      std::string s = "(" + T + ")((" + x + " > 0) - (" + x + " < 0))";
-      return fp ? "(" + x + " != " + x + " ? " + x + " : " + s + ")" : s;
-    }
-    case Op::Relu:
-      return fp ? "(" + x + " > 0 ? " + x + " : (" + x + " != " + x + " ? " + x + " : (" + T +
-                      ")0))"
-                : "(" + x + " > 0 ? " + x + " : (" + T + ")0)";
-    case Op::BitwiseNot:
-      return T == "unsigned char" ? "(unsigned char)(!" + x + ")" : "(" + T + ")(~" + x + ")";
-    case Op::Rsqrt:
-      return "(" + one + " / " + call("sqrt", X) + ")";
-    case Op::Reciprocal:
-      return "(" + one + " / " + X + ")";
-    case Op::Sigmoid:
-      return "(" + one + " / (" + one + " + " + call("exp", "-" + X) + "))";
-    case Op::Gelu:
-      return "(" + half + " * " + X + " * (" + one + " + " +
-             call("erf", X + " * " + lit(0.70710678118654752, dbl)) + "))";
-    case Op::GeluTanh:
-      return "(" + half + " * " + X + " * (" + one + " + " +
-             call("tanh", lit(0.7978845608028654, dbl) + " * (" + X + " + " + lit(0.044715, dbl) +
-                              " * " + X + " * " + X + " * " + X + ")") +
-             "))";
-    case Op::Silu:
-      return "(" + X + " * (" + one + " / (" + one + " + " + call("exp", "-" + X) + ")))";
-    case Op::Softplus:
-      return "(" + X + " > " + lit(20, dbl) + " ? " + X + " : " + call("log1p", call("exp", X)) +
-             ")";
-    case Op::IsNan:
-      return "(unsigned char)(" + x + " != " + x + ")";
-    case Op::IsInf:
-      return fp ? "(unsigned char)isinf(" + x + ")" : "(unsigned char)(" + x + " != " + x + ")";
-    case Op::IsFinite:
-      return fp ? "(unsigned char)isfinite(" + x + ")" : "(unsigned char)(" + x + " == " + x + ")";
-    case Op::LogicalNot:
-      return "(unsigned char)(" + x + " == 0)";
-    default:
-      break;
-  }
-  const std::string y = args.size() > 1 ? args[1] : "";
-  auto bin = [&](const char* o) {
-    // bool + and * are logical or/and (torch); keep bools 0 or 1 so later casts see 1, not 2.
-    if (T == "unsigned char" && (n.op == Op::Add || n.op == Op::Mul))
-      return "(unsigned char)((" + x + " " + o + " " + y + ") != 0)";
-    return "(" + T + ")(" + x + " " + o + " " + y + ")";
-  };
-  auto cmp = [&](const char* o) { return "(unsigned char)(" + x + " " + o + " " + y + ")"; };
-  switch (n.op) {
-    case Op::Add:
-      return bin("+");
-    case Op::Sub:
-      return bin("-");
-    case Op::Mul:
-      return bin("*");
-    case Op::Div:
-      return fp ? "(" + x + " / " + y + ")" : "((float)" + x + " / (float)" + y + ")";
-    case Op::FloorDiv:
-      if (fp) return call("floor", "(" + x + " / " + y + ")");
-      need("ifdiv");
-      return "lm_fdiv(" + x + ", " + y + ")";
-    case Op::Remainder:
-      if (fp) {
-        need(dbl ? "fmodd" : "fmodf");
-        return (dbl ? "lm_fmodd(" : "lm_fmodf(") + x + ", " + y + ")";
-      }
-      need("imod");
-      return "lm_imod(" + x + ", " + y + ")";
-    case Op::Pow:
-      if (fp) return fn("pow") + "(" + x + ", " + y + ")";
-      need("ipow");
-      return "lm_ipow(" + x + ", " + y + ")";
-    case Op::Maximum:
-      need("max");
-      return "lm_max(" + x + ", " + y + ")";
-    case Op::Minimum:
-      need("min");
-      return "lm_min(" + x + ", " + y + ")";
-    case Op::Atan2:
-      return fn("atan2") + "(" + x + ", " + y + ")";
-    case Op::Eq:
-      return cmp("==");
-    case Op::Ne:
-      return cmp("!=");
-    case Op::Lt:
-      return cmp("<");
-    case Op::Le:
-      return cmp("<=");
-    case Op::Gt:
-      return cmp(">");
-    case Op::Ge:
-      return cmp(">=");
-    case Op::LogicalAnd:
-      return "(unsigned char)((" + x + " != 0) && (" + y + " != 0))";
-    case Op::LogicalOr:
-      return "(unsigned char)((" + x + " != 0) || (" + y + " != 0))";
-    case Op::LogicalXor:
-      return "(unsigned char)((" + x + " != 0) != (" + y + " != 0))";
-    case Op::BitwiseAnd:
-      return bin("&");
-    case Op::BitwiseOr:
-      return bin("|");
-    case Op::BitwiseXor:
-      return bin("^");
-    default:
-      break;
-  }
-  throw Error(ErrorKind::Runtime, std::string("cuda codegen: no lowering for op ") + op_name(n.op));
+  return element_expr(*this, id, args);
 }
 
 std::string Emitter::index_expr(int id, const std::string& lin) {
-  const GNode& n = g.nodes[id];
-  if (n.op == Op::Iota) return "(long long)(" + lin + ")";
-  const char* f = n.op == Op::Rand ? "lm_rand" : "lm_randn";
-  need(n.op == Op::Rand ? "rand" : "randn");
-  return std::string(f) + "((unsigned long long)" + scalar_i(n.scalar) + ", (unsigned long long)" +
-         scalar_i(n.scalar + 1) + " + (unsigned long long)(" + lin + "))";
+  return element_expr(*this, id, {lin});
 }
 
 std::string Emitter::body(const Body& b, const std::string& ind) {
@@ -619,104 +307,44 @@ Acc Emitter::acc(int r) const {
   const GNode& n = g.nodes[r];
   std::string it = ctype(g.nodes[n.a].dtype);
   Acc a;
-  a.index = n.op == Op::ArgMax || n.op == Op::ArgMin;
-  if (n.op == Op::Any || n.op == Op::All)
+  a.index = reduce_kind(n.op) == ReduceKind::Index;
+  if (reduce_kind(n.op) == ReduceKind::Bool) {
     a.type = "int";
-  else if (it == "float")  // CPU: prod in double; a sum into a float64 result (a mean's) too
-    a.type =
-        n.op == Op::Prod || (n.op == Op::Sum && n.dtype == DType::Float64) ? "double" : "float";
-  else if (it == "double")
+  } else if (it == "float") {
+    const WideAcc w = cuda_prim(n.op).wide;
+    const bool wide = w == WideAcc::Always || (w == WideAcc::IntoF64 && n.dtype == DType::Float64);
+    a.type = wide ? "double" : "float";
+  } else if (it == "double") {
     a.type = "double";
-  else
+  } else {
     a.type = "long long";
+  }
   return a;
 }
 
 std::string Emitter::acc_init(int r) {
-  const GNode& n = g.nodes[r];
-  const std::string t = acc(r).type;
-  bool lo = n.op == Op::Max || n.op == Op::ArgMax;  // starts at the lowest value
-  switch (n.op) {
-    case Op::Sum:
-    case Op::Any:
-      return "0";
-    case Op::Prod:
-    case Op::All:
-      return "1";
-    default:
-      break;
-  }
-  if (t == "float") return lo ? "__uint_as_float(0xff800000u)" : "__uint_as_float(0x7f800000u)";
-  if (t == "double")
-    return lo ? "__longlong_as_double(-4503599627370496ll)"
-              : "__longlong_as_double(0x7ff0000000000000ll)";
-  return lo ? "(-9223372036854775807ll - 1)" : "9223372036854775807ll";
+  return acc_identity(prim(g.nodes[r].op).identity, acc(r).type);
 }
 
 std::string Emitter::acc_add(int r, const std::string& a, const std::string& ai,
                              const std::string& v, const std::string& col) {
-  const GNode& n = g.nodes[r];
-  const std::string cv = "(" + acc(r).type + ")" + v;
-  switch (n.op) {
-    case Op::Sum:
-      return a + " += " + cv + ";";
-    case Op::Prod:
-      return a + " *= " + cv + ";";
-    case Op::Max:
-      need("max");
-      return a + " = lm_max(" + a + ", " + cv + ");";
-    case Op::Min:
-      need("min");
-      return a + " = lm_min(" + a + ", " + cv + ");";
-    case Op::ArgMax:
-    case Op::ArgMin:
-      need("argcomb");
-      return std::string("lm_arg<") + (n.op == Op::ArgMax ? "true" : "false") + ">(" + a + ", " +
-             ai + ", " + cv + ", (long long)" + col + ");";
-    case Op::Any:
-      return a + " |= (" + v + " != 0);";
-    case Op::All:
-      return a + " &= (" + v + " != 0);";
-    default:
-      break;
-  }
-  return "";
+  const Combine c = prim(g.nodes[r].op).combine;
+  // Or / And fold the value's truth; the others the value in the accumulator's type.
+  const std::string b =
+      c == Combine::Or || c == Combine::And ? "(" + v + " != 0)" : "(" + acc(r).type + ")" + v;
+  return acc_step(*this, c, a, ai, b, "(long long)" + col);
 }
 
 std::string Emitter::acc_combine(int r, const std::string& a, const std::string& ai,
                                  const std::string& b, const std::string& bi) {
-  const GNode& n = g.nodes[r];
-  switch (n.op) {
-    case Op::Sum:
-      return a + " += " + b + ";";
-    case Op::Prod:
-      return a + " *= " + b + ";";
-    case Op::Max:
-      need("max");
-      return a + " = lm_max(" + a + ", " + b + ");";
-    case Op::Min:
-      need("min");
-      return a + " = lm_min(" + a + ", " + b + ");";
-    case Op::ArgMax:
-    case Op::ArgMin:
-      need("argcomb");
-      return std::string("lm_arg<") + (n.op == Op::ArgMax ? "true" : "false") + ">(" + a + ", " +
-             ai + ", " + b + ", " + bi + ");";
-    case Op::Any:
-      return a + " |= " + b + ";";
-    case Op::All:
-      return a + " &= " + b + ";";
-    default:
-      break;
-  }
-  return "";
+  return acc_step(*this, prim(g.nodes[r].op).combine, a, ai, b, bi);
 }
 
 std::string Emitter::acc_final(int r, const std::string& a, const std::string& ai) const {
   const GNode& n = g.nodes[r];
   const std::string T = ntype(r);
   if (acc(r).index) return "(" + T + ")(" + ai + " < 0 ? 0 : " + ai + ")";
-  if (n.op == Op::Any || n.op == Op::All) return "(" + T + ")(" + a + " != 0)";
+  if (reduce_kind(n.op) == ReduceKind::Bool) return "(" + T + ")(" + a + " != 0)";
   return "(" + T + ")" + a;
 }
 
@@ -729,29 +357,6 @@ std::string Emitter::acc_from_word(int r, const std::string& w) {
   if (t == "float") return "(float)__longlong_as_double(" + w + ")";
   if (t == "double") return "__longlong_as_double(" + w + ")";
   return "(" + t + ")" + w;
-}
-
-std::string Emitter::prelude() const {
-  std::string s = "// loom generated kernel\n";
-  s += g.index64 ? "typedef long long I;\ntypedef unsigned long long U;\n"
-                 : "typedef int I;\ntypedef unsigned U;\n";
-  std::set<std::string> want = helpers_;
-  // Pull in dependencies (the table lists them before their users, so one reverse walk does).
-  for (int i = int(std::size(kSnippets)) - 1; i >= 0; --i) {
-    if (!want.count(kSnippets[i].name)) continue;
-    std::istringstream deps(kSnippets[i].deps);
-    for (std::string d; deps >> d;) want.insert(d);
-  }
-  for (const Snippet& sn : kSnippets)
-    if (want.count(sn.name)) s += sn.code;
-  s += "struct P {\n";
-  if (!ptr_slots_.empty()) s += "  const void* p[" + std::to_string(ptr_slots_.size()) + "];\n";
-  if (!g.scalars.empty())
-    s += "  union {\n    double f;\n    long long i;\n  } s[" + std::to_string(g.scalars.size()) +
-         "];\n";
-  if (!values_.empty()) s += "  I v[" + std::to_string(values_.size()) + "];\n";
-  s += "};\n";
-  return s;
 }
 
 std::vector<bool> closure(const Group& g, const std::vector<int>& targets,

@@ -2,7 +2,9 @@
 // Group -> CUDA C++ source. The source depends only on what a group's signature hashes
 // (structure, dtypes, ranks, stride classes, index width) plus a Variant: the launch-time
 // choices that shape the code (vector width, threads per row, persistent-row bucket, split
-// rows). Sizes, strides, offsets and scalar values are kernel arguments (DESIGN invariant 5).
+// rows). Sizes, strides, offsets and scalar values are kernel arguments, never baked into the
+// source, so the same ops on other sizes or constants hit one cached kernel (docs/ARCHITECTURE.md,
+// invariants).
 //
 // Kernel kinds:
 //   pointwise  no reductions. Contiguous 1-D groups get a grid-stride loop over `vec`

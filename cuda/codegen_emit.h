@@ -1,8 +1,8 @@
 #pragma once
 // Internal to the code generator: the pieces every kernel kind shares. Types, loads and stores,
-// one expression per op (the CPU interpreter's semantics, cpu/math.cpp), reduction accumulators,
-// the parameter block and a prelude holding only the helpers a kernel uses (no #include: NVRTC
-// compiles it with --minimal).
+// one expression per op (cuda/prims.cpp, with the CPU interpreter's semantics), reduction
+// accumulators, the parameter block and a prelude holding only the helpers a kernel uses (no
+// #include: NVRTC compiles it with --minimal).
 #include <functional>
 #include <set>
 #include <string>
@@ -13,6 +13,9 @@
 namespace loom::cuda::gen {
 
 enum class Cls : uint8_t { Zero, One, Var };  // stride known 0, known 1, or an argument
+
+// Whether a compute type (Emitter::ctype) is a floating-point one.
+inline bool is_fp(const std::string& t) { return t == "float" || t == "double"; }
 
 // Accumulator of one reduction: its C++ type and whether it tracks an index (argmax/argmin).
 struct Acc {
@@ -77,8 +80,10 @@ class Emitter {
   std::string store(DType t, const std::string& v);   // compute type -> memory element
 
   // ---- nodes ---------------------------------------------------------------------------------
-  std::string op_expr(int id, const std::vector<std::string>& args);  // ops, Const, Cast, Copy
-  std::string index_expr(int id, const std::string& lin);             // Iota, Rand, Randn
+  // Node id's value (cuda/prims.cpp): from its operands' values; an index node (Iota, Rand,
+  // Randn) from its element's linear index.
+  std::string op_expr(int id, const std::vector<std::string>& args);
+  std::string index_expr(int id, const std::string& lin);
   // Statements defining f<id> for each node of `b`.
   std::string body(const Body& b, const std::string& ind);
   // Statement defining r<id> for a Row node (not a reduction) from Row arguments r<a>;

@@ -4,7 +4,7 @@
 // then the vectors are computed one by one in a rolled loop that rotates the loaded registers
 // (a register array indexed by the loop counter would live in local memory), so the element
 // body appears once per lane of ONE vector, or once in all when `roll` rolls the lane loop too
-// (big bodies: cold compile time, issue 7). A 1-D group's last partial vector goes through the
+// (big bodies: cold compile time). A 1-D group's last partial vector goes through the
 // same code with masked lane loads and stores (no separate scalar tail loop). Other groups
 // decompose the linear index over the space per element. Broadcast loads are hoisted.
 #include "cuda/codegen_emit.h"

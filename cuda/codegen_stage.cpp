@@ -1,10 +1,10 @@
 // Staged row tiles (Variant::stage, LOOM_CUDA_ROW_STAGE): rows of a leaf whose one reduced dim is
 // strided and whose innermost kept dim is unit-stride (a softmax over the last dim of x.t()). A
 // lane of the plain row kernel reads such a row an element a reduced index apart, one 32-byte
-// sector for 2-4 useful bytes (H200: 14-24% of copy). A staged block first copies its `stage`
-// consecutive kept rows, the whole reduced length, into dynamic shared memory: thread t takes
-// tile row t % stage and reduced indices t / stage, t / stage + block / stage, ..., so a warp's
-// loads are runs of `stage` adjacent elements (16-64 bytes) and every byte fetched is used.
+// sector for 2-4 useful bytes (a small part of the copy's bandwidth). A staged block first copies
+// its `stage` consecutive kept rows, the whole reduced length, into dynamic shared memory: thread t
+// takes tile row t % stage and reduced indices t / stage, t / stage + block / stage, ..., so a
+// warp's loads are runs of `stage` adjacent elements (16-64 bytes) and every byte fetched is used.
 // The passes then run as in the loop row kernel, the leaf walked like a unit-stride one: chunk
 // ch (vw columns) of tile row r is one vector of the tile, at [(ch * pitch + r) * vw] with
 // pitch = stage + 1 (odd), so the 16-byte vectors of a warp's lanes (consecutive ch, one row)
@@ -65,8 +65,8 @@ std::string stage_setup(Emitter& e, const Variant& v) {
 
 std::string stage_copy(Emitter& e, const Variant& v, const std::string& ind) {
   const std::vector<int> ls = stage_leaves(e);
-  // 8 loads in flight a thread (over all tiles): sm_90 ptxas, 32 registers, no spills (16
-  // guarded loads spilled 4-64 bytes).
+  // 8 loads in flight a thread (over all tiles): within 32 registers without spills (ptxas;
+  // 16 guarded loads spilled).
   const int R = v.stage, JS = v.block() / R, P = R + 1;
   const int U8 = std::max(2, 8 / std::max(1, int(ls.size())));
   const std::string in2 = ind + "  ";

@@ -1,7 +1,9 @@
 #pragma once
-// On-disk cache of compiled kernels (DESIGN invariant 6). Entries are written atomically (temp file
-// + rename), checked on load (magic, length, payload hash), and a bad entry is deleted and reported
-// as a miss so the caller recompiles: a corrupt file is never executed. The cache is only an
+// On-disk cache of compiled kernels, keyed by a hash of everything the binary depends on (source,
+// options, GPU arch, NVRTC and loom versions; docs/ARCHITECTURE.md, invariants). Entries are
+// written atomically (temp file + rename), checked on load (magic, length, payload hash), and a bad
+// entry is deleted and reported as a miss so the caller recompiles: a corrupt file is never
+// executed. The cache is only an
 // optimization, so write failures are not errors.
 #include <optional>
 #include <string>

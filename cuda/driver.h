@@ -1,6 +1,7 @@
 #pragma once
 // The CUDA driver API, opened at run time (dlopen "libcuda.so.1") so loom builds, links and runs
-// on machines without a driver or GPU (DESIGN invariant 7). Every call makes the device's primary
+// on machines without a driver or GPU: with none, CUDA reports itself unavailable and the CPU
+// device works fully (docs/ARCHITECTURE.md, invariants). Every call makes the device's primary
 // context current on the calling thread first and throws loom::Error naming the driver call and
 // its CUresult on failure.
 #include <cstddef>

@@ -19,7 +19,7 @@ struct LaunchConfig {
 Variant choose_variant(const Group& g, int sm_count);
 
 // Blocks of a (not split) row or column launch over `blocks` row groups, by the grid mode
-// LOOM_CUDA_ROW_GRID picks (cuda/launch.cpp says what each does).
+// LOOM_CUDA_ROW_GRID picks (cuda/launch_rows.cpp says what each does).
 // Auto: Rows for row kernels (tpr > 1), Stride for a thread a row (column reductions).
 enum class RowGrid { Auto, Stride, Rows };
 int64_t row_grid(int64_t blocks, const Variant& v, int sm_count, RowGrid mode);

@@ -1,12 +1,13 @@
 #pragma once
-// Launch decisions remembered per kernel (issue 7). choose_variant builds an Emitter over the
-// whole group (~8K instructions a launch for the tiny-op loop's 100-node kernel), yet for one
-// signature (one CudaKernel) its answer, and launch_config's, depend only on runtime values:
-// the iteration space, each access's strides, offset, storage presence and pointer alignment,
-// and the SM count. A launch writes those into a key of a few words and reuses the variant and
-// grid of an earlier launch with the same key. The key is never the signature alone.
+// Launch decisions remembered per kernel, so a loop of small launches does not pay for them
+// each time. choose_variant builds an Emitter over the whole group (thousands of instructions a
+// launch for a large kernel), yet for one signature (one CudaKernel) its answer, and
+// launch_config's, depend only on runtime values: the iteration space, each access's strides,
+// offset, storage presence and pointer alignment, and the SM count. A launch writes those into a
+// key of a few words and reuses the variant and grid of an earlier launch with the same key. The
+// key is never the signature alone.
 //
-// Every pointer rule in cuda/launch.cpp reads an address modulo at most 16 bytes (a 16-byte
+// Every pointer rule in cuda/launch*.cpp reads an address modulo at most 16 bytes (a 16-byte
 // vector, ptr_residue's 16-byte boundary, itemsize); kAlignBytes must stay >= the largest.
 // LOOM_CUDA_LAUNCH_MEMO=0 decides every launch afresh, for A/B runs.
 #include <cstdint>

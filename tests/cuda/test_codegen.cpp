@@ -1,8 +1,8 @@
 // Every kernel pattern the CUDA code generator emits compiles with NVRTC for sm_90 with warnings
-// as errors, on machines without a GPU (DESIGN invariant 7). Groups come from the public API on
-// the CPU device through plan_storage (nothing runs); each op of the op table is lowered for
-// every dtype it takes, and every kernel kind and variant is generated. Identical sources are
-// compiled once, on all cores.
+// as errors, on machines without a GPU (no GPU is needed to build or test: docs/ARCHITECTURE.md,
+// invariants). Groups come from the public API on the CPU device through plan_storage (nothing
+// runs); each op of the op table is lowered for every dtype it takes, and every kernel kind and
+// variant is generated. Identical sources are compiled once, on all cores.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -140,7 +140,7 @@ std::vector<lc::Variant> variants_for(const Group& g, bool all) {
           vs.push_back(m);
         }
       }
-    // Launch knobs (cuda/launch.cpp): one barrier a block-wide combine (loop and persistent
+    // Launch knobs (cuda/launch_rows.cpp): one barrier a block-wide combine (loop and persistent
     // rows of 128 lanes), the next row prefetched (1: same registers, 2: a second set), and
     // column reductions loading 8 rows a step.
     if (l != lc::Layout::Columns && g.space.size() - g.n_kept == 1) {
@@ -478,8 +478,8 @@ TEST_CASE("codegen: kernel kinds follow the group's structure") {
 }
 
 TEST_CASE("codegen: pointwise vector loops") {
-  // Cold compile (issue 7): the element body appears once in the source (no scalar tail loop
-  // after the vector loop), for either lane form; unroll and lane form are part of the key.
+  // Cold compile: the element body appears once in the source (no scalar tail loop after the
+  // vector loop), for either lane form; unroll and lane form are part of the key.
   Tensor xd = data({4099}, DType::Float32), hd = data({4099}, DType::Float16);
   Tensor md = data({64, 1000}, DType::Float32), bd = data({1000}, DType::Float32, 2);
   Group sin_g = only(sin(xd.clone()) * 0.5 + xd), sin_h = only(sin(hd.clone()) * 0.5);
@@ -701,7 +701,7 @@ TEST_CASE("codegen: misaligned bf16 rows peel a partial chunk at each end") {
     if (g == &ln) CHECK(count(src, "L1[b1 + (I)col]") >= 2);  // the weight, element-wise
     srcs.push_back(src);
   }
-  // f32 rows are not peeled (4-byte loads already reach 94-100% of copy).
+  // f32 rows are not peeled (their 4-byte loads already run near the copy's bandwidth).
   CHECK(lc::choose_variant(smf, 132).shift == -1);
   CHECK(lc::choose_variant(smf, 132).vw == 1);
   // Offset views (LOOM_CUDA_ROW_PEEL=2): chunks on the output's grid; the input's whole chunks
@@ -891,7 +891,7 @@ TEST_CASE("codegen: row knobs: one barrier a combine, next-row prefetch, column 
     }
   }
   // By default the launcher prefetches f32 rows (prefetch 1) but not narrow ones (their
-  // registers: measured slower on the H200), unless LOOM_CUDA_ROW_PREFETCH says otherwise.
+  // registers: measured slower), unless LOOM_CUDA_ROW_PREFETCH says otherwise.
   if (!knob_set(Knob::CudaRowPrefetch)) {
     CHECK(chosen.prefetch == 1);
     CHECK(chosen.key().find("_p1") != std::string::npos);
@@ -933,8 +933,8 @@ TEST_CASE("codegen: row knobs: one barrier a combine, next-row prefetch, column 
     CHECK_FALSE(lc::compile(src, "loom_row_knobs", 9, 0).cubin.empty());
 }
 
-// Column reductions: a thread a kept column (tpr 1, no vector of adjacent columns: that lost on
-// the H200, see LOOM_CUDA_COL_UNROLL in cuda/launch.cpp), whatever the columns' dtype, width,
+// Column reductions: a thread a kept column (tpr 1, no vector of adjacent columns: that lost, see
+// LOOM_CUDA_COL_UNROLL in cuda/launch_rows.cpp), whatever the columns' dtype, width,
 // alignment or row stride; the launch covers each column once. Columns no access walks at unit
 // stride (every other column) are a row kernel instead.
 TEST_CASE("codegen: column reductions take one column a thread, strided columns a row kernel") {
@@ -1069,8 +1069,8 @@ TEST_CASE("codegen: row knobs: fast exp, grid modes") {
 }
 
 TEST_CASE("codegen: a kernel carries only the helpers it uses") {
-  // Cold-compile time (issue 7): no header, and no conversion, Philox or math helper a kernel
-  // does not call. Each helper's definition appears only with a use.
+  // Cold-compile time: no header, and no conversion, Philox or math helper a kernel does not
+  // call. Each helper's definition appears only with a use.
   auto source = [](const Tensor& t) {
     std::vector<Group> gs = plan_storage(t.storage());
     REQUIRE(gs.size() == 1);

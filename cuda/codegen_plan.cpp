@@ -1,0 +1,133 @@
+// What a persistent row kernel keeps between passes (RowPlan), and the register bytes the
+// launcher budgets for it (row_cache_bytes).
+#include <functional>
+#include <map>
+#include <tuple>
+
+#include "cuda/codegen_rows.h"
+#include "cuda/prims.h"
+
+namespace loom::cuda::gen {
+
+namespace {
+
+// Persistent rows compute each Full node once, in its home pass: the first pass that uses it
+// (its own pass when a reduction takes it in, or when nothing else reads it). A node read in a
+// later pass than its home is cached in registers; one first read later (a weight) is loaded
+// there rather than carried.
+std::vector<int> home_passes(const Group& g) {
+  int n = int(g.nodes.size());
+  std::vector<int> home(n, -1);
+  for (int id = n - 1; id >= 0; --id) {
+    const GNode& x = g.nodes[id];
+    if (x.space != Space::Full) continue;
+    int h = -1;
+    for (int c = id + 1; c < n; ++c) {
+      const GNode& y = g.nodes[c];
+      if (y.a != id && y.b != id && y.c != id) continue;
+      int hc = y.space == Space::Full ? home[c] : x.pass;  // Row consumers are reductions
+      h = h < 0 ? hc : std::min(h, hc);
+    }
+    home[id] = h < 0 ? x.pass : h;
+  }
+  return home;
+}
+
+// Full nodes a later home pass reads from registers.
+std::vector<bool> cached_nodes(const Group& g, const std::vector<int>& home) {
+  std::vector<bool> cached(g.nodes.size(), false);
+  for (int m = 0; m < int(g.nodes.size()); ++m) {
+    if (g.nodes[m].space != Space::Full) continue;
+    for (int a : {g.nodes[m].a, g.nodes[m].b, g.nodes[m].c})
+      if (a >= 0 && g.nodes[a].space == Space::Full && home[a] < home[m]) cached[a] = true;
+  }
+  return cached;
+}
+
+// Cheap Full nodes a later pass can recompute from retained chunk vectors instead of caching
+// their values: loads of a leaf walked at unit stride along the one reduced dim, and casts,
+// copies, +, - and * of those and Row values. A bf16 row then stays in registers as bf16 (half
+// the registers of its f32 values) and a layer_norm's x - mean costs no registers at all. Level 2
+// also recomputes exp (a softmax's e: about 10 instructions an element for 4 bytes of registers).
+std::vector<bool> remat_nodes(const Group& g, const Emitter& e, int level) {
+  int n = int(g.nodes.size()), R = e.rank;
+  std::vector<bool> m(n, false);
+  if (R - e.kept != 1) return m;
+  for (int id = 0; id < n; ++id) {
+    const GNode& x = g.nodes[id];
+    if (x.space != Space::Full) continue;
+    if (is_load(x)) {
+      m[id] = e.is_memory(x.leaf) && e.cls(x.leaf, R - 1) == Cls::One && e.vec_ok(x.leaf);
+      continue;
+    }
+    const int r = cuda_prim(x.op).remat;  // (cuda/prims.cpp: casts, +, -, *, neg; exp at 2)
+    if (r == 0 || r > level) continue;
+    bool ok = true, full = false;
+    for (int a : {x.a, x.b, x.c}) {
+      if (a < 0 || g.nodes[a].space == Space::Row) continue;
+      ok = ok && m[a], full = true;
+    }
+    m[id] = ok && full;
+  }
+  return m;
+}
+
+}  // namespace
+
+RowPlan row_plan(const Group& g, const Emitter& e, int remat) {
+  RowPlan p;
+  p.home = home_passes(g);
+  p.cached = cached_nodes(g, p.home);
+  int n = int(g.nodes.size());
+  std::vector<bool> m = remat ? remat_nodes(g, e, remat) : std::vector<bool>(n, false);
+  for (int id = 0; id < n; ++id)
+    if (m[id]) p.cached[id] = false;
+  p.again.assign(g.passes, std::vector<bool>(n, false));
+  for (int q = 0; q < g.passes; ++q) {
+    std::vector<bool>& ag = p.again[q];
+    std::function<void(int)> add = [&](int a) {
+      if (ag[a]) return;
+      ag[a] = true;
+      if (is_load(g.nodes[a])) p.retained.insert(g.nodes[a].leaf);
+      for (int b : {g.nodes[a].a, g.nodes[a].b, g.nodes[a].c})
+        if (b >= 0 && g.nodes[b].space == Space::Full) add(b);
+    };
+    for (int id = 0; id < n; ++id) {
+      if (g.nodes[id].space != Space::Full || p.home[id] != q) continue;
+      for (int a : {g.nodes[id].a, g.nodes[id].b, g.nodes[id].c})
+        if (a >= 0 && m[a] && p.home[a] < q) add(a);
+    }
+  }
+  return p;
+}
+
+}  // namespace loom::cuda::gen
+
+namespace loom::cuda {
+
+int row_cache_bytes(const Group& g, int remat, int vw, bool retained_only, uint64_t novec) {
+  // The launcher asks on every launch, and planning takes a while: remembered per thread by
+  // signature, which covers everything the answer depends on (ops, dtypes, stride classes).
+  thread_local std::map<std::tuple<uint64_t, int, int, bool, uint64_t>, int> memo;
+  std::tuple<uint64_t, int, int, bool, uint64_t> key{g.signature, remat, vw, retained_only, novec};
+  if (g.signature != 0) {
+    auto it = memo.find(key);
+    if (it != memo.end()) return it->second;
+    if (memo.size() > 4096) memo.clear();
+  }
+  gen::Emitter e(g);
+  e.novec = novec;
+  gen::RowPlan p = gen::row_plan(g, e, remat);
+  int bytes = 0;
+  for (size_t i = 0; i < p.cached.size(); ++i)
+    if (p.cached[i] && !retained_only)
+      bytes += itemsize(compute_dtype(g.nodes[i].dtype)) > 4 ? 8 : 4;
+  for (int leaf : p.retained) {
+    int isz = int(itemsize(g.leaves[leaf].dtype));
+    bytes += vw > 0 ? (vw * isz + 3) / 4 * 4 / vw : isz;
+  }
+  if (g.signature != 0) memo.emplace(key, bytes);
+  return bytes;
+}
+
+}  // namespace loom::cuda
