@@ -1,7 +1,7 @@
 #pragma once
 // Philox-4x32-10: a counter-based generator. Element i of a random tensor is a pure function
 // of (seed, offset + i), so every device, tiling and fusion choice gives the same numbers.
-// The CUDA code generator emits the same rounds (cuda/codegen.cpp).
+// The CUDA code generator emits the same rounds (cuda/codegen_prelude.cpp).
 #include <cmath>
 #include <cstdint>
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On the GPU machine: A/B of the row kernels' knobs (cuda/launch.cpp, LOOM_CUDA_ROW_*) in one
+# On the GPU machine: A/B of the row kernels' knobs (cuda/launch_rows.cpp, LOOM_CUDA_ROW_*) in one
 # call, loom installed once. bench/rows_sweep.py times softmax / layer_norm / rms_norm in f32 and
 # bf16 over row lengths 128..32768 and views, once per setting (each in its own process: loom
 # reads the knobs once), and prints one table: GB/s, % of the copy, x torch eager per setting.

@@ -95,8 +95,8 @@
     "the on-disk kernel cache's directory; unset: $XDG_CACHE_HOME/loom, else "                     \
     "$HOME/.cache/loom")                                                                           \
   X(DiskCache, "LOOM_DISK_CACHE", Flag, "1", Each, "0: no on-disk kernel cache")                   \
-  /* CUDA kernel tuning, for A/B runs on a GPU (cuda/launch.cpp, cuda/codegen_reduce.cpp say */    \
-  /* why each default is what it is) */                                                            \
+  /* CUDA kernel tuning, for A/B runs on a GPU (cuda/launch_rows.cpp and the row kernels' */      \
+  /* generator, cuda/codegen_rows.cpp, say why each default is what it is) */                      \
   X(CudaPwUnroll, "LOOM_CUDA_PW_UNROLL", Str, "auto", Once,                                        \
     "pointwise vector loops: vectors a thread an iteration, 1, 2 or 4; auto: 4, 2 or 1 for 1, 2 "  \
     "or more arrays read as vectors, 1 when the lanes roll")                                       \

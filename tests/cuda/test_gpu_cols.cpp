@@ -4,7 +4,7 @@
 // Split kernels (tall columns: segments combined by the last block) and loop kernels (short or
 // many columns), odd and strided columns, offset views, keepdim, two-pass reductions (var),
 // max and argmax. Skips itself where CUDA is unavailable.
-// The column knobs of cuda/launch.cpp take other kernels over the same cases; run the file again
+// The column knobs of cuda/launch_rows.cpp take other kernels over the same cases; run the file again
 // under each (knobs are read once a process): LOOM_CUDA_COL_COMBINE=0 (the split's serial
 // row-major combine), =3 (batches of 3 and a tail), LOOM_CUDA_COL_SLICES=4 (64 columns x 4
 // slices), LOOM_CUDA_COL_SLICES=4 LOOM_CUDA_COL_BLOCK=1024 (256 x 4), LOOM_CUDA_COL_SLICES=8,
