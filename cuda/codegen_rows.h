@@ -10,14 +10,12 @@
 //
 // The generator of one module, in layers:
 //   RowContext  its state, addressing and chunk vectors (codegen_access.cpp)
-//   RowWalk     a pass's walk over its columns: loads, the column body, stores
-//   (codegen_walk.cpp) RowLanes    row values, accumulators and their combine
-//   across a row's lanes, the kernel
+//   RowWalk     a pass's walk over its columns: loads, the column body, stores (codegen_walk.cpp)
+//   RowLanes    row values, accumulators and their combine across a row's lanes, the kernel
 //               header (codegen_lanes.cpp)
-// Column reductions' vector columns and slices are in codegen_cols.cpp, what a
-// persistent row keeps between passes in codegen_plan.cpp, and the kernels in
-// codegen_rows.cpp (one kernel for all passes) and codegen_split.cpp (a kernel
-// a pass).
+// Column reductions' vector columns and slices are in codegen_cols.cpp, what a persistent row
+// keeps between passes in codegen_plan.cpp, and the kernels in codegen_rows.cpp (one kernel for
+// all passes) and codegen_split.cpp (a kernel a pass).
 #include <algorithm>
 #include <map>
 #include <set>
