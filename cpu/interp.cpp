@@ -11,6 +11,7 @@
 
 #include "tensor/convert.h"
 #include "cpu/math.h"
+#include "cpu/prims.h"
 #include "cpu/vmath.h"
 #include "tensor/knobs.h"
 
@@ -24,12 +25,6 @@ constexpr int64_t kSegment = 32;  // chunks per parallel task in a long row (fix
 
 // 8-byte slots, so a register can hold any compute type.
 using Reg = std::vector<uint64_t>;
-
-struct Acc {
-  double f;
-  int64_t i;
-  int64_t idx;
-};
 
 struct Operand {
   const void* p;
@@ -114,242 +109,6 @@ struct Scratch {
   }
 };
 
-bool is_float(CT c) { return c == CT::F32 || c == CT::F64; }
-size_t ct_width(CT c) { return c == CT::F64 || c == CT::I64 ? 8 : c == CT::B8 ? 1 : 4; }
-
-Acc acc_init(Op op, CT c) {
-  bool f = is_float(c);
-  switch (op) {
-    case Op::Prod:
-      return {1.0, 1, -1};
-    case Op::All:
-      return {1.0, 1, -1};
-    case Op::Max:
-    case Op::ArgMax:
-      return {-std::numeric_limits<double>::infinity(), std::numeric_limits<int64_t>::min(), -1};
-    case Op::Min:
-    case Op::ArgMin:
-      return {std::numeric_limits<double>::infinity(), std::numeric_limits<int64_t>::max(), -1};
-    default:
-      (void)f;
-      return {0.0, 0, -1};
-  }
-}
-
-// Is `v` a better arg{max,min} candidate than the current best (NaN beats everything)?
-template <typename T>
-bool better(Op op, T v, T best, bool have) {
-  if (!have) return true;
-  if constexpr (std::is_floating_point_v<T>) {
-    if (best != best) return false;
-    if (v != v) return true;
-  }
-  return op == Op::ArgMax ? v > best : v < best;
-}
-
-// Lanes of the fixed-order reductions: four vectors' worth (AVX-512), so the adds or
-// compares run as four independent chains instead of waiting on one.
-template <typename T>
-constexpr int kLanes = sizeof(T) >= 8 ? 32 : 64;
-
-// Sum and product in a fixed order (kLanes lanes, then a fixed tree): the result must not
-// depend on the alignment of the data or on which thread runs it.
-template <typename T, bool Mul>
-double lanes(const T* x, int64_t n) {
-  constexpr int L = kLanes<T>;
-  T acc[L];
-  for (int k = 0; k < L; ++k) acc[k] = Mul ? T(1) : T(0);
-  int64_t i = 0;
-  for (; i + L <= n; i += L)
-    for (int k = 0; k < L; ++k) acc[k] = Mul ? acc[k] * x[i + k] : acc[k] + x[i + k];
-  for (int k = 0; i < n; ++i, ++k) acc[k] = Mul ? acc[k] * x[i] : acc[k] + x[i];
-  for (int w = L / 2; w > 0; w /= 2)
-    for (int k = 0; k < w; ++k) acc[k] = Mul ? acc[k] * acc[k + w] : acc[k] + acc[k + w];
-  return double(acc[0]);
-}
-
-// Sum of floats into a float64 result (the mean's sum, ops/reduce.cpp), in double lanes. With
-// `pre`, each lane adds float sums of 8 elements (a tree: (x0 + x1) + (x2 + x3), ...; the
-// remainder in sums of 4, 2, 1) converted once, which costs about what the float lanes do; when
-// the elements are equal, c, the trees' partial sums are 2c, 4c and 8c, exact, so a row of equal
-// values still sums to exactly n * c.
-template <bool Pre>
-double lanes_wide(const float* x, int64_t n) {
-  constexpr int L = kLanes<double>;
-  double acc[L];
-  for (int k = 0; k < L; ++k) acc[k] = 0;
-  int64_t i = 0;
-  auto q = [&](int64_t j) { return (x[j] + x[j + L]) + (x[j + 2 * L] + x[j + 3 * L]); };
-  if constexpr (Pre) {
-    for (; i + 8 * L <= n; i += 8 * L)
-      for (int k = 0; k < L; ++k) acc[k] += double(q(i + k) + q(i + 4 * L + k));
-    for (; i + 4 * L <= n; i += 4 * L)
-      for (int k = 0; k < L; ++k) acc[k] += double(q(i + k));
-    for (; i + 2 * L <= n; i += 2 * L)
-      for (int k = 0; k < L; ++k) acc[k] += double(x[i + k] + x[i + L + k]);
-  }
-  for (; i + L <= n; i += L)
-    for (int k = 0; k < L; ++k) acc[k] += double(x[i + k]);
-  for (int k = 0; i < n; ++i, ++k) acc[k] += double(x[i]);
-  for (int w = L / 2; w > 0; w /= 2)
-    for (int k = 0; k < w; ++k) acc[k] += acc[k + w];
-  return acc[0];
-}
-
-// The float partial sums overflow where the double sum need not (|x| above 2^125): such a run
-// is summed again element by element (an inf or NaN in the data gives the same result either way).
-double sum_wide(const float* x, int64_t n) {
-  double s = lanes_wide<true>(x, n);
-  return std::isfinite(s) ? s : lanes_wide<false>(x, n);
-}
-
-// Max (or min) of x[0, n), n >= 1, NaN-propagating, in lanes like lanes(). Each lane keeps its
-// extreme with one compare-select (the ordered compare keeps a NaN out of it) and a flag of
-// the NaNs it saw beside it: a lane's select does not wait on a NaN test, and the result is a
-// NaN when any element is.
-template <typename T, bool Max>
-T lanes_extreme(const T* x, int64_t n) {
-  constexpr int L = kLanes<T>;
-  using Flag = std::conditional_t<sizeof(T) == 8, int64_t, int32_t>;
-  auto better = [](T v, T a) { return Max ? v > a : v < a; };
-  T acc[L];
-  Flag nan[L];
-  for (int k = 0; k < L; ++k) acc[k] = x[0], nan[k] = 0;
-  int64_t i = 0;
-  for (; i + L <= n; i += L)
-    for (int k = 0; k < L; ++k) {
-      T v = x[i + k];
-      acc[k] = better(v, acc[k]) ? v : acc[k];
-      if constexpr (std::is_floating_point_v<T>) nan[k] |= Flag(v != v);
-    }
-  for (int k = 0; i < n; ++i, ++k) {
-    T v = x[i];
-    acc[k] = better(v, acc[k]) ? v : acc[k];
-    if constexpr (std::is_floating_point_v<T>) nan[k] |= Flag(v != v);
-  }
-  if constexpr (std::is_floating_point_v<T>) {
-    Flag any = 0;
-    for (int k = 0; k < L; ++k) any |= nan[k];
-    if (any) return std::numeric_limits<T>::quiet_NaN();
-  }
-  for (int w = L / 2; w > 0; w /= 2)
-    for (int k = 0; k < w; ++k) acc[k] = better(acc[k + w], acc[k]) ? acc[k + w] : acc[k];
-  return acc[0];
-}
-
-template <typename T>
-void accumulate(Op op, const T* x, int64_t n, int64_t col0, Acc& a) {
-  switch (op) {
-    case Op::Sum:
-      if constexpr (std::is_floating_point_v<T>)
-        a.f += lanes<T, false>(x, n);
-      else
-        for (int64_t j = 0; j < n; ++j) a.i += int64_t(x[j]);
-      break;
-    case Op::Prod:
-      if constexpr (std::is_floating_point_v<T>)
-        a.f *= lanes<T, true>(x, n);
-      else
-        for (int64_t j = 0; j < n; ++j) a.i *= int64_t(x[j]);
-      break;
-    case Op::Max:
-    case Op::Min: {
-      if (n == 0) break;
-      bool mx = op == Op::Max;
-      if constexpr (std::is_floating_point_v<T>) {
-        double m =
-            mx ? double(lanes_extreme<T, true>(x, n)) : double(lanes_extreme<T, false>(x, n));
-        if (a.f != a.f) break;
-        if (m != m || (mx ? m > a.f : m < a.f)) a.f = m;
-      } else {
-        int64_t m =
-            mx ? int64_t(lanes_extreme<T, true>(x, n)) : int64_t(lanes_extreme<T, false>(x, n));
-        if (mx ? m > a.i : m < a.i) a.i = m;
-      }
-      break;
-    }
-    case Op::ArgMax:
-    case Op::ArgMin: {
-      bool have = a.idx >= 0;
-      T best = have ? (std::is_floating_point_v<T> ? T(a.f) : T(a.i)) : T(0);
-      int64_t bi = a.idx;
-      for (int64_t j = 0; j < n; ++j)
-        if (better(op, x[j], best, have)) best = x[j], bi = col0 + j, have = true;
-      a.idx = bi;
-      if (have) {
-        if constexpr (std::is_floating_point_v<T>)
-          a.f = double(best);
-        else
-          a.i = int64_t(best);
-      }
-      break;
-    }
-    case Op::Any:
-      for (int64_t j = 0; j < n && !a.i; ++j) a.i |= x[j] != T(0);
-      break;
-    case Op::All:
-      for (int64_t j = 0; j < n && a.i; ++j) a.i &= x[j] != T(0);
-      break;
-    default:
-      break;
-  }
-}
-
-// Merges a later segment's partial result into an earlier one (order matters for ties).
-void combine(Op op, CT c, Acc& a, const Acc& b) {
-  bool f = is_float(c);
-  switch (op) {
-    case Op::Sum:
-      a.f += b.f, a.i += b.i;
-      break;
-    case Op::Prod:
-      a.f *= b.f, a.i *= b.i;
-      break;
-    case Op::Max:
-    case Op::Min: {
-      bool mx = op == Op::Max;
-      if (f) {
-        if (a.f != a.f) break;
-        if (b.f != b.f || (mx ? b.f > a.f : b.f < a.f)) a.f = b.f;
-      } else if (mx ? b.i > a.i : b.i < a.i) {
-        a.i = b.i;
-      }
-      break;
-    }
-    case Op::ArgMax:
-    case Op::ArgMin: {
-      if (b.idx < 0) break;
-      bool take;
-      if (a.idx < 0)
-        take = true;
-      else if (f)
-        take = a.f == a.f && (b.f != b.f || (op == Op::ArgMax ? b.f > a.f : b.f < a.f));
-      else
-        take = op == Op::ArgMax ? b.i > a.i : b.i < a.i;
-      if (take) a = b;
-      break;
-    }
-    case Op::Any:
-      a.i |= b.i;
-      break;
-    case Op::All:
-      a.i &= b.i;
-      break;
-    default:
-      break;
-  }
-}
-
-template <typename T>
-T acc_value(Op op, const Acc& a) {
-  if (op == Op::ArgMax || op == Op::ArgMin) return T(a.idx < 0 ? 0 : a.idx);
-  if (op == Op::Any || op == Op::All) return T(a.i != 0);
-  if constexpr (std::is_floating_point_v<T>)
-    return T(a.f);
-  else
-    return T(a.i);
-}
-
 Scratch& local_scratch() {
   thread_local Scratch s;
   return s;
@@ -423,7 +182,7 @@ class Runner {
     rs.vals.assign(size_t(p_.n_row * nr), 0);
     rs.accs.resize(p_.reduces.size() * nr);
     for (int r : p_.reduces)
-      std::fill_n(rs.acc(r), nr, acc_init(p_.nodes[r].op, p_.ct[p_.nodes[r].a]));
+      std::fill_n(rs.acc(r), nr, acc_init(p_.nodes[r].op));
   }
 
   int64_t row_base(const Strides& st, int64_t off, int64_t row) const {
@@ -573,10 +332,7 @@ class Runner {
           tmp.assign(size_t(len), x[0]);
           src = tmp.data();
         }
-        if (unary_kind(op) == UnaryKind::BoolOut)
-          unary_bool<T>(op, src, static_cast<uint8_t*>(out), len);
-        else
-          unary<T>(op, src, static_cast<T*>(out), len);
+        pointwise<T>(op, src, 1, nullptr, 0, out, len);
       });
       return;
     }
@@ -610,16 +366,10 @@ class Runner {
       return;
     }
     if (is_binary(op)) {
-      CT in = p_.ct[n.a];
-      auto k = binary_kind(op);
-      dispatch_ct(in, [&](auto t) {
+      dispatch_ct(p_.ct[n.a], [&](auto t) {
         using T = decltype(t);
-        const T* x = static_cast<const T*>(a[0].p);
-        const T* y = static_cast<const T*>(a[1].p);
-        if (k == BinaryKind::Compare || k == BinaryKind::Logical)
-          binary_bool<T>(op, x, a[0].s, y, a[1].s, static_cast<uint8_t*>(out), len);
-        else
-          binary<T>(op, x, a[0].s, y, a[1].s, static_cast<T*>(out), len);
+        pointwise<T>(op, static_cast<const T*>(a[0].p), a[0].s, static_cast<const T*>(a[1].p),
+                     a[1].s, out, len);
       });
       return;
     }
@@ -642,11 +392,7 @@ class Runner {
       return;
     }
     if (is_reduce(n.op)) {
-      dispatch_ct(ct, [&](auto t) {
-        using T = decltype(t);
-        for (int64_t i = 0; i < rs.nr; ++i)
-          static_cast<T*>(out)[i] = acc_value<T>(n.op, rs.acc(id)[i]);
-      });
+      acc_values(n.op, ct, rs.acc(id), rs.nr, out);
       return;
     }
     if (is_load(n)) {
@@ -805,16 +551,7 @@ class Runner {
       const GNode& rn = p_.nodes[r];
       if (rn.a != id || (pass >= 0 && p_.nodes[id].pass != pass)) continue;
       Acc* acc = accs ? accs->data() + p_.acc_slot[r] : rs.acc(r);
-      if (rn.op == Op::Sum && p_.ct[r] == CT::F64 && p_.ct[id] == CT::F32) {
-        for (int64_t i = 0; i < rs.nr; ++i)
-          acc[i].f += sum_wide(static_cast<const float*>(v) + i * nc, nc);
-        continue;
-      }
-      dispatch_ct(p_.ct[id], [&](auto t) {
-        using T = decltype(t);
-        for (int64_t i = 0; i < rs.nr; ++i)
-          accumulate<T>(rn.op, static_cast<const T*>(v) + i * nc, nc, c0, acc[i]);
-      });
+      fold(rn.op, p_.ct[id], p_.ct[r], v, rs.nr, nc, c0, acc);
     }
     if (pass >= 0 && pass != p_.last) return;
     const void* in_place = nullptr;
@@ -917,7 +654,7 @@ class Runner {
         s.fit(sl.slots, kChunk);
         for (int64_t sg = r.begin(); sg < r.end(); ++sg) {
           auto& acc = part[sg];
-          for (int id : p_.reduces) acc.push_back(acc_init(p_.nodes[id].op, p_.ct[p_.nodes[id].a]));
+          for (int id : p_.reduces) acc.push_back(acc_init(p_.nodes[id].op));
           RowState local = rs;
           int64_t end = std::min(nchunks, (sg + 1) * kSegment);
           for (int64_t ch = sg * kSegment; ch < end; ++ch) {
