@@ -52,7 +52,10 @@ void apply(const Job& job, const GNode& n, CT out_ct, const Operand* a, void* ou
         tmp.assign(size_t(len), x[0]);
         src = tmp.data();
       }
-      pointwise<T>(op, src, 1, nullptr, 0, out, len);
+      if (unary_kind(op) == UnaryKind::BoolOut)
+        unary_bool<T>(op, src, static_cast<uint8_t*>(out), len);
+      else
+        unary<T>(op, src, static_cast<T*>(out), len);
     });
     return;
   }
@@ -85,10 +88,15 @@ void apply(const Job& job, const GNode& n, CT out_ct, const Operand* a, void* ou
     return;
   }
   if (is_binary(op)) {
+    auto k = binary_kind(op);
     dispatch_ct(p.ct[n.a], [&](auto t) {
       using T = decltype(t);
-      pointwise<T>(op, static_cast<const T*>(a[0].p), a[0].s, static_cast<const T*>(a[1].p), a[1].s,
-                   out, len);
+      const T* x = static_cast<const T*>(a[0].p);
+      const T* y = static_cast<const T*>(a[1].p);
+      if (k == BinaryKind::Compare || k == BinaryKind::Logical)
+        binary_bool<T>(op, x, a[0].s, y, a[1].s, static_cast<uint8_t*>(out), len);
+      else
+        binary<T>(op, x, a[0].s, y, a[1].s, static_cast<T*>(out), len);
     });
     return;
   }

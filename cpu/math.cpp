@@ -71,8 +71,8 @@ void exp_sub(const T* a, int sa, const T* b, int sb, T* out, int64_t n) {
   } else if (sa && sb) {
     o = (CArr<T>(a, n) - CArr<T>(b, n)).exp();
   } else {
-    pointwise<T>(Op::Sub, a, sa, b, sb, out, n);
-    pointwise<T>(Op::Exp, out, 1, nullptr, 0, out, n);
+    binary<T>(Op::Sub, a, sa, b, sb, out, n);
+    unary<T>(Op::Exp, out, out, n);
     return;
   }
   // Eigen clamps exp's argument (see fix_exp_underflow, cpu/prims.cpp): lanes at or below what the

@@ -1,7 +1,7 @@
 // The CPU's lowering of each primitive (fusion/prims.h). Every switch over Op here names each
 // enumerator and has no default (this file builds with -Werror=switch), so a new row fails the
-// build until the CPU handles it or declines it: pointwise() holds each unary and binary op's
-// loop for each dtype family and names the other primitives with where they are run instead;
+// build until the CPU handles it or declines it: lower() holds each unary and binary op's loop
+// for each dtype family and names the other primitives with where they are run instead;
 // fold_run() holds each reduction's fold. The identity, combine and result of a reduction are
 // read from its row's columns (Identity, Combine, ReduceKind), each a switch without default.
 #include "cpu/prims.h"
@@ -82,8 +82,10 @@ inline T nan_min(T a, T b) {
 
 // Eigen's fast vector sqrt (an rsqrt estimate refined by Newton) gives NaN for +inf, while
 // its scalar tail gives inf: set the +inf lanes explicitly.
+// fix_at_inf and fix_exp_underflow are passes of their own after the Eigen expression, kept out
+// of line so that the function holding the float loops (unary_float) is compiled without them.
 template <typename T>
-void fix_at_inf(const T* a, T* out, int64_t n, T value) {
+[[gnu::noinline]] void fix_at_inf(const T* a, T* out, int64_t n, T value) {
   const T inf = std::numeric_limits<T>::infinity();
   if (!any_lane(a, n, [inf](T v) { return v == inf; })) return;
   for (int64_t i = 0; i < n; ++i)
@@ -94,7 +96,7 @@ void fix_at_inf(const T* a, T* out, int64_t n, T value) {
 // below that, -inf included, give a tiny positive value instead of 0 (the logsumexp of an all
 // -inf row would come out near -708, not -inf). Those lanes take std::exp.
 template <typename T>
-void fix_exp_underflow(const T* a, T* out, int64_t n) {
+[[gnu::noinline]] void fix_exp_underflow(const T* a, T* out, int64_t n) {
   const T lo = std::is_same_v<T, double> ? T(-708) : T(-87);
   // A vector test first: the lane-by-lane fixup loop (a call in it) does not vectorize and
   // costs about as much as the exp itself. NaN lanes need no fixup either way.
@@ -103,235 +105,212 @@ void fix_exp_underflow(const T* a, T* out, int64_t n) {
     if (a[i] < lo) out[i] = std::exp(a[i]);
 }
 
-// A float op of an integer input: the rounding ops are the identity on integers, and the op
-// layer promotes integer inputs of the other FloatOut ops to float32, so they never get here.
-template <typename T>
-void same(const T* a, T* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = a[i];
-}
-
-}  // namespace
-
-template <typename T>
-void pointwise(Op op, const T* a, int sa, const T* b, int sb, void* out, int64_t n) {
+// The one switch over the pointwise ops: each case hands its op's loop for T's dtype family to
+// the sink k (cpu/loops.h), which compiles it or ignores it; the other primitives are declined.
+template <typename T, typename K>
+void lower(Op op, K& k) {
   constexpr bool kFloat = std::is_floating_point_v<T>;
   constexpr bool kInt = std::is_integral_v<T>;
   constexpr bool kBool = std::is_same_v<T, uint8_t>;
-  constexpr bool kF32 = std::is_same_v<T, float>;
-  T* o = static_cast<T*>(out);
-  uint8_t* ob = static_cast<uint8_t*>(out);  // a bool result
   switch (op) {
     // ---- unary, Same: the input's dtype ----
     case Op::Neg:
-      return map1(a, o, n, [](T v) { return T(-v); });
+      return k.same([](T v) { return T(-v); });
     case Op::Abs:
-      return map1(a, o, n, [](T v) { return v < 0 ? T(-v) : v; });
+      return k.same([](T v) { return v < 0 ? T(-v) : v; });
     case Op::Sign:
-      return map1(a, o, n, [](T v) {
+      return k.same([](T v) {
         if constexpr (kFloat)
           if (v != v) return v;
         return T((v > 0) - (v < 0));
       });
     case Op::Square:
-      return map1(a, o, n, [](T v) { return T(v * v); });
+      return k.same([](T v) { return T(v * v); });
     case Op::Relu:
-      return map1(a, o, n, [](T v) { return v > 0 ? v : (v != v ? v : T(0)); });
+      return k.same([](T v) { return v > 0 ? v : (v != v ? v : T(0)); });
     case Op::Floor:
-      if constexpr (kFloat) return eigen1(a, o, n, [](const auto& x) { return x.floor(); });
-      return same(a, o, n);
+      if constexpr (kFloat) return k.eigen([](const auto& x) { return x.floor(); });
+      return k.identity();
     case Op::Ceil:
-      if constexpr (kFloat) return eigen1(a, o, n, [](const auto& x) { return x.ceil(); });
-      return same(a, o, n);
+      if constexpr (kFloat) return k.eigen([](const auto& x) { return x.ceil(); });
+      return k.identity();
     case Op::Round:
-      if constexpr (kFloat) return map1(a, o, n, [](T v) { return std::nearbyint(v); });
-      return same(a, o, n);
+      if constexpr (kFloat) return k.scalar([](T v) { return std::nearbyint(v); });
+      return k.identity();
     case Op::Trunc:
-      if constexpr (kFloat) return map1(a, o, n, [](T v) { return std::trunc(v); });
-      return same(a, o, n);
+      if constexpr (kFloat) return k.scalar([](T v) { return std::trunc(v); });
+      return k.identity();
     case Op::BitwiseNot:  // integers and bool only (the op layer rejects floats)
       if constexpr (kBool)
-        return map1(a, o, n, [](T v) { return T(!v); });
+        return k.same([](T v) { return T(!v); });
       else if constexpr (kInt)
-        return map1(a, o, n, [](T v) { return T(~v); });
-      return;
+        return k.same([](T v) { return T(~v); });
+      return k.none();
 
-    // ---- unary, FloatOut (float inputs only: see same()) ----
+    // ---- unary, FloatOut: the op layer promotes integer inputs to float32 ----
     case Op::Exp:
-      if constexpr (kFloat) {
-        if constexpr (kF32)  // own kernels (cpu/vmath.h): a few ulp
-          if (vmath_on()) return exp_f32(a, o, n);
-        eigen1(a, o, n, [](const auto& x) { return x.exp(); });
-        return fix_exp_underflow(a, o, n);
-      }
-      return same(a, o, n);
+      if constexpr (kFloat)
+        return k.eigen([](const auto& x) { return x.exp(); },
+                       [](const T* a, T* o, int64_t n) { fix_exp_underflow(a, o, n); }, exp_f32);
+      return k.identity();
     case Op::Exp2:
-      if constexpr (kFloat) return map1(a, o, n, [](T v) { return std::exp2(v); });
-      return same(a, o, n);
+      if constexpr (kFloat) return k.scalar([](T v) { return std::exp2(v); });
+      return k.identity();
     case Op::Expm1:
-      if constexpr (kFloat) return eigen1(a, o, n, [](const auto& x) { return x.expm1(); });
-      return same(a, o, n);
+      if constexpr (kFloat) return k.eigen([](const auto& x) { return x.expm1(); });
+      return k.identity();
     case Op::Log:
-      if constexpr (kFloat) return eigen1(a, o, n, [](const auto& x) { return x.log(); });
-      return same(a, o, n);
+      if constexpr (kFloat) return k.eigen([](const auto& x) { return x.log(); });
+      return k.identity();
     case Op::Log2:
-      if constexpr (kFloat) return map1(a, o, n, [](T v) { return std::log2(v); });
-      return same(a, o, n);
+      if constexpr (kFloat) return k.scalar([](T v) { return std::log2(v); });
+      return k.identity();
     case Op::Log1p:
-      if constexpr (kFloat) return eigen1(a, o, n, [](const auto& x) { return x.log1p(); });
-      return same(a, o, n);
+      if constexpr (kFloat) return k.eigen([](const auto& x) { return x.log1p(); });
+      return k.identity();
     case Op::Sqrt:
-      if constexpr (kFloat) {
-        eigen1(a, o, n, [](const auto& x) { return x.sqrt(); });
-        return fix_at_inf(a, o, n, std::numeric_limits<T>::infinity());
-      }
-      return same(a, o, n);
+      if constexpr (kFloat)
+        return k.eigen([](const auto& x) { return x.sqrt(); },
+                       [](const T* a, T* o, int64_t n) {
+                         fix_at_inf(a, o, n, std::numeric_limits<T>::infinity());
+                       });
+      return k.identity();
     case Op::Rsqrt:
-      if constexpr (kFloat) {
-        eigen1(a, o, n, [](const auto& x) { return x.sqrt().inverse(); });
-        return fix_at_inf(a, o, n, T(0));
-      }
-      return same(a, o, n);
+      if constexpr (kFloat)
+        return k.eigen([](const auto& x) { return x.sqrt().inverse(); },
+                       [](const T* a, T* o, int64_t n) { fix_at_inf(a, o, n, T(0)); });
+      return k.identity();
     case Op::Reciprocal:
-      if constexpr (kFloat) return eigen1(a, o, n, [](const auto& x) { return x.inverse(); });
-      return same(a, o, n);
+      if constexpr (kFloat) return k.eigen([](const auto& x) { return x.inverse(); });
+      return k.identity();
     case Op::Sin:
-      if constexpr (kFloat) return eigen1(a, o, n, [](const auto& x) { return x.sin(); });
-      return same(a, o, n);
+      if constexpr (kFloat) return k.eigen([](const auto& x) { return x.sin(); });
+      return k.identity();
     case Op::Cos:
-      if constexpr (kFloat) return eigen1(a, o, n, [](const auto& x) { return x.cos(); });
-      return same(a, o, n);
+      if constexpr (kFloat) return k.eigen([](const auto& x) { return x.cos(); });
+      return k.identity();
     case Op::Tan:
-      if constexpr (kFloat) return map1(a, o, n, [](T v) { return std::tan(v); });
-      return same(a, o, n);
+      if constexpr (kFloat) return k.scalar([](T v) { return std::tan(v); });
+      return k.identity();
     case Op::Tanh:
-      if constexpr (kFloat) {
-        if constexpr (kF32)
-          if (vmath_on()) return tanh_f32(a, o, n);
-        return eigen1(a, o, n, [](const auto& x) { return x.tanh(); });
-      }
-      return same(a, o, n);
+      if constexpr (kFloat)
+        return k.eigen([](const auto& x) { return x.tanh(); }, NoFix{}, tanh_f32);
+      return k.identity();
     case Op::Asin:
-      if constexpr (kFloat) return map1(a, o, n, [](T v) { return std::asin(v); });
-      return same(a, o, n);
+      if constexpr (kFloat) return k.scalar([](T v) { return std::asin(v); });
+      return k.identity();
     case Op::Acos:
-      if constexpr (kFloat) return map1(a, o, n, [](T v) { return std::acos(v); });
-      return same(a, o, n);
+      if constexpr (kFloat) return k.scalar([](T v) { return std::acos(v); });
+      return k.identity();
     case Op::Atan:
-      if constexpr (kFloat) return map1(a, o, n, [](T v) { return std::atan(v); });
-      return same(a, o, n);
+      if constexpr (kFloat) return k.scalar([](T v) { return std::atan(v); });
+      return k.identity();
     case Op::Sinh:
-      if constexpr (kFloat) return map1(a, o, n, [](T v) { return std::sinh(v); });
-      return same(a, o, n);
+      if constexpr (kFloat) return k.scalar([](T v) { return std::sinh(v); });
+      return k.identity();
     case Op::Cosh:
-      if constexpr (kFloat) return map1(a, o, n, [](T v) { return std::cosh(v); });
-      return same(a, o, n);
+      if constexpr (kFloat) return k.scalar([](T v) { return std::cosh(v); });
+      return k.identity();
     case Op::Erf:
-      if constexpr (kFloat) return eigen1(a, o, n, [](const auto& x) { return x.erf(); });
-      return same(a, o, n);
+      if constexpr (kFloat) return k.eigen([](const auto& x) { return x.erf(); });
+      return k.identity();
     case Op::Sigmoid:
-      if constexpr (kFloat) {
-        if constexpr (kF32)
-          if (vmath_on()) return sigmoid_f32(a, o, n);
-        return eigen1(a, o, n, [](const auto& x) { return x.logistic(); });
-      }
-      return same(a, o, n);
+      if constexpr (kFloat)
+        return k.eigen([](const auto& x) { return x.logistic(); }, NoFix{}, sigmoid_f32);
+      return k.identity();
     case Op::Gelu:
       if constexpr (kFloat)
-        return eigen1(a, o, n, [](const auto& x) {
+        return k.eigen([](const auto& x) {
           const T half = T(0.5);
           return half * x * (T(1) + (x * T(M_SQRT1_2)).erf());
         });
-      return same(a, o, n);
+      return k.identity();
     case Op::GeluTanh:
       if constexpr (kFloat)
-        return eigen1(a, o, n, [](const auto& x) {
-          const T half = T(0.5), k = T(0.7978845608028654);  // k: sqrt(2/pi)
-          return half * x * (T(1) + (k * (x + T(0.044715) * x * x * x)).tanh());
+        return k.eigen([](const auto& x) {
+          const T half = T(0.5), c = T(0.7978845608028654);  // c: sqrt(2/pi)
+          return half * x * (T(1) + (c * (x + T(0.044715) * x * x * x)).tanh());
         });
-      return same(a, o, n);
+      return k.identity();
     case Op::Silu:
-      if constexpr (kFloat) return eigen1(a, o, n, [](const auto& x) { return x * x.logistic(); });
-      return same(a, o, n);
+      if constexpr (kFloat) return k.eigen([](const auto& x) { return x * x.logistic(); });
+      return k.identity();
     case Op::Softplus:
       if constexpr (kFloat)
-        return map1(a, o, n, [](T v) { return v > T(20) ? v : std::log1p(std::exp(v)); });
-      return same(a, o, n);
+        return k.scalar([](T v) { return v > T(20) ? v : std::log1p(std::exp(v)); });
+      return k.identity();
 
     // ---- unary, BoolOut ----
     case Op::IsNan:
-      return map1(a, ob, n, [](T v) { return uint8_t(v != v); });
+      return k.pred([](T v) { return uint8_t(v != v); });
     case Op::IsInf:
-      if constexpr (kFloat) return map1(a, ob, n, [](T v) { return uint8_t(std::isinf(v)); });
-      std::fill_n(ob, n, uint8_t(0));
-      return;
+      if constexpr (kFloat) return k.pred([](T v) { return uint8_t(std::isinf(v)); });
+      return k.pred([](T) { return uint8_t(0); });
     case Op::IsFinite:
-      if constexpr (kFloat) return map1(a, ob, n, [](T v) { return uint8_t(std::isfinite(v)); });
-      std::fill_n(ob, n, uint8_t(1));
-      return;
+      if constexpr (kFloat) return k.pred([](T v) { return uint8_t(std::isfinite(v)); });
+      return k.pred([](T) { return uint8_t(1); });
     case Op::LogicalNot:
-      return map1(a, ob, n, [](T v) { return uint8_t(v == T(0)); });
+      return k.pred([](T v) { return uint8_t(v == T(0)); });
 
     // ---- binary, Arith and TrueDiv: the promoted dtype ----
     case Op::Add:
       if constexpr (kBool)  // bool: true + true is true (stays 0/1)
-        return map2(a, sa, b, sb, o, n, [](T x, T y) { return T(x | y); });
-      return map2(a, sa, b, sb, o, n, [](T x, T y) { return T(x + y); });
+        return k.arith([](T x, T y) { return T(x | y); });
+      return k.arith([](T x, T y) { return T(x + y); });
     case Op::Sub:
-      return map2(a, sa, b, sb, o, n, [](T x, T y) { return T(x - y); });
+      return k.arith([](T x, T y) { return T(x - y); });
     case Op::Mul:
-      return map2(a, sa, b, sb, o, n, [](T x, T y) { return T(x * y); });
+      return k.arith([](T x, T y) { return T(x * y); });
     case Op::Div:  // TrueDiv: the op layer promotes integer operands to float32
-      if constexpr (kFloat) return map2(a, sa, b, sb, o, n, [](T x, T y) { return x / y; });
-      return;
+      if constexpr (kFloat) return k.arith([](T x, T y) { return x / y; });
+      return k.none();
     case Op::FloorDiv:
-      return map2(a, sa, b, sb, o, n, [](T x, T y) { return floor_div(x, y); });
+      return k.arith([](T x, T y) { return floor_div(x, y); });
     case Op::Remainder:
-      return map2(a, sa, b, sb, o, n, [](T x, T y) { return py_mod(x, y); });
+      return k.arith([](T x, T y) { return py_mod(x, y); });
     case Op::Pow:
       if constexpr (kFloat)
-        return map2(a, sa, b, sb, o, n, [](T x, T y) { return std::pow(x, y); });
+        return k.arith([](T x, T y) { return std::pow(x, y); });
       else
-        return map2(a, sa, b, sb, o, n, [](T x, T y) { return int_pow(x, y); });
+        return k.arith([](T x, T y) { return int_pow(x, y); });
     case Op::Maximum:
-      return map2(a, sa, b, sb, o, n, [](T x, T y) { return nan_max(x, y); });
+      return k.arith([](T x, T y) { return nan_max(x, y); });
     case Op::Minimum:
-      return map2(a, sa, b, sb, o, n, [](T x, T y) { return nan_min(x, y); });
+      return k.arith([](T x, T y) { return nan_min(x, y); });
     case Op::Atan2:  // TrueDiv, as Div
-      if constexpr (kFloat)
-        return map2(a, sa, b, sb, o, n, [](T x, T y) { return std::atan2(x, y); });
-      return;
+      if constexpr (kFloat) return k.arith([](T x, T y) { return std::atan2(x, y); });
+      return k.none();
 
     // ---- binary, Compare and Logical: a bool result ----
     case Op::Eq:
-      return map2(a, sa, b, sb, ob, n, [](T x, T y) { return uint8_t(x == y); });
+      return k.test([](T x, T y) { return uint8_t(x == y); });
     case Op::Ne:
-      return map2(a, sa, b, sb, ob, n, [](T x, T y) { return uint8_t(x != y); });
+      return k.test([](T x, T y) { return uint8_t(x != y); });
     case Op::Lt:
-      return map2(a, sa, b, sb, ob, n, [](T x, T y) { return uint8_t(x < y); });
+      return k.test([](T x, T y) { return uint8_t(x < y); });
     case Op::Le:
-      return map2(a, sa, b, sb, ob, n, [](T x, T y) { return uint8_t(x <= y); });
+      return k.test([](T x, T y) { return uint8_t(x <= y); });
     case Op::Gt:
-      return map2(a, sa, b, sb, ob, n, [](T x, T y) { return uint8_t(x > y); });
+      return k.test([](T x, T y) { return uint8_t(x > y); });
     case Op::Ge:
-      return map2(a, sa, b, sb, ob, n, [](T x, T y) { return uint8_t(x >= y); });
+      return k.test([](T x, T y) { return uint8_t(x >= y); });
     case Op::LogicalAnd:
-      return map2(a, sa, b, sb, ob, n, [](T x, T y) { return uint8_t(x != T(0) && y != T(0)); });
+      return k.test([](T x, T y) { return uint8_t(x != T(0) && y != T(0)); });
     case Op::LogicalOr:
-      return map2(a, sa, b, sb, ob, n, [](T x, T y) { return uint8_t(x != T(0) || y != T(0)); });
+      return k.test([](T x, T y) { return uint8_t(x != T(0) || y != T(0)); });
     case Op::LogicalXor:
-      return map2(a, sa, b, sb, ob, n,
-                  [](T x, T y) { return uint8_t((x != T(0)) != (y != T(0))); });
+      return k.test([](T x, T y) { return uint8_t((x != T(0)) != (y != T(0))); });
 
     // ---- binary, Bitwise: integers and bool only (the op layer rejects floats) ----
     case Op::BitwiseAnd:
-      if constexpr (kInt) return map2(a, sa, b, sb, o, n, [](T x, T y) { return T(x & y); });
-      return;
+      if constexpr (kInt) return k.arith([](T x, T y) { return T(x & y); });
+      return k.none();
     case Op::BitwiseOr:
-      if constexpr (kInt) return map2(a, sa, b, sb, o, n, [](T x, T y) { return T(x | y); });
-      return;
+      if constexpr (kInt) return k.arith([](T x, T y) { return T(x | y); });
+      return k.none();
     case Op::BitwiseXor:
-      if constexpr (kInt) return map2(a, sa, b, sb, o, n, [](T x, T y) { return T(x ^ y); });
-      return;
+      if constexpr (kInt) return k.arith([](T x, T y) { return T(x ^ y); });
+      return k.none();
 
     // ---- the other primitives: not per-op loops; each is run where named ----
     case Op::Where:   // select() (cpu/math.cpp), from the interpreter's apply
@@ -348,6 +327,45 @@ void pointwise(Op op, const T* a, int sa, const T* b, int sb, void* out, int64_t
       LOOM_REDUCE_OPS(LOOM_CASE)  // and the reductions: fold_run() below
       return;
   }
+}
+
+// The loops of each group of ops and dtypes, each in a function of its own (see Sink): the
+// float math is not inlined into unary().
+template <typename T>
+[[gnu::noinline]] void unary_float(Op op, const T* a, T* out, int64_t n) {
+  FloatSink<T> k(a, out, n);
+  lower<T>(op, k);
+}
+
+}  // namespace
+
+template <typename T>
+void unary(Op op, const T* a, T* out, int64_t n) {
+  SameSink<T> k(a, out, n);
+  lower<T>(op, k);
+  if (k.done) return;
+  if constexpr (std::is_floating_point_v<T>)
+    unary_float(op, a, out, n);
+  else
+    for (int64_t i = 0; i < n; ++i) out[i] = a[i];  // identity(): integers through a float op
+}
+
+template <typename T>
+void unary_bool(Op op, const T* a, uint8_t* out, int64_t n) {
+  PredSink<T> k(a, out, n);
+  lower<T>(op, k);
+}
+
+template <typename T>
+void binary(Op op, const T* a, int sa, const T* b, int sb, T* out, int64_t n) {
+  ArithSink<T> k(a, sa, b, sb, out, n);
+  lower<T>(op, k);
+}
+
+template <typename T>
+void binary_bool(Op op, const T* a, int sa, const T* b, int sb, uint8_t* out, int64_t n) {
+  TestSink<T> k(a, sa, b, sb, out, n);
+  lower<T>(op, k);
 }
 
 namespace {
@@ -423,7 +441,7 @@ void fold_run(Op op, CT out, const T* x, int64_t n, int64_t col0, Acc& a) {
       for (int64_t j = 0; j < n && a.i; ++j) a.i &= x[j] != T(0);
       break;
 
-    // ---- not reductions: pointwise() above, or run where it says ----
+    // ---- not reductions: lower() above, or run where it says ----
     case Op::NumOps:
       LOOM_UNARY_OPS(LOOM_CASE)
       LOOM_BINARY_OPS(LOOM_CASE)
@@ -528,8 +546,11 @@ void acc_values(Op op, CT out_ct, const Acc* acc, int64_t n, void* out) {
   });
 }
 
-#define LOOM_INST(ct, T, dtype) \
-  template void pointwise<T>(Op, const T*, int, const T*, int, void*, int64_t);
+#define LOOM_INST(ct, T, dtype)                                           \
+  template void unary<T>(Op, const T*, T*, int64_t);                      \
+  template void unary_bool<T>(Op, const T*, uint8_t*, int64_t);           \
+  template void binary<T>(Op, const T*, int, const T*, int, T*, int64_t); \
+  template void binary_bool<T>(Op, const T*, int, const T*, int, uint8_t*, int64_t);
 LOOM_CPU_CTYPES(LOOM_INST)
 #undef LOOM_INST
 #undef LOOM_CASE

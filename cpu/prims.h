@@ -9,11 +9,18 @@
 
 namespace loom::cpu {
 
-// out = op(a) or op(a, b) over n elements, for a unary or binary op with operands of compute
-// type T. `out` holds the op's result: T, or uint8_t for a bool result (BoolOut, Compare,
-// Logical). sa, sb: 1 a run, 0 one value broadcast over it; a unary op reads `a` as a run.
+// out = op(a) over n elements: unary ops of the Same and FloatOut kinds (result type T), and of
+// the BoolOut kind (unary_bool). T: the operand's compute type.
 template <typename T>
-void pointwise(Op op, const T* a, int sa, const T* b, int sb, void* out, int64_t n);
+void unary(Op op, const T* a, T* out, int64_t n);
+template <typename T>
+void unary_bool(Op op, const T* a, uint8_t* out, int64_t n);
+// out = op(a, b) over n elements: binary ops with a result of type T, and Compare / Logical ops
+// (binary_bool). sa, sb: 1 a run, 0 one value broadcast over it.
+template <typename T>
+void binary(Op op, const T* a, int sa, const T* b, int sb, T* out, int64_t n);
+template <typename T>
+void binary_bool(Op op, const T* a, int sa, const T* b, int sb, uint8_t* out, int64_t n);
 
 // A reduction's running value: f for float inputs, i for integer and bool ones, idx the
 // position of an arg{max,min}'s best element (-1: none yet).
