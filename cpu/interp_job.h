@@ -1,15 +1,17 @@
 #pragma once
-// The interpreter's parts (cpu/interp.h runs them): the job (a program over one group) and the
-// per-thread and per-row state its passes share, then the functions of each file:
-// cpu/interp_tile.cpp the memory of a tile (loads, stores, streaming, prefetch),
-// cpu/interp_eval.cpp the evaluation of one node, cpu/interp_rows.cpp the passes over a block
-// of rows or a long row, cpu/interp.cpp the spread of those over threads.
+// The interpreter's parts (cpu/interp.h runs them): the job (a program over one group), the
+// per-thread and per-row state its passes share and where a node's values are read and
+// written; then the functions of each file: cpu/interp_tile.cpp the memory of a tile (loads,
+// stores, prefetch), cpu/interp_eval.cpp the evaluation of one node, cpu/interp_rows.cpp the
+// passes over a block of rows or a long row, cpu/interp.cpp the spread of those over threads.
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
 #include "cpu/prims.h"
 #include "cpu/program.h"
 #include "tensor/knobs.h"
+#include "tensor/storage.h"
 
 namespace loom::cpu::interp {
 
@@ -133,17 +135,64 @@ void index_full(const Job& job, const GLeaf& l, int64_t* out, int64_t r0, int64_
 // Output o over the tile = src (compute type ct).
 void store_full(const Job& job, CT ct, const GOutput& o, const void* src, int64_t r0, int64_t nr,
                 int64_t c0, int64_t nc);
+
+// ---- where a node's values are read and written (inline: asked for each node of each tile) ----
+// Outputs at least this large are written with streaming (non-temporal) stores: they do not
+// fit in cache anyway, and a normal store first reads each line (the write-allocate), a third
+// of a pointwise kernel's memory traffic.
+constexpr size_t kStreamBytes = size_t(8) << 20;
+
 // A load that can read memory in place: same type as computed, one unit-stride run.
-const void* direct(const Job& job, int id, const RowState& rs, int64_t c0);
-// A large output in the compute type, unit stride along the tile: written with streaming
-// stores. Its writes need an sfence before others read them (end of each task).
-bool streams(const Job& job, const GOutput& o);
+inline const void* direct(const Job& job, int id, const RowState& rs, int64_t c0) {
+  const GNode& n = job.p.nodes[id];
+  if (job.p.load_copy[id]) return nullptr;
+  const GLeaf& l = job.g.leaves[n.leaf];
+  if (rs.nr != 1 || job.rank - job.nk != 1 || l.strides[job.rank - 1] != 1) return nullptr;
+  if (compute_dtype(l.dtype) != l.dtype || l.dtype == DType::Bool) return nullptr;
+  int64_t off = job.row_base(l.strides, l.offset, rs.r0) + c0;
+  return leaf_ptr(l) + off * int64_t(itemsize(l.dtype));
+}
+
+// A large output in the compute type, unit stride along the tile: streamed (see kStreamBytes).
+// Its writes need an sfence before others read them (end of each task).
+inline bool streams(const Job& job, const GOutput& o) {
+  const int rank = job.rank;
+  DType dt = job.g.nodes[o.node].dtype;
+  return o.st->nbytes >= kStreamBytes && rank - job.nk == 1 && o.strides[rank - 1] == 1 &&
+         compute_dtype(dt) == dt && dt != DType::Bool && job.p.nodes[o.node].space == Space::Full;
+}
+
 // Where output node `id` can be computed in place: its memory for this tile, when the tile
 // is one unit-stride run of it in the compute type (no store pass afterwards), else null.
-void* direct_out(const Job& job, int id, const RowState& rs, int64_t c0);
-// A streamed output that its own pair_unary_f32 instruction writes with non-temporal stores;
-// its memory for this tile, else null.
-float* stream_out(const Job& job, int id, const RowState& rs, int64_t c0);
+inline void* direct_out(const Job& job, int id, const RowState& rs, int64_t c0) {
+  const int rank = job.rank;
+  if (rs.nr != 1 || rank - job.nk != 1 || job.p.nodes[id].space != Space::Full) return nullptr;
+  for (auto& o : job.g.outputs) {
+    if (o.node != id) continue;
+    if (streams(job, o)) return nullptr;  // computed in a register, then streamed out
+    DType dt = job.g.nodes[id].dtype;
+    if (o.strides[rank - 1] != 1 || compute_dtype(dt) != dt || dt == DType::Bool) return nullptr;
+    int64_t off = job.row_base(o.strides, o.offset, rs.r0) + c0;
+    return static_cast<char*>(o.st->data()) + off * int64_t(itemsize(dt));
+  }
+  return nullptr;
+}
+
+// A streamed output (streams()) that its own instruction writes with non-temporal stores,
+// instead of computing it into a register and copying that out (a pass over the tile):
+// pair_unary_f32 instructions, one 64-byte-aligned unit-stride run of the output. Its memory
+// for this tile, else null. LOOM_CPU_STREAM_DIRECT=0 turns it off.
+inline float* stream_out(const Job& job, int id, const RowState& rs, int64_t c0) {
+  static const bool on = knob_flag(Knob::CpuStreamDirect);
+  if (!on || rs.nr != 1 || job.rank - job.nk != 1 || job.p.pair_f[id] == Op::Const) return nullptr;
+  float* hit = nullptr;
+  for (auto& o : job.g.outputs) {
+    if (o.node != id) continue;
+    if (hit || !streams(job, o)) return nullptr;  // stored twice, or not streamed
+    hit = static_cast<float*>(o.st->data()) + job.row_base(o.strides, o.offset, rs.r0) + c0;
+  }
+  return reinterpret_cast<uintptr_t>(hit) & 63 ? nullptr : hit;
+}
 
 // ---- cpu/interp_eval.cpp: one node over a tile (Full) or over the task's rows (Row) ----
 // Row-space node `id` over the task's rows.

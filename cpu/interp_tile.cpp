@@ -1,5 +1,5 @@
 // The memory of a tile: the runs of the innermost dim it covers, loads and stores through
-// them, streamed outputs, in-place operands and the prefetch of the next tile.
+// them (streamed where streams()) and the prefetch of the next tile.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -10,11 +10,6 @@
 
 namespace loom::cpu::interp {
 namespace {
-
-// Outputs at least this large are written with streaming (non-temporal) stores: they do not
-// fit in cache anyway, and a normal store first reads each line (the write-allocate), a third
-// of a pointwise kernel's memory traffic.
-constexpr size_t kStreamBytes = size_t(8) << 20;
 
 // dst = src (bytes), the 64-byte-aligned middle with non-temporal stores.
 void stream_copy(char* dst, const char* src, int64_t bytes) {
@@ -147,53 +142,6 @@ void store_full(const Job& job, CT ct, const GOutput& o, const void* src, int64_
     using T = decltype(t);
     store_full_t<T>(job, o, static_cast<const T*>(src), r0, nr, c0, nc);
   });
-}
-
-const void* direct(const Job& job, int id, const RowState& rs, int64_t c0) {
-  const GNode& n = job.p.nodes[id];
-  if (job.p.load_copy[id]) return nullptr;
-  const GLeaf& l = job.g.leaves[n.leaf];
-  if (rs.nr != 1 || job.rank - job.nk != 1 || l.strides[job.rank - 1] != 1) return nullptr;
-  if (compute_dtype(l.dtype) != l.dtype || l.dtype == DType::Bool) return nullptr;
-  int64_t off = job.row_base(l.strides, l.offset, rs.r0) + c0;
-  return leaf_ptr(l) + off * int64_t(itemsize(l.dtype));
-}
-
-// Streamed: see kStreamBytes.
-bool streams(const Job& job, const GOutput& o) {
-  const int rank = job.rank;
-  DType dt = job.g.nodes[o.node].dtype;
-  return o.st->nbytes >= kStreamBytes && rank - job.nk == 1 && o.strides[rank - 1] == 1 &&
-         compute_dtype(dt) == dt && dt != DType::Bool && job.p.nodes[o.node].space == Space::Full;
-}
-
-void* direct_out(const Job& job, int id, const RowState& rs, int64_t c0) {
-  const int rank = job.rank;
-  if (rs.nr != 1 || rank - job.nk != 1 || job.p.nodes[id].space != Space::Full) return nullptr;
-  for (auto& o : job.g.outputs) {
-    if (o.node != id) continue;
-    if (streams(job, o)) return nullptr;  // computed in a register, then streamed out
-    DType dt = job.g.nodes[id].dtype;
-    if (o.strides[rank - 1] != 1 || compute_dtype(dt) != dt || dt == DType::Bool) return nullptr;
-    int64_t off = job.row_base(o.strides, o.offset, rs.r0) + c0;
-    return static_cast<char*>(o.st->data()) + off * int64_t(itemsize(dt));
-  }
-  return nullptr;
-}
-
-// Instead of computing the output into a register and copying that out (a pass over the
-// tile): pair_unary_f32 instructions, one 64-byte-aligned unit-stride run of the output.
-// LOOM_CPU_STREAM_DIRECT=0 turns it off.
-float* stream_out(const Job& job, int id, const RowState& rs, int64_t c0) {
-  static const bool on = knob_flag(Knob::CpuStreamDirect);
-  if (!on || rs.nr != 1 || job.rank - job.nk != 1 || job.p.pair_f[id] == Op::Const) return nullptr;
-  float* hit = nullptr;
-  for (auto& o : job.g.outputs) {
-    if (o.node != id) continue;
-    if (hit || !streams(job, o)) return nullptr;  // stored twice, or not streamed
-    hit = static_cast<float*>(o.st->data()) + job.row_base(o.strides, o.offset, rs.r0) + c0;
-  }
-  return reinterpret_cast<uintptr_t>(hit) & 63 ? nullptr : hit;
 }
 
 }  // namespace loom::cpu::interp
