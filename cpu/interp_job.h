@@ -125,8 +125,6 @@ struct RowState {
 };
 
 // ---- cpu/interp_tile.cpp: the memory of a tile (r0, nr) x (c0, nc) ----
-// Plans the prefetch of the tile: its unit-stride leaves and outputs.
-void plan_prefetch(const Job& job, Prefetch& pf, int64_t r0, int64_t nr, int64_t c0, int64_t nc);
 // out (compute type ct, nr rows of nc) = leaf l's values over the tile; idx: their offsets.
 void load_full(const Job& job, CT ct, const GLeaf& l, void* out, int64_t r0, int64_t nr, int64_t c0,
                int64_t nc);
@@ -136,7 +134,8 @@ void index_full(const Job& job, const GLeaf& l, int64_t* out, int64_t r0, int64_
 void store_full(const Job& job, CT ct, const GOutput& o, const void* src, int64_t r0, int64_t nr,
                 int64_t c0, int64_t nc);
 
-// ---- where a node's values are read and written (inline: asked for each node of each tile) ----
+// ---- where a node's values are read and written, and the prefetch of the next tile (inline:
+// asked for each node of each tile) ----
 // Outputs at least this large are written with streaming (non-temporal) stores: they do not
 // fit in cache anyway, and a normal store first reads each line (the write-allocate), a third
 // of a pointwise kernel's memory traffic.
@@ -192,6 +191,31 @@ inline float* stream_out(const Job& job, int id, const RowState& rs, int64_t c0)
     hit = static_cast<float*>(o.st->data()) + job.row_base(o.strides, o.offset, rs.r0) + c0;
   }
   return reinterpret_cast<uintptr_t>(hit) & 63 ? nullptr : hit;
+}
+
+// Plans the prefetch of the tile (r0, nr) x (c0, nc): its unit-stride leaves and outputs.
+// Inline, as Prefetch::step is: a Prefetch whose address escapes into a call is kept in memory,
+// and its step loop then waits on its own stores.
+inline void plan_prefetch(const Job& job, Prefetch& pf, int64_t r0, int64_t nr, int64_t c0,
+                          int64_t nc) {
+  const int rank = job.rank;
+  if (rank - job.nk != 1 || nc <= 0) return;
+  auto lines = [&](const char* p, int64_t bytes, bool write) { pf.add(p, bytes, write); };
+  for (int64_t i = 0; i < nr; ++i) {
+    for (auto& l : job.g.leaves) {
+      if (!l.st || l.strides[rank - 1] != 1 || l.space != Space::Full) continue;
+      int64_t isz = int64_t(itemsize(l.dtype));
+      lines(leaf_ptr(l) + (job.row_base(l.strides, l.offset, r0 + i) + c0) * isz, nc * isz, false);
+    }
+    for (auto& o : job.g.outputs) {
+      if (o.strides[rank - 1] != 1 || job.p.nodes[o.node].space != Space::Full || streams(job, o))
+        continue;
+      int64_t isz = int64_t(itemsize(job.g.nodes[o.node].dtype));
+      lines(static_cast<const char*>(o.st->data()) +
+                (job.row_base(o.strides, o.offset, r0 + i) + c0) * isz,
+            nc * isz, true);
+    }
+  }
 }
 
 // ---- cpu/interp_eval.cpp: one node over a tile (Full) or over the task's rows (Row) ----

@@ -1,5 +1,5 @@
 // The memory of a tile: the runs of the innermost dim it covers, loads and stores through
-// them (streamed where streams()) and the prefetch of the next tile.
+// them (streamed where streams()).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -94,27 +94,6 @@ void store_full_t(const Job& job, const GOutput& o, const T* src, int64_t r0, in
 }
 
 }  // namespace
-
-void plan_prefetch(const Job& job, Prefetch& pf, int64_t r0, int64_t nr, int64_t c0, int64_t nc) {
-  const int rank = job.rank;
-  if (rank - job.nk != 1 || nc <= 0) return;
-  auto lines = [&](const char* p, int64_t bytes, bool write) { pf.add(p, bytes, write); };
-  for (int64_t i = 0; i < nr; ++i) {
-    for (auto& l : job.g.leaves) {
-      if (!l.st || l.strides[rank - 1] != 1 || l.space != Space::Full) continue;
-      int64_t isz = int64_t(itemsize(l.dtype));
-      lines(leaf_ptr(l) + (job.row_base(l.strides, l.offset, r0 + i) + c0) * isz, nc * isz, false);
-    }
-    for (auto& o : job.g.outputs) {
-      if (o.strides[rank - 1] != 1 || job.p.nodes[o.node].space != Space::Full || streams(job, o))
-        continue;
-      int64_t isz = int64_t(itemsize(job.g.nodes[o.node].dtype));
-      lines(static_cast<const char*>(o.st->data()) +
-                (job.row_base(o.strides, o.offset, r0 + i) + c0) * isz,
-            nc * isz, true);
-    }
-  }
-}
 
 void load_full(const Job& job, CT ct, const GLeaf& l, void* out, int64_t r0, int64_t nr, int64_t c0,
                int64_t nc) {
