@@ -1,6 +1,7 @@
 #pragma once
 // Compute types of the CPU interpreter: every dtype is computed in one of five, its
 // compute_dtype (tensor/dtype.h).
+#include <cstddef>
 #include <cstdint>
 
 #include "tensor/dtype.h"
@@ -27,6 +28,10 @@ inline CT ct_of(DType t) {
       return CT::I32;  // not reached: the compute dtypes are the five above
   }
 }
+
+inline bool is_float(CT c) { return c == CT::F32 || c == CT::F64; }
+// Bytes of one value.
+inline size_t ct_width(CT c) { return c == CT::F64 || c == CT::I64 ? 8 : c == CT::B8 ? 1 : 4; }
 
 // Calls f(T{}) with the C++ type of compute type `ct`.
 template <typename F>

@@ -1,6 +1,7 @@
 #pragma once
-// The CPU interpreter's instructions: each a vectorized loop over a run of a tile.
-// Stride arguments are 1 (a register) or 0 (a row scalar broadcast over the run).
+// The CPU interpreter's instructions beside the per-op loops (cpu/prims.h): fused pairs, select,
+// cast and random numbers, each a vectorized loop over a run of a tile. Stride arguments are 1
+// (a register) or 0 (a row scalar broadcast over the run).
 #include <cstdint>
 
 #include "cpu/ctype.h"
@@ -8,14 +9,6 @@
 
 namespace loom::cpu {
 
-template <typename T>
-void unary(Op op, const T* a, T* out, int64_t n);
-template <typename T>
-void unary_bool(Op op, const T* a, uint8_t* out, int64_t n);  // isnan isinf isfinite logical_not
-template <typename T>
-void binary(Op op, const T* a, int sa, const T* b, int sb, T* out, int64_t n);
-template <typename T>
-void binary_bool(Op op, const T* a, int sa, const T* b, int sb, uint8_t* out, int64_t n);
 // out = (a inner c) outer b, or b outer (a inner c) when !first, in one pass, then relu'd
 // when `relu`; inner and outer are Add, Sub or Mul, inner also Copy (a itself; c unread).
 // T float or double.

@@ -3,14 +3,15 @@
 // float range (NaN in -> NaN out). One exp core for all three: exp2 range reduction and a
 // polynomial for expm1 of the reduced argument; AVX-512 code where the build has it (masked
 // tails, so every element takes the same instructions), the same math in scalar form elsewhere.
-// Fused and fusion-off programs both reach these through unary(): the same math either way.
+// Fused and fusion-off programs both reach these through unary() (cpu/prims.h): the same math
+// either way.
 #include <cstdint>
 
 #include "fusion/prims.h"
 
 namespace loom::cpu {
 
-// Whether unary() uses these (cpu/math.cpp): by default where the build has AVX-512, else
+// Whether unary() uses these (cpu/prims.cpp): by default where the build has AVX-512, else
 // Eigen's kernels; LOOM_CPU_VMATH=0 / 1 picks either, for A/B timing. Fused and
 // fusion-off programs switch together, and without them the tile program folds none of these
 // functions into other ops.

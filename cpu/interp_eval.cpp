@@ -1,0 +1,203 @@
+// The evaluation of one node of a tile program: over a tile (Full nodes) or over the task's
+// rows (Row nodes), by the instruction its op and folds pick.
+#include <algorithm>
+#include <cstring>
+
+#include "cpu/interp_job.h"
+#include "cpu/math.h"
+#include "cpu/vmath.h"
+#include "tensor/convert.h"
+
+namespace loom::cpu::interp {
+namespace {
+
+// One pointwise op over `n` elements (Full tile or Row values).
+// nt: `out` is a streamed output's memory (stream_out); only pair_unary_f32 gets it.
+void apply(const Job& job, const GNode& n, CT out_ct, const Operand* a, void* out, int64_t len,
+           bool nt = false) {
+  const Program& p = job.p;
+  Op op = n.op;
+  const int id = int(&n - p.nodes.data());
+  if (op == Op::Cast || (op == Op::Copy && n.a >= 0)) {
+    CT in = p.ct[n.a];
+    if (op == Op::Copy && in == out_ct && a[0].s == 1) {
+      std::memcpy(out, a[0].p, size_t(len) * ct_width(out_ct));
+      return;
+    }
+    cast(in, a[0].p, a[0].s, n.dtype, out, len);
+    return;
+  }
+  if (op == Op::Where) {
+    dispatch_ct(out_ct, [&](auto t) {
+      using T = decltype(t);
+      select<T>(static_cast<const uint8_t*>(a[0].p), a[0].s, static_cast<const T*>(a[1].p), a[1].s,
+                static_cast<const T*>(a[2].p), a[2].s, static_cast<T*>(out), len);
+    });
+    return;
+  }
+  if (is_unary(op)) {
+    CT in = p.ct[n.a];
+    dispatch_ct(in, [&](auto t) {
+      using T = decltype(t);
+      const T* x = static_cast<const T*>(a[0].p);
+      if constexpr (std::is_floating_point_v<T>) {
+        if (op == Op::Exp && p.exp_sub[id]) {
+          exp_sub<T>(x, a[0].s, static_cast<const T*>(a[1].p), a[1].s, static_cast<T*>(out), len);
+          return;
+        }
+      }
+      const T* src = x;
+      std::vector<T> tmp;
+      if (a[0].s == 0) {
+        tmp.assign(size_t(len), x[0]);
+        src = tmp.data();
+      }
+      if (unary_kind(op) == UnaryKind::BoolOut)
+        unary_bool<T>(op, src, static_cast<uint8_t*>(out), len);
+      else
+        unary<T>(op, src, static_cast<T*>(out), len);
+    });
+    return;
+  }
+  if (is_binary(op) && p.pair_f[id] != Op::Const) {  // float32, `b` a register (program.cpp)
+    bool tail = p.tail_arg[id] >= 0;                 // then a[3] (a, b and c are all set)
+    PreOps pre;  // f's input from `b` and constants (Program::pre)
+    for (auto& st : p.pre[id]) {
+      if (st.op == Op::Const) continue;
+      // the value the Const node has as a float32 row value (eval_row)
+      const Scalar& k = job.g.scalars[p.nodes[st.k].scalar];
+      pre.op[pre.n] = st.op, pre.k_first[pre.n] = st.k_first;
+      pre.k[pre.n++] = k.kind == Scalar::Kind::Float ? float(k.f) : float(k.i);
+    }
+    pair_unary_f32(p.pair_op[id], static_cast<const float*>(a[0].p), a[0].s,
+                   static_cast<const float*>(a[2].p), a[2].s, op, p.pair_first[id], p.pair_f[id],
+                   static_cast<const float*>(a[1].p), p.pair_relu[id], static_cast<float*>(out),
+                   len, p.tail_op[id], p.tail_first[id],
+                   tail ? static_cast<const float*>(a[3].p) : nullptr, tail ? a[3].s : 0, nt, pre);
+    return;
+  }
+  if (is_binary(op) && p.pair_op[id] != Op::Const) {
+    dispatch_ct(out_ct, [&](auto t) {
+      using T = decltype(t);
+      if constexpr (std::is_floating_point_v<T>)
+        binary_pair<T>(p.pair_op[id], static_cast<const T*>(a[0].p), a[0].s,
+                       static_cast<const T*>(a[2].p), a[2].s, op, p.pair_first[id],
+                       static_cast<const T*>(a[1].p), a[1].s, p.pair_relu[id], static_cast<T*>(out),
+                       len);
+    });
+    return;
+  }
+  if (is_binary(op)) {
+    auto k = binary_kind(op);
+    dispatch_ct(p.ct[n.a], [&](auto t) {
+      using T = decltype(t);
+      const T* x = static_cast<const T*>(a[0].p);
+      const T* y = static_cast<const T*>(a[1].p);
+      if (k == BinaryKind::Compare || k == BinaryKind::Logical)
+        binary_bool<T>(op, x, a[0].s, y, a[1].s, static_cast<uint8_t*>(out), len);
+      else
+        binary<T>(op, x, a[0].s, y, a[1].s, static_cast<T*>(out), len);
+    });
+    return;
+  }
+}
+
+void index_values(const Job& job, const GNode& n, const int64_t* idx, void* out, int64_t len) {
+  if (n.op == Op::Iota) {
+    std::memcpy(out, idx, size_t(len) * 8);
+    return;
+  }
+  const auto& sc = job.g.scalars;
+  uint64_t seed = uint64_t(sc[n.scalar].i), off = uint64_t(sc[n.scalar + 1].i);
+  if (n.op == Op::Rand)
+    philox_uniform(idx, seed, off, static_cast<float*>(out), len);
+  else
+    philox_normal(idx, seed, off, static_cast<float*>(out), len);
+}
+
+}  // namespace
+
+void eval_row(const Job& job, RowState& rs, int id) {
+  const GNode& n = job.p.nodes[id];
+  void* out = rs.val(id);
+  CT ct = job.p.ct[id];
+  if (n.op == Op::Const) {
+    const Scalar& s = job.g.scalars[n.scalar];
+    dispatch_ct(ct, [&](auto t) {
+      using T = decltype(t);
+      T v = s.kind == Scalar::Kind::Float ? T(s.f) : T(s.i);
+      if constexpr (std::is_same_v<T, uint8_t>)
+        v = s.kind == Scalar::Kind::Float ? s.f != 0 : s.i != 0;
+      std::fill_n(static_cast<T*>(out), rs.nr, v);
+    });
+    return;
+  }
+  if (is_reduce(n.op)) {
+    acc_values(n.op, ct, rs.acc(id), rs.nr, out);
+    return;
+  }
+  if (is_load(n)) {
+    const GLeaf& l = job.g.leaves[n.leaf];
+    dispatch_ct(ct, [&](auto t) {
+      using T = decltype(t);
+      for (int64_t i = 0; i < rs.nr; ++i)
+        load_run<T>(
+            leaf_ptr(l) + job.row_base(l.strides, l.offset, rs.r0 + i) * int64_t(itemsize(l.dtype)),
+            l.dtype, 1, static_cast<T*>(out) + i, 1);
+    });
+    return;
+  }
+  if (n.leaf >= 0) {  // index leaves in row space
+    const GLeaf& l = job.g.leaves[n.leaf];
+    std::vector<int64_t> idx(rs.nr);
+    for (int64_t i = 0; i < rs.nr; ++i) idx[i] = job.row_base(l.strides, l.offset, rs.r0 + i);
+    index_values(job, n, idx.data(), out, rs.nr);
+    return;
+  }
+  Operand ops[3];
+  int k = 0;
+  for (int a : {n.a, n.b, n.c})
+    if (a >= 0) ops[k++] = {rs.val(a), 1};
+  apply(job, n, ct, ops, out, rs.nr);
+}
+
+const void* eval_full(const Job& job, Scratch& s, const RowState& rs,
+                      const std::vector<const void*>& full, int id, void* out, int64_t c0,
+                      int64_t nc, bool nt) {
+  const Program& p = job.p;
+  const GNode& n = p.nodes[id];
+  int64_t len = rs.nr * nc;
+  CT ct = p.ct[id];
+  if (is_load(n)) {
+    if (const void* d = direct(job, id, rs, c0)) return d;
+    load_full(job, ct, job.g.leaves[n.leaf], out, rs.r0, rs.nr, c0, nc);
+    return out;
+  }
+  if (n.leaf >= 0) {
+    index_full(job, job.g.leaves[n.leaf], s.idx.data(), rs.r0, rs.nr, c0, nc);
+    index_values(job, n, s.idx.data(), out, len);
+    return out;
+  }
+  Operand ops[4];
+  int k = 0;
+  for (int a : {n.a, n.b, n.c, p.tail_arg[id]}) {
+    if (a < 0) continue;
+    if (p.nodes[a].space == Space::Full) {
+      ops[k] = {full[a], 1};
+    } else if (rs.nr == 1) {
+      ops[k] = {rs.val(a), 0};
+    } else {  // one value per row: spread each over its row of the tile
+      size_t w = ct_width(p.ct[a]);
+      char* dst = reinterpret_cast<char*>(s.bc[k].data());
+      const char* src = reinterpret_cast<const char*>(rs.val(a));
+      for (int64_t i = 0; i < rs.nr; ++i)
+        for (int64_t j = 0; j < nc; ++j) std::memcpy(dst + (i * nc + j) * w, src + i * w, w);
+      ops[k] = {dst, 1};
+    }
+    ++k;
+  }
+  apply(job, n, ct, ops, out, len, nt);
+  return out;
+}
+
+}  // namespace loom::cpu::interp

@@ -1,0 +1,238 @@
+#pragma once
+// The interpreter's parts (cpu/interp.h runs them): the job (a program over one group), the
+// per-thread and per-row state its passes share and where a node's values are read and
+// written; then the functions of each file: cpu/interp_tile.cpp the memory of a tile (loads,
+// stores, prefetch), cpu/interp_eval.cpp the evaluation of one node, cpu/interp_rows.cpp the
+// passes over a block of rows or a long row, cpu/interp.cpp the spread of those over threads.
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "cpu/prims.h"
+#include "cpu/program.h"
+#include "tensor/knobs.h"
+#include "tensor/storage.h"
+
+namespace loom::cpu::interp {
+
+constexpr int64_t kChunk = 2048;      // elements a chunk of a long row (L1-sized registers)
+constexpr int64_t kRowBlock = 4096;   // short rows are packed into tiles of about this size
+constexpr int64_t kWholeRow = 16384;  // rows up to this long stay in registers: one read
+constexpr int64_t kSegment = 32;  // chunks per parallel task in a long row (fixed: deterministic)
+
+// 8-byte slots, so a register can hold any compute type.
+using Reg = std::vector<uint64_t>;
+
+struct Operand {
+  const void* p;
+  int s;  // 1: a register, 0: one value broadcast
+};
+
+// One program over one group: what every pass reads.
+struct Job {
+  const Program& p;
+  const Group& g;
+  int rank, nk;  // dims of the iteration space; the first nk are the kept (row) dims
+  int64_t rows, cols;
+
+  Job(const Program& prog, const Group& group)
+      : p(prog),
+        g(group),
+        rank(int(group.space.size())),
+        nk(group.n_kept),
+        rows(group.rows()),
+        cols(group.cols()) {}
+
+  // The element offset of row `row` (over the kept dims) under strides st, from `off`.
+  int64_t row_base(const Strides& st, int64_t off, int64_t row) const {
+    for (int d = nk - 1; d >= 0; --d) {
+      int64_t sz = g.space[d];
+      off += (row % sz) * st[d];
+      row /= sz;
+    }
+    return off;
+  }
+};
+
+inline const char* leaf_ptr(const GLeaf& l) { return static_cast<const char*>(l.st->data()); }
+
+// LOOM_CPU_PREFETCH (tensor/knobs.h): 0 no software prefetch, 1 into L1 (prefetcht0), 2 into
+// L2 (prefetcht1).
+inline int prefetch_mode() { return int(knob_int(Knob::CpuPrefetch)); }
+
+// Memory the next tile will touch, asked for a few cache lines at a time between this
+// tile's instructions: the interpreter reads a tile in its first instructions and then only
+// computes, so without it the memory wait and the compute of a tile never overlap, and
+// asking for a whole tile at once stalls on the line fill buffers instead.
+struct Prefetch {
+  static constexpr int kMax = 16;
+  const char* p[kMax];
+  int64_t bytes[kMax];
+  bool write[kMax];
+  int n = 0, cur = 0;
+  int64_t off = 0, lines = 0;
+  void add(const char* ptr, int64_t b, bool w) {
+    if (n == kMax || b <= 0) return;
+    p[n] = ptr, bytes[n] = b, write[n] = w, ++n;
+    lines += (b + 63) / 64;
+  }
+  void step(int64_t k) {
+    static const int mode = prefetch_mode();
+    if (mode == 0) return;
+    for (; k > 0 && cur < n; --k) {
+      if (mode == 2)
+        write[cur] ? __builtin_prefetch(p[cur] + off, 1, 2)
+                   : __builtin_prefetch(p[cur] + off, 0, 2);
+      else
+        write[cur] ? __builtin_prefetch(p[cur] + off, 1) : __builtin_prefetch(p[cur] + off, 0);
+      off += 64;
+      if (off >= bytes[cur]) ++cur, off = 0;
+    }
+  }
+};
+
+// Per-thread scratch: registers and broadcast buffers.
+struct Scratch {
+  std::vector<Reg> regs;
+  Reg bc[4];
+  std::vector<int64_t> idx;
+  std::vector<const void*> full;
+  // Row-state buffers handed from one rows_block to the next (no allocation per row).
+  std::vector<uint64_t> row_vals;
+  std::vector<Acc> row_accs;
+  void fit(int slots, int64_t elems) {
+    if (int(regs.size()) < slots) regs.resize(slots);
+    for (auto& r : regs)
+      if (int64_t(r.size()) < elems) r.resize(elems);
+    for (auto& b : bc)
+      if (int64_t(b.size()) < elems) b.resize(elems);
+    if (int64_t(idx.size()) < elems) idx.resize(elems);
+  }
+};
+
+Scratch& local_scratch();
+
+// Row state of the rows a task handles: one flat buffer for every Row node's values and
+// one for every reduction's accumulators (no allocation per node).
+struct RowState {
+  int64_t r0 = 0, nr = 0;
+  const Program* p = nullptr;
+  Reg vals;
+  std::vector<Acc> accs;
+  uint64_t* val(int id) { return vals.data() + p->row_slot[id] * nr; }
+  const uint64_t* val(int id) const { return vals.data() + p->row_slot[id] * nr; }
+  Acc* acc(int id) { return accs.data() + p->acc_slot[id] * nr; }
+};
+
+// ---- cpu/interp_tile.cpp: the memory of a tile (r0, nr) x (c0, nc) ----
+// out (compute type ct, nr rows of nc) = leaf l's values over the tile; idx: their offsets.
+void load_full(const Job& job, CT ct, const GLeaf& l, void* out, int64_t r0, int64_t nr, int64_t c0,
+               int64_t nc);
+void index_full(const Job& job, const GLeaf& l, int64_t* out, int64_t r0, int64_t nr, int64_t c0,
+                int64_t nc);
+// Output o over the tile = src (compute type ct).
+void store_full(const Job& job, CT ct, const GOutput& o, const void* src, int64_t r0, int64_t nr,
+                int64_t c0, int64_t nc);
+
+// ---- where a node's values are read and written, and the prefetch of the next tile (inline:
+// asked for each node of each tile) ----
+// Outputs at least this large are written with streaming (non-temporal) stores: they do not
+// fit in cache anyway, and a normal store first reads each line (the write-allocate), a third
+// of a pointwise kernel's memory traffic.
+constexpr size_t kStreamBytes = size_t(8) << 20;
+
+// A load that can read memory in place: same type as computed, one unit-stride run.
+inline const void* direct(const Job& job, int id, const RowState& rs, int64_t c0) {
+  const GNode& n = job.p.nodes[id];
+  if (job.p.load_copy[id]) return nullptr;
+  const GLeaf& l = job.g.leaves[n.leaf];
+  if (rs.nr != 1 || job.rank - job.nk != 1 || l.strides[job.rank - 1] != 1) return nullptr;
+  if (compute_dtype(l.dtype) != l.dtype || l.dtype == DType::Bool) return nullptr;
+  int64_t off = job.row_base(l.strides, l.offset, rs.r0) + c0;
+  return leaf_ptr(l) + off * int64_t(itemsize(l.dtype));
+}
+
+// A large output in the compute type, unit stride along the tile: streamed (see kStreamBytes).
+// Its writes need an sfence before others read them (end of each task).
+inline bool streams(const Job& job, const GOutput& o) {
+  const int rank = job.rank;
+  DType dt = job.g.nodes[o.node].dtype;
+  return o.st->nbytes >= kStreamBytes && rank - job.nk == 1 && o.strides[rank - 1] == 1 &&
+         compute_dtype(dt) == dt && dt != DType::Bool && job.p.nodes[o.node].space == Space::Full;
+}
+
+// Where output node `id` can be computed in place: its memory for this tile, when the tile
+// is one unit-stride run of it in the compute type (no store pass afterwards), else null.
+inline void* direct_out(const Job& job, int id, const RowState& rs, int64_t c0) {
+  const int rank = job.rank;
+  if (rs.nr != 1 || rank - job.nk != 1 || job.p.nodes[id].space != Space::Full) return nullptr;
+  for (auto& o : job.g.outputs) {
+    if (o.node != id) continue;
+    if (streams(job, o)) return nullptr;  // computed in a register, then streamed out
+    DType dt = job.g.nodes[id].dtype;
+    if (o.strides[rank - 1] != 1 || compute_dtype(dt) != dt || dt == DType::Bool) return nullptr;
+    int64_t off = job.row_base(o.strides, o.offset, rs.r0) + c0;
+    return static_cast<char*>(o.st->data()) + off * int64_t(itemsize(dt));
+  }
+  return nullptr;
+}
+
+// A streamed output (streams()) that its own instruction writes with non-temporal stores,
+// instead of computing it into a register and copying that out (a pass over the tile):
+// pair_unary_f32 instructions, one 64-byte-aligned unit-stride run of the output. Its memory
+// for this tile, else null. LOOM_CPU_STREAM_DIRECT=0 turns it off.
+inline float* stream_out(const Job& job, int id, const RowState& rs, int64_t c0) {
+  static const bool on = knob_flag(Knob::CpuStreamDirect);
+  if (!on || rs.nr != 1 || job.rank - job.nk != 1 || job.p.pair_f[id] == Op::Const) return nullptr;
+  float* hit = nullptr;
+  for (auto& o : job.g.outputs) {
+    if (o.node != id) continue;
+    if (hit || !streams(job, o)) return nullptr;  // stored twice, or not streamed
+    hit = static_cast<float*>(o.st->data()) + job.row_base(o.strides, o.offset, rs.r0) + c0;
+  }
+  return reinterpret_cast<uintptr_t>(hit) & 63 ? nullptr : hit;
+}
+
+// Plans the prefetch of the tile (r0, nr) x (c0, nc): its unit-stride leaves and outputs.
+// Inline, as Prefetch::step is: a Prefetch whose address escapes into a call is kept in memory,
+// and its step loop then waits on its own stores.
+inline void plan_prefetch(const Job& job, Prefetch& pf, int64_t r0, int64_t nr, int64_t c0,
+                          int64_t nc) {
+  const int rank = job.rank;
+  if (rank - job.nk != 1 || nc <= 0) return;
+  auto lines = [&](const char* p, int64_t bytes, bool write) { pf.add(p, bytes, write); };
+  for (int64_t i = 0; i < nr; ++i) {
+    for (auto& l : job.g.leaves) {
+      if (!l.st || l.strides[rank - 1] != 1 || l.space != Space::Full) continue;
+      int64_t isz = int64_t(itemsize(l.dtype));
+      lines(leaf_ptr(l) + (job.row_base(l.strides, l.offset, r0 + i) + c0) * isz, nc * isz, false);
+    }
+    for (auto& o : job.g.outputs) {
+      if (o.strides[rank - 1] != 1 || job.p.nodes[o.node].space != Space::Full || streams(job, o))
+        continue;
+      int64_t isz = int64_t(itemsize(job.g.nodes[o.node].dtype));
+      lines(static_cast<const char*>(o.st->data()) +
+                (job.row_base(o.strides, o.offset, r0 + i) + c0) * isz,
+            nc * isz, true);
+    }
+  }
+}
+
+// ---- cpu/interp_eval.cpp: one node over a tile (Full) or over the task's rows (Row) ----
+// Row-space node `id` over the task's rows.
+void eval_row(const Job& job, RowState& rs, int id);
+// Full node `id` over the tile (r0, nr) x (c0, nc); returns where its values are (`out`, or
+// the input memory itself for a load that needs no conversion). nt: `out` is a streamed
+// output's memory (stream_out).
+const void* eval_full(const Job& job, Scratch& s, const RowState& rs,
+                      const std::vector<const void*>& full, int id, void* out, int64_t c0,
+                      int64_t nc, bool nt = false);
+
+// ---- cpu/interp_rows.cpp: the passes ----
+// Rows [r0, r0+nr): every pass, whole rows in one tile or long rows in chunks.
+void rows_block(const Job& job, Scratch& s, int64_t r0, int64_t nr, bool whole,
+                Prefetch* pf = nullptr);
+// One long row: each pass splits the row into fixed segments run in parallel.
+void long_row_parallel(const Job& job, int64_t row);
+
+}  // namespace loom::cpu::interp

@@ -1,0 +1,185 @@
+// The passes of a tile program over a block of rows (whole rows in one tile, or long rows in
+// chunks) and over one long row split into segments; reductions fold and outputs store as
+// their values appear.
+#include <immintrin.h>
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+
+#include "cpu/interp_job.h"
+#include "tensor/convert.h"
+
+namespace loom::cpu::interp {
+namespace {
+
+void init_rows(const Job& job, RowState& rs, int64_t r0, int64_t nr) {
+  const Program& p = job.p;
+  rs.r0 = r0, rs.nr = nr, rs.p = &p;
+  rs.vals.assign(size_t(p.n_row * nr), 0);
+  rs.accs.resize(p.reduces.size() * nr);
+  for (int r : p.reduces) std::fill_n(rs.acc(r), nr, acc_init(p.nodes[r].op));
+}
+
+// Folds node id's values v into the reductions that read it and stores the outputs it is.
+void consume(const Job& job, RowState& rs, int id, const void* v, std::vector<Acc>* accs,
+             int64_t c0, int64_t nc, int pass) {
+  const Program& p = job.p;
+  for (int r : p.reduces) {
+    const GNode& rn = p.nodes[r];
+    if (rn.a != id || (pass >= 0 && p.nodes[id].pass != pass)) continue;
+    Acc* acc = accs ? accs->data() + p.acc_slot[r] : rs.acc(r);
+    fold(rn.op, p.ct[id], p.ct[r], v, rs.nr, nc, c0, acc);
+  }
+  if (pass >= 0 && pass != p.last) return;
+  const void* in_place = nullptr;
+  bool looked = false;
+  for (auto& o : job.g.outputs) {
+    if (o.node != id) continue;
+    if (!looked) {
+      in_place = direct_out(job, id, rs, c0), looked = true;
+      if (!in_place) in_place = stream_out(job, id, rs, c0);
+    }
+    if (v == in_place) continue;  // computed straight into the output
+    store_full(job, p.ct[id], o, v, rs.r0, rs.nr, c0, nc);
+  }
+}
+
+// Runs steps over one tile; reductions accumulate and outputs store as values appear.
+void run_steps(const Job& job, Scratch& s, RowState& rs, const StepList& sl, int pass, bool whole,
+               std::vector<Acc>* accs, int64_t c0, int64_t nc, Prefetch* pf = nullptr) {
+  const Program& p = job.p;
+  auto& full = s.full;
+  full.assign(p.nodes.size(), nullptr);
+  int64_t per = pf ? pf->lines / int64_t(sl.nodes.size() + 1) + 1 : 0;
+  for (size_t k = 0; k < sl.nodes.size(); ++k) {
+    int id = sl.nodes[k];
+    if (!whole && p.nodes[id].pass > pass) continue;
+    void* out = direct_out(job, id, rs, c0);
+    float* st = out ? nullptr : stream_out(job, id, rs, c0);
+    if (st) out = st;
+    const void* v = eval_full(job, s, rs, full, id, out ? out : s.regs[sl.reg[k]].data(), c0, nc,
+                              st != nullptr);
+    full[id] = v;
+    consume(job, rs, id, v, accs, c0, nc, whole ? -1 : pass);
+    if (pf) pf->step(per);
+  }
+  if (pf) pf->step(pf->lines);
+}
+
+void row_pass_start(const Job& job, RowState& rs, int pass) {
+  for (int id : job.p.row_nodes[pass]) eval_row(job, rs, id);
+}
+
+void store_rows(const Job& job, RowState& rs) {
+  for (auto& o : job.g.outputs) {
+    if (job.p.nodes[o.node].space != Space::Row) continue;
+    DType dt = job.p.nodes[o.node].dtype;
+    char* base = static_cast<char*>(o.st->data());
+    dispatch_ct(job.p.ct[o.node], [&](auto t) {
+      using T = decltype(t);
+      const T* v = reinterpret_cast<const T*>(rs.val(o.node));
+      for (int64_t i = 0; i < rs.nr; ++i)
+        store_run<T>(base + job.row_base(o.strides, o.offset, rs.r0 + i) * int64_t(itemsize(dt)),
+                     dt, 1, v + i, 1);
+    });
+  }
+}
+
+void rows_block_run(const Job& job, Scratch& s, RowState& rs, int64_t nr, bool whole,
+                    Prefetch* pf) {
+  const Program& p = job.p;
+  const int64_t cols = job.cols;
+  if (whole) {
+    s.fit(p.single.slots, nr * cols);
+    auto& full = s.full;
+    full.assign(p.nodes.size(), nullptr);
+    int64_t per = pf ? pf->lines / int64_t(p.single.nodes.size() + 1) + 1 : 0;
+    // Whole rows: walk passes in order; each Full node is computed once.
+    size_t k = 0;
+    for (int pass = 0; pass < p.passes; ++pass) {
+      row_pass_start(job, rs, pass);
+      for (; k < p.single.nodes.size() && p.nodes[p.single.nodes[k]].pass == pass; ++k) {
+        int id = p.single.nodes[k];
+        void* out = direct_out(job, id, rs, 0);
+        float* st = out ? nullptr : stream_out(job, id, rs, 0);
+        if (st) out = st;
+        const void* v = eval_full(job, s, rs, full, id, out ? out : s.regs[p.single.reg[k]].data(),
+                                  0, cols, st != nullptr);
+        full[id] = v;
+        consume(job, rs, id, v, nullptr, 0, cols, -1);
+        if (pf) pf->step(per);
+      }
+    }
+    if (pf) pf->step(pf->lines);
+    store_rows(job, rs);
+    return;
+  }
+  for (int pass = 0; pass < p.passes; ++pass) {
+    row_pass_start(job, rs, pass);
+    const StepList& sl = p.per_pass[pass];
+    if (sl.nodes.empty()) continue;
+    s.fit(sl.slots, nr * kChunk);
+    for (int64_t c0 = 0; c0 < cols; c0 += kChunk)
+      run_steps(job, s, rs, sl, pass, false, nullptr, c0, std::min(kChunk, cols - c0));
+  }
+  store_rows(job, rs);
+}
+
+}  // namespace
+
+Scratch& local_scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
+void rows_block(const Job& job, Scratch& s, int64_t r0, int64_t nr, bool whole, Prefetch* pf) {
+  RowState rs;
+  rs.vals.swap(s.row_vals);  // reuse the last block's capacity; given back at the end
+  rs.accs.swap(s.row_accs);
+  init_rows(job, rs, r0, nr);
+  rows_block_run(job, s, rs, nr, whole, pf);
+  rs.vals.swap(s.row_vals);
+  rs.accs.swap(s.row_accs);
+}
+
+// Partial reductions combine in segment order, so results do not depend on the thread count.
+void long_row_parallel(const Job& job, int64_t row) {
+  const Program& p = job.p;
+  const int64_t cols = job.cols;
+  RowState rs;
+  init_rows(job, rs, row, 1);
+  int64_t nchunks = (cols + kChunk - 1) / kChunk;
+  int64_t nseg = (nchunks + kSegment - 1) / kSegment;
+  for (int pass = 0; pass < p.passes; ++pass) {
+    row_pass_start(job, rs, pass);
+    const StepList& sl = p.per_pass[pass];
+    if (sl.nodes.empty()) continue;
+    std::vector<std::vector<Acc>> part(nseg);
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, nseg), [&](auto r) {
+      Scratch& s = local_scratch();
+      s.fit(sl.slots, kChunk);
+      for (int64_t sg = r.begin(); sg < r.end(); ++sg) {
+        auto& acc = part[sg];
+        for (int id : p.reduces) acc.push_back(acc_init(p.nodes[id].op));
+        RowState local = rs;
+        int64_t end = std::min(nchunks, (sg + 1) * kSegment);
+        for (int64_t ch = sg * kSegment; ch < end; ++ch) {
+          int64_t c0 = ch * kChunk;
+          Prefetch pf;
+          if (ch + 1 < end)
+            plan_prefetch(job, pf, row, 1, c0 + kChunk, std::min(kChunk, cols - c0 - kChunk));
+          run_steps(job, s, local, sl, pass, false, &acc, c0, std::min(kChunk, cols - c0), &pf);
+        }
+      }
+      _mm_sfence();
+    });
+    for (int id : p.reduces) {
+      if (p.nodes[p.nodes[id].a].pass != pass) continue;
+      for (auto& pa : part)
+        combine(p.nodes[id].op, p.ct[p.nodes[id].a], rs.acc(id)[0], pa[p.acc_slot[id]]);
+    }
+  }
+  store_rows(job, rs);
+}
+
+}  // namespace loom::cpu::interp

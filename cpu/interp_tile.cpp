@@ -1,0 +1,126 @@
+// The memory of a tile: the runs of the innermost dim it covers, loads and stores through
+// them (streamed where streams()).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "cpu/interp_job.h"
+#include "tensor/convert.h"
+
+namespace loom::cpu::interp {
+namespace {
+
+// dst = src (bytes), the 64-byte-aligned middle with non-temporal stores.
+void stream_copy(char* dst, const char* src, int64_t bytes) {
+  int64_t head =
+      std::min<int64_t>(bytes, int64_t((64 - (reinterpret_cast<uintptr_t>(dst) & 63)) & 63));
+  std::memcpy(dst, src, size_t(head));
+  dst += head, src += head, bytes -= head;
+  for (; bytes >= 64; dst += 64, src += 64, bytes -= 64) {
+#if defined(__AVX512F__)
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst),
+                        _mm512_loadu_si512(reinterpret_cast<const void*>(src)));
+#else
+    for (int k = 0; k < 64; k += 16)
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + k),
+                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + k)));
+#endif
+  }
+  std::memcpy(dst, src, size_t(bytes));
+}
+
+// Calls f(pos, col_offset_for(strides), len) over runs of the innermost dim.
+template <typename F>
+void for_runs(const Job& job, int64_t c0, int64_t nc, const Strides& st, F f) {
+  if (nc <= 0) return;
+  const int rank = job.rank, nk = job.nk;
+  int cr = rank - nk;
+  if (cr == 0) {
+    f(0, int64_t(0), nc);
+    return;
+  }
+  int64_t idx[16];
+  int64_t c = c0;
+  for (int k = cr - 1; k >= 0; --k) {
+    int64_t sz = job.g.space[nk + k];
+    idx[k] = c % sz;
+    c /= sz;
+  }
+  int64_t last = job.g.space[rank - 1];
+  int64_t pos = 0;
+  while (pos < nc) {
+    int64_t off = 0;
+    for (int k = 0; k < cr; ++k) off += idx[k] * st[nk + k];
+    int64_t len = std::min(nc - pos, last - idx[cr - 1]);
+    f(pos, off, len);
+    pos += len;
+    idx[cr - 1] += len;
+    for (int k = cr - 1; k > 0 && idx[k] >= job.g.space[nk + k]; --k) idx[k] = 0, idx[k - 1]++;
+  }
+}
+
+template <typename T>
+void load_full_t(const Job& job, const GLeaf& l, T* out, int64_t r0, int64_t nr, int64_t c0,
+                 int64_t nc) {
+  size_t isz = itemsize(l.dtype);
+  int64_t sl = job.rank > job.nk ? l.strides[job.rank - 1] : 0;
+  for (int64_t i = 0; i < nr; ++i) {
+    int64_t base = job.row_base(l.strides, l.offset, r0 + i);
+    for_runs(job, c0, nc, l.strides, [&](int64_t pos, int64_t off, int64_t len) {
+      load_run<T>(leaf_ptr(l) + (base + off) * int64_t(isz), l.dtype, sl, out + i * nc + pos, len);
+    });
+  }
+}
+
+template <typename T>
+void store_full_t(const Job& job, const GOutput& o, const T* src, int64_t r0, int64_t nr,
+                  int64_t c0, int64_t nc) {
+  DType dt = job.g.nodes[o.node].dtype;
+  size_t isz = itemsize(dt);
+  char* base_ptr = static_cast<char*>(o.st->data());
+  int64_t sl = job.rank > job.nk ? o.strides[job.rank - 1] : 0;
+  bool nt = streams(job, o);
+  for (int64_t i = 0; i < nr; ++i) {
+    int64_t base = job.row_base(o.strides, o.offset, r0 + i);
+    for_runs(job, c0, nc, o.strides, [&](int64_t pos, int64_t off, int64_t len) {
+      char* dst = base_ptr + (base + off) * int64_t(isz);
+      if (nt)
+        stream_copy(dst, reinterpret_cast<const char*>(src + i * nc + pos), len * int64_t(isz));
+      else
+        store_run<T>(dst, dt, sl, src + i * nc + pos, len);
+    });
+  }
+}
+
+}  // namespace
+
+void load_full(const Job& job, CT ct, const GLeaf& l, void* out, int64_t r0, int64_t nr, int64_t c0,
+               int64_t nc) {
+  dispatch_ct(ct, [&](auto t) {
+    using T = decltype(t);
+    load_full_t<T>(job, l, static_cast<T*>(out), r0, nr, c0, nc);
+  });
+}
+
+void index_full(const Job& job, const GLeaf& l, int64_t* out, int64_t r0, int64_t nr, int64_t c0,
+                int64_t nc) {
+  int64_t sl = job.rank > job.nk ? l.strides[job.rank - 1] : 0;
+  for (int64_t i = 0; i < nr; ++i) {
+    int64_t base = job.row_base(l.strides, l.offset, r0 + i);
+    for_runs(job, c0, nc, l.strides, [&](int64_t pos, int64_t off, int64_t len) {
+      int64_t* o = out + i * nc + pos;
+      for (int64_t j = 0; j < len; ++j) o[j] = base + off + j * sl;
+    });
+  }
+}
+
+void store_full(const Job& job, CT ct, const GOutput& o, const void* src, int64_t r0, int64_t nr,
+                int64_t c0, int64_t nc) {
+  dispatch_ct(ct, [&](auto t) {
+    using T = decltype(t);
+    store_full_t<T>(job, o, static_cast<const T*>(src), r0, nr, c0, nc);
+  });
+}
+
+}  // namespace loom::cpu::interp

@@ -1,0 +1,558 @@
+// The CPU's lowering of each primitive (fusion/prims.h). Every switch over Op here names each
+// enumerator and has no default (this file builds with -Werror=switch), so a new row fails the
+// build until the CPU handles it or declines it: lower() holds each unary and binary op's loop
+// for each dtype family and names the other primitives with where they are run instead;
+// fold_run() holds each reduction's fold. The identity, combine and result of a reduction are
+// read from its row's columns (Identity, Combine, ReduceKind), each a switch without default.
+#include "cpu/prims.h"
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <unsupported/Eigen/SpecialFunctions>
+
+#include "cpu/lanes.h"
+#include "cpu/loops.h"
+#include "cpu/vmath.h"
+
+// The case labels of a family of rows (LOOM_REDUCE_OPS(LOOM_CASE)), for a switch that handles
+// each row of the other families and declines this one whole: its rows have their cases in
+// the switch that handles them.
+#define LOOM_CASE(name, ...) case Op::name:
+
+namespace loom::cpu {
+namespace {
+
+template <typename T>
+inline T floor_div(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::floor(a / b);
+  } else {
+    if (b == 0) return 0;  // integer division by zero: defined as 0 (no trap inside a kernel)
+    T q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+    return q;
+  }
+}
+
+template <typename T>
+inline T py_mod(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    T r = std::fmod(a, b);
+    if (r != 0 && ((r < 0) != (b < 0))) r += b;
+    return r;
+  } else {
+    if (b == 0) return 0;
+    T r = a % b;
+    if (r != 0 && ((r < 0) != (b < 0))) r += b;
+    return r;
+  }
+}
+
+template <typename T>
+inline T int_pow(T a, T e) {
+  if (e < 0) return a == 1 ? 1 : a == -1 ? ((e & 1) ? -1 : 1) : 0;
+  T r = 1;
+  while (e) {
+    if (e & 1) r = T(r * a);
+    a = T(a * a);
+    e >>= 1;
+  }
+  return r;
+}
+
+template <typename T>
+inline T nan_max(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (a != a) return a;
+    if (b != b) return b;
+  }
+  return a > b ? a : b;
+}
+template <typename T>
+inline T nan_min(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (a != a) return a;
+    if (b != b) return b;
+  }
+  return a < b ? a : b;
+}
+
+// Eigen's fast vector sqrt (an rsqrt estimate refined by Newton) gives NaN for +inf, while
+// its scalar tail gives inf: set the +inf lanes explicitly.
+// fix_at_inf and fix_exp_underflow are passes of their own after the Eigen expression, kept out
+// of line so that the function holding the float loops (unary_float) is compiled without them.
+template <typename T>
+[[gnu::noinline]] void fix_at_inf(const T* a, T* out, int64_t n, T value) {
+  const T inf = std::numeric_limits<T>::infinity();
+  if (!any_lane(a, n, [inf](T v) { return v == inf; })) return;
+  for (int64_t i = 0; i < n; ++i)
+    if (a[i] == std::numeric_limits<T>::infinity()) out[i] = value;
+}
+
+// Eigen's vector exp clamps its argument (about -709 for double, -88 for float), so lanes
+// below that, -inf included, give a tiny positive value instead of 0 (the logsumexp of an all
+// -inf row would come out near -708, not -inf). Those lanes take std::exp.
+template <typename T>
+[[gnu::noinline]] void fix_exp_underflow(const T* a, T* out, int64_t n) {
+  const T lo = std::is_same_v<T, double> ? T(-708) : T(-87);
+  // A vector test first: the lane-by-lane fixup loop (a call in it) does not vectorize and
+  // costs about as much as the exp itself. NaN lanes need no fixup either way.
+  if (!any_lane(a, n, [lo](T v) { return v < lo; })) return;
+  for (int64_t i = 0; i < n; ++i)
+    if (a[i] < lo) out[i] = std::exp(a[i]);
+}
+
+// The one switch over the pointwise ops: each case hands its op's loop for T's dtype family to
+// the sink k (cpu/loops.h), which compiles it or ignores it; the other primitives are declined.
+template <typename T, typename K>
+void lower(Op op, K& k) {
+  constexpr bool kFloat = std::is_floating_point_v<T>;
+  constexpr bool kInt = std::is_integral_v<T>;
+  constexpr bool kBool = std::is_same_v<T, uint8_t>;
+  switch (op) {
+    // ---- unary, Same: the input's dtype ----
+    case Op::Neg:
+      return k.same([](T v) { return T(-v); });
+    case Op::Abs:
+      return k.same([](T v) { return v < 0 ? T(-v) : v; });
+    case Op::Sign:
+      return k.same([](T v) {
+        if constexpr (kFloat)
+          if (v != v) return v;
+        return T((v > 0) - (v < 0));
+      });
+    case Op::Square:
+      return k.same([](T v) { return T(v * v); });
+    case Op::Relu:
+      return k.same([](T v) { return v > 0 ? v : (v != v ? v : T(0)); });
+    case Op::Floor:
+      if constexpr (kFloat) return k.eigen([](const auto& x) { return x.floor(); });
+      return k.identity();
+    case Op::Ceil:
+      if constexpr (kFloat) return k.eigen([](const auto& x) { return x.ceil(); });
+      return k.identity();
+    case Op::Round:
+      if constexpr (kFloat) return k.scalar([](T v) { return std::nearbyint(v); });
+      return k.identity();
+    case Op::Trunc:
+      if constexpr (kFloat) return k.scalar([](T v) { return std::trunc(v); });
+      return k.identity();
+    case Op::BitwiseNot:  // integers and bool only (the op layer rejects floats)
+      if constexpr (kBool)
+        return k.same([](T v) { return T(!v); });
+      else if constexpr (kInt)
+        return k.same([](T v) { return T(~v); });
+      return k.none();
+
+    // ---- unary, FloatOut: the op layer promotes integer inputs to float32 ----
+    case Op::Exp:
+      if constexpr (kFloat)
+        return k.eigen([](const auto& x) { return x.exp(); },
+                       [](const T* a, T* o, int64_t n) { fix_exp_underflow(a, o, n); }, exp_f32);
+      return k.identity();
+    case Op::Exp2:
+      if constexpr (kFloat) return k.scalar([](T v) { return std::exp2(v); });
+      return k.identity();
+    case Op::Expm1:
+      if constexpr (kFloat) return k.eigen([](const auto& x) { return x.expm1(); });
+      return k.identity();
+    case Op::Log:
+      if constexpr (kFloat) return k.eigen([](const auto& x) { return x.log(); });
+      return k.identity();
+    case Op::Log2:
+      if constexpr (kFloat) return k.scalar([](T v) { return std::log2(v); });
+      return k.identity();
+    case Op::Log1p:
+      if constexpr (kFloat) return k.eigen([](const auto& x) { return x.log1p(); });
+      return k.identity();
+    case Op::Sqrt:
+      if constexpr (kFloat)
+        return k.eigen([](const auto& x) { return x.sqrt(); },
+                       [](const T* a, T* o, int64_t n) {
+                         fix_at_inf(a, o, n, std::numeric_limits<T>::infinity());
+                       });
+      return k.identity();
+    case Op::Rsqrt:
+      if constexpr (kFloat)
+        return k.eigen([](const auto& x) { return x.sqrt().inverse(); },
+                       [](const T* a, T* o, int64_t n) { fix_at_inf(a, o, n, T(0)); });
+      return k.identity();
+    case Op::Reciprocal:
+      if constexpr (kFloat) return k.eigen([](const auto& x) { return x.inverse(); });
+      return k.identity();
+    case Op::Sin:
+      if constexpr (kFloat) return k.eigen([](const auto& x) { return x.sin(); });
+      return k.identity();
+    case Op::Cos:
+      if constexpr (kFloat) return k.eigen([](const auto& x) { return x.cos(); });
+      return k.identity();
+    case Op::Tan:
+      if constexpr (kFloat) return k.scalar([](T v) { return std::tan(v); });
+      return k.identity();
+    case Op::Tanh:
+      if constexpr (kFloat)
+        return k.eigen([](const auto& x) { return x.tanh(); }, NoFix{}, tanh_f32);
+      return k.identity();
+    case Op::Asin:
+      if constexpr (kFloat) return k.scalar([](T v) { return std::asin(v); });
+      return k.identity();
+    case Op::Acos:
+      if constexpr (kFloat) return k.scalar([](T v) { return std::acos(v); });
+      return k.identity();
+    case Op::Atan:
+      if constexpr (kFloat) return k.scalar([](T v) { return std::atan(v); });
+      return k.identity();
+    case Op::Sinh:
+      if constexpr (kFloat) return k.scalar([](T v) { return std::sinh(v); });
+      return k.identity();
+    case Op::Cosh:
+      if constexpr (kFloat) return k.scalar([](T v) { return std::cosh(v); });
+      return k.identity();
+    case Op::Erf:
+      if constexpr (kFloat) return k.eigen([](const auto& x) { return x.erf(); });
+      return k.identity();
+    case Op::Sigmoid:
+      if constexpr (kFloat)
+        return k.eigen([](const auto& x) { return x.logistic(); }, NoFix{}, sigmoid_f32);
+      return k.identity();
+    case Op::Gelu:
+      if constexpr (kFloat)
+        return k.eigen([](const auto& x) {
+          const T half = T(0.5);
+          return half * x * (T(1) + (x * T(M_SQRT1_2)).erf());
+        });
+      return k.identity();
+    case Op::GeluTanh:
+      if constexpr (kFloat)
+        return k.eigen([](const auto& x) {
+          const T half = T(0.5), c = T(0.7978845608028654);  // c: sqrt(2/pi)
+          return half * x * (T(1) + (c * (x + T(0.044715) * x * x * x)).tanh());
+        });
+      return k.identity();
+    case Op::Silu:
+      if constexpr (kFloat) return k.eigen([](const auto& x) { return x * x.logistic(); });
+      return k.identity();
+    case Op::Softplus:
+      if constexpr (kFloat)
+        return k.scalar([](T v) { return v > T(20) ? v : std::log1p(std::exp(v)); });
+      return k.identity();
+
+    // ---- unary, BoolOut ----
+    case Op::IsNan:
+      return k.pred([](T v) { return uint8_t(v != v); });
+    case Op::IsInf:
+      if constexpr (kFloat) return k.pred([](T v) { return uint8_t(std::isinf(v)); });
+      return k.pred([](T) { return uint8_t(0); });
+    case Op::IsFinite:
+      if constexpr (kFloat) return k.pred([](T v) { return uint8_t(std::isfinite(v)); });
+      return k.pred([](T) { return uint8_t(1); });
+    case Op::LogicalNot:
+      return k.pred([](T v) { return uint8_t(v == T(0)); });
+
+    // ---- binary, Arith and TrueDiv: the promoted dtype ----
+    case Op::Add:
+      if constexpr (kBool)  // bool: true + true is true (stays 0/1)
+        return k.arith([](T x, T y) { return T(x | y); });
+      return k.arith([](T x, T y) { return T(x + y); });
+    case Op::Sub:
+      return k.arith([](T x, T y) { return T(x - y); });
+    case Op::Mul:
+      return k.arith([](T x, T y) { return T(x * y); });
+    case Op::Div:  // TrueDiv: the op layer promotes integer operands to float32
+      if constexpr (kFloat) return k.arith([](T x, T y) { return x / y; });
+      return k.none();
+    case Op::FloorDiv:
+      return k.arith([](T x, T y) { return floor_div(x, y); });
+    case Op::Remainder:
+      return k.arith([](T x, T y) { return py_mod(x, y); });
+    case Op::Pow:
+      if constexpr (kFloat)
+        return k.arith([](T x, T y) { return std::pow(x, y); });
+      else
+        return k.arith([](T x, T y) { return int_pow(x, y); });
+    case Op::Maximum:
+      return k.arith([](T x, T y) { return nan_max(x, y); });
+    case Op::Minimum:
+      return k.arith([](T x, T y) { return nan_min(x, y); });
+    case Op::Atan2:  // TrueDiv, as Div
+      if constexpr (kFloat) return k.arith([](T x, T y) { return std::atan2(x, y); });
+      return k.none();
+
+    // ---- binary, Compare and Logical: a bool result ----
+    case Op::Eq:
+      return k.test([](T x, T y) { return uint8_t(x == y); });
+    case Op::Ne:
+      return k.test([](T x, T y) { return uint8_t(x != y); });
+    case Op::Lt:
+      return k.test([](T x, T y) { return uint8_t(x < y); });
+    case Op::Le:
+      return k.test([](T x, T y) { return uint8_t(x <= y); });
+    case Op::Gt:
+      return k.test([](T x, T y) { return uint8_t(x > y); });
+    case Op::Ge:
+      return k.test([](T x, T y) { return uint8_t(x >= y); });
+    case Op::LogicalAnd:
+      return k.test([](T x, T y) { return uint8_t(x != T(0) && y != T(0)); });
+    case Op::LogicalOr:
+      return k.test([](T x, T y) { return uint8_t(x != T(0) || y != T(0)); });
+    case Op::LogicalXor:
+      return k.test([](T x, T y) { return uint8_t((x != T(0)) != (y != T(0))); });
+
+    // ---- binary, Bitwise: integers and bool only (the op layer rejects floats) ----
+    case Op::BitwiseAnd:
+      if constexpr (kInt) return k.arith([](T x, T y) { return T(x & y); });
+      return k.none();
+    case Op::BitwiseOr:
+      if constexpr (kInt) return k.arith([](T x, T y) { return T(x | y); });
+      return k.none();
+    case Op::BitwiseXor:
+      if constexpr (kInt) return k.arith([](T x, T y) { return T(x ^ y); });
+      return k.none();
+
+    // ---- the other primitives: not per-op loops; each is run where named ----
+    case Op::Where:   // select() (cpu/math.cpp), from the interpreter's apply
+    case Op::Cast:    // cast() (cpu/math.cpp)
+    case Op::Copy:    // a memcpy or cast() (cpu/math.cpp)
+    case Op::Const:   // a row value from the group's scalars (eval_row, cpu/interp_eval.cpp)
+    case Op::Iota:    // the element's index (index_values, cpu/interp_eval.cpp)
+    case Op::Rand:    // philox_uniform() (cpu/math.cpp)
+    case Op::Randn:   // philox_normal() (cpu/math.cpp)
+    case Op::Empty:   // memory only: the base region writes fill; no instruction
+    case Op::MatMul:  // run_opaque: run_matmul (cpu/matmul.cpp)
+    case Op::CumSum:  // run_opaque: run_scan (cpu/scan.cpp)
+    case Op::NumOps:  // not an op
+      LOOM_REDUCE_OPS(LOOM_CASE)  // and the reductions: fold_run() below
+      return;
+  }
+}
+
+// The loops of each group of ops and dtypes, each in a function of its own (see Sink): the
+// float math is not inlined into unary().
+template <typename T>
+[[gnu::noinline]] void unary_float(Op op, const T* a, T* out, int64_t n) {
+  FloatSink<T> k(a, out, n);
+  lower<T>(op, k);
+}
+
+}  // namespace
+
+template <typename T>
+void unary(Op op, const T* a, T* out, int64_t n) {
+  SameSink<T> k(a, out, n);
+  lower<T>(op, k);
+  if (k.done) return;
+  if constexpr (std::is_floating_point_v<T>)
+    unary_float(op, a, out, n);
+  else
+    for (int64_t i = 0; i < n; ++i) out[i] = a[i];  // identity(): integers through a float op
+}
+
+template <typename T>
+void unary_bool(Op op, const T* a, uint8_t* out, int64_t n) {
+  PredSink<T> k(a, out, n);
+  lower<T>(op, k);
+}
+
+template <typename T>
+void binary(Op op, const T* a, int sa, const T* b, int sb, T* out, int64_t n) {
+  ArithSink<T> k(a, sa, b, sb, out, n);
+  lower<T>(op, k);
+}
+
+template <typename T>
+void binary_bool(Op op, const T* a, int sa, const T* b, int sb, uint8_t* out, int64_t n) {
+  TestSink<T> k(a, sa, b, sb, out, n);
+  lower<T>(op, k);
+}
+
+namespace {
+
+// Is `v` a better arg{max,min} candidate than the current best (NaN beats everything)?
+template <typename T>
+bool better(Op op, T v, T best, bool have) {
+  if (!have) return true;
+  if constexpr (std::is_floating_point_v<T>) {
+    if (best != best) return false;
+    if (v != v) return true;
+  }
+  return op == Op::ArgMax ? v > best : v < best;
+}
+
+// Folds x[0, n) (columns col0...) into a; `out`: the reduction's result type.
+template <typename T>
+void fold_run(Op op, CT out, const T* x, int64_t n, int64_t col0, Acc& a) {
+  switch (op) {
+    case Op::Sum:
+      if constexpr (std::is_same_v<T, float>)
+        if (out == CT::F64) {  // a float64 sum of floats (the mean's): in double lanes
+          a.f += sum_wide(x, n);
+          break;
+        }
+      if constexpr (std::is_floating_point_v<T>)
+        a.f += lanes<T, false>(x, n);
+      else
+        for (int64_t j = 0; j < n; ++j) a.i += int64_t(x[j]);
+      break;
+    case Op::Prod:
+      if constexpr (std::is_floating_point_v<T>)
+        a.f *= lanes<T, true>(x, n);
+      else
+        for (int64_t j = 0; j < n; ++j) a.i *= int64_t(x[j]);
+      break;
+    case Op::Max:
+    case Op::Min: {
+      if (n == 0) break;
+      bool mx = op == Op::Max;
+      if constexpr (std::is_floating_point_v<T>) {
+        double m =
+            mx ? double(lanes_extreme<T, true>(x, n)) : double(lanes_extreme<T, false>(x, n));
+        if (a.f != a.f) break;
+        if (m != m || (mx ? m > a.f : m < a.f)) a.f = m;
+      } else {
+        int64_t m =
+            mx ? int64_t(lanes_extreme<T, true>(x, n)) : int64_t(lanes_extreme<T, false>(x, n));
+        if (mx ? m > a.i : m < a.i) a.i = m;
+      }
+      break;
+    }
+    case Op::ArgMax:
+    case Op::ArgMin: {
+      bool have = a.idx >= 0;
+      T best = have ? (std::is_floating_point_v<T> ? T(a.f) : T(a.i)) : T(0);
+      int64_t bi = a.idx;
+      for (int64_t j = 0; j < n; ++j)
+        if (better(op, x[j], best, have)) best = x[j], bi = col0 + j, have = true;
+      a.idx = bi;
+      if (have) {
+        if constexpr (std::is_floating_point_v<T>)
+          a.f = double(best);
+        else
+          a.i = int64_t(best);
+      }
+      break;
+    }
+    case Op::Any:
+      for (int64_t j = 0; j < n && !a.i; ++j) a.i |= x[j] != T(0);
+      break;
+    case Op::All:
+      for (int64_t j = 0; j < n && a.i; ++j) a.i &= x[j] != T(0);
+      break;
+
+    // ---- not reductions: lower() above, or run where it says ----
+    case Op::NumOps:
+      LOOM_UNARY_OPS(LOOM_CASE)
+      LOOM_BINARY_OPS(LOOM_CASE)
+      LOOM_OTHER_PRIMS(LOOM_CASE)
+      break;
+  }
+}
+
+// The reduction's result from its accumulator, as its ReduceKind reads it.
+template <typename T>
+T acc_value(ReduceKind k, const Acc& a) {
+  switch (k) {
+    case ReduceKind::Index:
+      return T(a.idx < 0 ? 0 : a.idx);
+    case ReduceKind::Bool:
+      return T(a.i != 0);
+    case ReduceKind::Sum:
+    case ReduceKind::Keep:
+      break;
+  }
+  if constexpr (std::is_floating_point_v<T>)
+    return T(a.f);
+  else
+    return T(a.i);
+}
+
+}  // namespace
+
+Acc acc_init(Op op) {
+  switch (prim(op).identity) {
+    case Identity::One:
+      return {1.0, 1, -1};
+    case Identity::Lowest:
+      return {-std::numeric_limits<double>::infinity(), std::numeric_limits<int64_t>::min(), -1};
+    case Identity::Highest:
+      return {std::numeric_limits<double>::infinity(), std::numeric_limits<int64_t>::max(), -1};
+    case Identity::Zero:
+    case Identity::None:
+      break;
+  }
+  return {0.0, 0, -1};
+}
+
+void fold(Op op, CT in, CT out, const void* x, int64_t rows, int64_t n, int64_t col0, Acc* acc) {
+  dispatch_ct(in, [&](auto t) {
+    using T = decltype(t);
+    for (int64_t i = 0; i < rows; ++i)
+      fold_run<T>(op, out, static_cast<const T*>(x) + i * n, n, col0, acc[i]);
+  });
+}
+
+void combine(Op op, CT in, Acc& a, const Acc& b) {
+  const bool f = is_float(in);
+  const Combine c = prim(op).combine;
+  switch (c) {
+    case Combine::Add:
+      a.f += b.f, a.i += b.i;
+      return;
+    case Combine::Mul:
+      a.f *= b.f, a.i *= b.i;
+      return;
+    case Combine::Max:
+    case Combine::Min: {
+      bool mx = c == Combine::Max;
+      if (f) {
+        if (a.f != a.f) return;
+        if (b.f != b.f || (mx ? b.f > a.f : b.f < a.f)) a.f = b.f;
+      } else if (mx ? b.i > a.i : b.i < a.i) {
+        a.i = b.i;
+      }
+      return;
+    }
+    case Combine::ArgMax:  // the earlier index on ties; NaN first
+    case Combine::ArgMin: {
+      if (b.idx < 0) return;
+      bool take;
+      if (a.idx < 0)
+        take = true;
+      else if (f)
+        take = a.f == a.f && (b.f != b.f || (c == Combine::ArgMax ? b.f > a.f : b.f < a.f));
+      else
+        take = c == Combine::ArgMax ? b.i > a.i : b.i < a.i;
+      if (take) a = b;
+      return;
+    }
+    case Combine::Or:
+      a.i |= b.i;
+      return;
+    case Combine::And:
+      a.i &= b.i;
+      return;
+    case Combine::None:  // not a reduction
+      return;
+  }
+}
+
+void acc_values(Op op, CT out_ct, const Acc* acc, int64_t n, void* out) {
+  const ReduceKind k = reduce_kind(op);
+  dispatch_ct(out_ct, [&](auto t) {
+    using T = decltype(t);
+    for (int64_t i = 0; i < n; ++i) static_cast<T*>(out)[i] = acc_value<T>(k, acc[i]);
+  });
+}
+
+#define LOOM_INST(ct, T, dtype)                                           \
+  template void unary<T>(Op, const T*, T*, int64_t);                      \
+  template void unary_bool<T>(Op, const T*, uint8_t*, int64_t);           \
+  template void binary<T>(Op, const T*, int, const T*, int, T*, int64_t); \
+  template void binary_bool<T>(Op, const T*, int, const T*, int, uint8_t*, int64_t);
+LOOM_CPU_CTYPES(LOOM_INST)
+#undef LOOM_INST
+#undef LOOM_CASE
+
+}  // namespace loom::cpu

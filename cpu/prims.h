@@ -1,0 +1,44 @@
+#pragma once
+// The CPU's lowering of the primitive list (fusion/prims.h), defined in cpu/prims.cpp: the
+// pointwise loop of each unary and binary op, and each reduction's fold of a run into an
+// accumulator, its identity, combine and result.
+#include <cstdint>
+
+#include "cpu/ctype.h"
+#include "fusion/prims.h"
+
+namespace loom::cpu {
+
+// out = op(a) over n elements: unary ops of the Same and FloatOut kinds (result type T), and of
+// the BoolOut kind (unary_bool). T: the operand's compute type.
+template <typename T>
+void unary(Op op, const T* a, T* out, int64_t n);
+template <typename T>
+void unary_bool(Op op, const T* a, uint8_t* out, int64_t n);
+// out = op(a, b) over n elements: binary ops with a result of type T, and Compare / Logical ops
+// (binary_bool). sa, sb: 1 a run, 0 one value broadcast over it.
+template <typename T>
+void binary(Op op, const T* a, int sa, const T* b, int sb, T* out, int64_t n);
+template <typename T>
+void binary_bool(Op op, const T* a, int sa, const T* b, int sb, uint8_t* out, int64_t n);
+
+// A reduction's running value: f for float inputs, i for integer and bool ones, idx the
+// position of an arg{max,min}'s best element (-1: none yet).
+struct Acc {
+  double f;
+  int64_t i;
+  int64_t idx;
+};
+
+// The accumulator before any element: prim(op).identity.
+Acc acc_init(Op op);
+// Folds `rows` runs of n elements each (run i at x + i * n, type `in`, its first element at
+// column col0 of the row) into acc[i]; `out` is the reduction's result type.
+void fold(Op op, CT in, CT out, const void* x, int64_t rows, int64_t n, int64_t col0, Acc* acc);
+// Merges the accumulator of a later part of a row into an earlier one's (the order matters
+// for ties): prim(op).combine. `in`: the compute type of the reduction's input.
+void combine(Op op, CT in, Acc& a, const Acc& b);
+// out[i] (compute type `out_ct`) = the reduction's result from acc[i].
+void acc_values(Op op, CT out_ct, const Acc* acc, int64_t n, void* out);
+
+}  // namespace loom::cpu
