@@ -28,7 +28,7 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr int64_t kN = int64_t(16) << 20;
-constexpr int64_t kChunk = 2048;  // the interpreter's tile of a long row (cpu/interp.cpp)
+constexpr int64_t kChunk = 2048;  // the interpreter's tile of a long row (cpu/interp_job.h)
 constexpr int64_t kSegment = 32;  // chunks per parallel task there
 
 // Best of `reps` runs of f, in TSC ticks, wall ns and process CPU ns. The box is shared: short

@@ -117,7 +117,7 @@ TEST_CASE("cpu tail fold: chain8 (the bench's program) in rows, folded and right
   }
 }
 
-// Outputs of 8 MB and more are streamed (cpu/interp.cpp); a pair_unary_f32 instruction then
+// Outputs of 8 MB and more are streamed (cpu/interp_job.h); a pair_unary_f32 instruction then
 // writes them itself with non-temporal stores where its run of the output is 64-byte aligned
 // (LOOM_CPU_STREAM_DIRECT), else through a register and a copy: long rows, whole rows that
 // start aligned (8192 columns) and rows that mostly do not (4099), vector tails.
