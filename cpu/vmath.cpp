@@ -22,9 +22,9 @@ namespace {
 // coefficients). Adding kShift rounds to an integer (|v| < 2^22) held in the low bits.
 // Every function but exp divides once (vdivps, ~8-10 cycles a vector beside the vector ports),
 // so the rest is kept to ~15 instructions: signs folded into constants, scalings by vscalefps.
-// Tried and dropped (2026-11-30): an exact vrcp14ps + Newton + Markstein division (same bits
-// over all 2^32 inputs) made chain8 ~15% slower here: the loops are bound by the vector ports,
-// which its 5-8 extra uops a vector load, more than by the divider it frees.
+// An exact vrcp14ps + Newton + Markstein division (same bits over all 2^32 inputs) was tried and
+// dropped: the loops are bound by the vector ports, which its 5-8 extra uops a vector load, more
+// than by the divider it frees (chain8 slower: bench/RESULTS.md).
 constexpr float kLog2e = 0x1.715476p+0f;
 constexpr float kShift = 0x1.8p23f;
 constexpr float kLn2Hi = 0x1.62e430p-1f;    // float(ln 2)
