@@ -17,7 +17,9 @@ cmake --build "$BUILD" -j"$(nproc)"
 stage "ctest"
 ctest --test-dir "$BUILD" --output-on-failure -j"$(nproc)"
 # The multi-device CUDA plumbing against a stand-in two-GPU driver (needs NVRTC, no GPU).
-if ldconfig -p 2>/dev/null | grep -q libnvrtc; then
+# (grep reads all of ldconfig's list: grep -q would exit at the first match, and under pipefail
+# ldconfig's SIGPIPE then made the test false at random, skipping this stage.)
+if ldconfig -p 2>/dev/null | grep libnvrtc >/dev/null; then
   stage "stand-in two-GPU driver"
   BUILD=$BUILD bash scripts/mock_cuda_check.sh
 fi
