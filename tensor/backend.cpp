@@ -8,11 +8,10 @@
 namespace loom {
 
 namespace {
-constexpr int kKinds = 2;
-Backend* registry[kKinds] = {};
-BackendFactory factories[kKinds] = {};
-BackendProbe probes[kKinds] = {};
-std::once_flag probed[kKinds];
+Backend* registry[kDeviceKinds] = {};
+BackendFactory factories[kDeviceKinds] = {};
+BackendProbe probes[kDeviceKinds] = {};
+std::once_flag probed[kDeviceKinds];
 
 void registered() {
   static std::once_flag once;
