@@ -31,6 +31,7 @@ nb::dict counters_dict() {
   d["disk_hits"] = c.disk_hits.load();
   d["kernel_evictions"] = c.kernel_evictions.load();
   d["plan_hits"] = c.plan_hits.load();
+  d["col_kernels"] = c.col_kernels.load();
   d["bytes_moved"] = c.bytes_moved.load();
   d["materialized"] = c.materialized.load();
   d["nodes_recorded"] = c.nodes_recorded.load();

@@ -1,6 +1,7 @@
 // The CPU backend: aligned host memory, the tile interpreter, and Eigen matmul.
 #include "tensor/backend.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -28,7 +29,16 @@ struct CpuKernel : Kernel {
 // on first touch, which costs more than the kernel that writes them.
 class BlockCache {
  public:
-  static size_t round(size_t b) { return (std::max<size_t>(b, 1) + 4095) / 4096 * 4096; }
+  static size_t round(size_t b) {
+    size_t a = align(b);
+    return (std::max<size_t>(b, 1) + a - 1) / a * a;
+  }
+  // Blocks of at least kHuge bytes are aligned to (and a multiple of) a 2 MiB huge page and
+  // asked to be backed by them (madvise; the kernel's default backs only such blocks): a walk
+  // down a column of a row-major matrix touches a new 4 KiB page every row, and with small pages
+  // each is a TLB miss the hardware prefetchers do not cross (measured: bench/RESULTS.md).
+  static constexpr size_t kHuge = size_t(4) << 20, kHugePage = size_t(2) << 20;
+  static size_t align(size_t b) { return b >= kHuge ? kHugePage : 4096; }
   void* take(size_t n) {
     std::lock_guard<std::mutex> l(m_);
     auto it = free_.find(n);
@@ -64,12 +74,13 @@ struct CpuBackend : Backend {
   void* alloc(size_t bytes) override {
     size_t n = BlockCache::round(bytes);
     if (void* p = cache.take(n)) return p;
-    void* p = std::aligned_alloc(64, n);
+    void* p = std::aligned_alloc(BlockCache::align(n), n);
     if (!p) {  // give cached blocks back and try once more
       cache.clear();
-      p = std::aligned_alloc(64, n);
+      p = std::aligned_alloc(BlockCache::align(n), n);
     }
     LOOM_CHECK(p, Memory, "cpu: out of memory allocating ", bytes, " bytes");
+    if (n >= BlockCache::kHuge) madvise(p, n, MADV_HUGEPAGE);  // a hint: failure changes nothing
     return p;
   }
   void free(void* p, size_t bytes) override {

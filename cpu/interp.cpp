@@ -9,11 +9,16 @@
 #include <algorithm>
 
 #include "cpu/interp_job.h"
+#include "tensor/counters.h"
 
 namespace loom::cpu {
 
 void run_program(const Program& p, const Group& g) {
   using namespace interp;
+  if (g.rows() > 0 && use_col_layout(g)) {
+    counters().col_kernels++;
+    return run_cols(Job(p, g, true));
+  }
   const Job job(p, g);
   const int64_t rows = job.rows, cols = job.cols;
   if (rows == 0) return;

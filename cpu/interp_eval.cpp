@@ -140,6 +140,12 @@ void eval_row(const Job& job, RowState& rs, int id) {
     const GLeaf& l = job.g.leaves[n.leaf];
     dispatch_ct(ct, [&](auto t) {
       using T = decltype(t);
+      if (job.col_layout) {  // the rows are consecutive along the innermost kept dim
+        load_run<T>(
+            leaf_ptr(l) + job.row_base(l.strides, l.offset, rs.r0) * int64_t(itemsize(l.dtype)),
+            l.dtype, l.strides[job.nk - 1], static_cast<T*>(out), rs.nr);
+        return;
+      }
       for (int64_t i = 0; i < rs.nr; ++i)
         load_run<T>(
             leaf_ptr(l) + job.row_base(l.strides, l.offset, rs.r0 + i) * int64_t(itemsize(l.dtype)),
@@ -190,8 +196,11 @@ const void* eval_full(const Job& job, Scratch& s, const RowState& rs,
       size_t w = ct_width(p.ct[a]);
       char* dst = reinterpret_cast<char*>(s.bc[k].data());
       const char* src = reinterpret_cast<const char*>(rs.val(a));
-      for (int64_t i = 0; i < rs.nr; ++i)
-        for (int64_t j = 0; j < nc; ++j) std::memcpy(dst + (i * nc + j) * w, src + i * w, w);
+      if (job.col_layout)  // each column of the tile is the rows' values in order
+        for (int64_t j = 0; j < nc; ++j) std::memcpy(dst + j * rs.nr * w, src, rs.nr * w);
+      else
+        for (int64_t i = 0; i < rs.nr; ++i)
+          for (int64_t j = 0; j < nc; ++j) std::memcpy(dst + (i * nc + j) * w, src + i * w, w);
       ops[k] = {dst, 1};
     }
     ++k;

@@ -19,6 +19,17 @@ constexpr int64_t kChunk = 2048;      // elements a chunk of a long row (L1-size
 constexpr int64_t kRowBlock = 4096;   // short rows are packed into tiles of about this size
 constexpr int64_t kWholeRow = 16384;  // rows up to this long stay in registers: one read
 constexpr int64_t kSegment = 32;  // chunks per parallel task in a long row (fixed: deterministic)
+// The column layout (cpu/interp_cols.cpp); every split depends on the shape alone. A tile is
+// a block of rows (the elements of one read of a column: long, so the reads stream) by a few
+// columns; its fold walks 32 rows at a time down all its columns, each column a stream the
+// prefetchers follow, so a wide block gets few columns (figures: bench/RESULTS.md).
+constexpr int64_t kColWidth = 16384;     // rows of a block at the most
+constexpr int64_t kColTile = 32768;      // elements of a tile, at least 4 columns
+constexpr int64_t kColStreams = 32;      // columns of a tile at the most, where blocks are wide
+constexpr int64_t kColMinInner = 4;      // an innermost kept dim shorter than this: row layout
+constexpr int64_t kColTasks = 16;        // fewer blocks than this: their columns split too
+constexpr int64_t kColSplitMin = 65536;  // elements of work below which nothing splits
+constexpr int64_t kColSegMin = 256;      // columns of a segment at the fewest
 
 // 8-byte slots, so a register can hold any compute type.
 using Reg = std::vector<uint64_t>;
@@ -34,14 +45,20 @@ struct Job {
   const Group& g;
   int rank, nk;  // dims of the iteration space; the first nk are the kept (row) dims
   int64_t rows, cols;
+  // The column layout (cpu/interp_cols.cpp): a tile's nr rows are consecutive along the
+  // innermost kept dim and its element (row i, column j) sits at j * nr + i, so the values of
+  // one column of the tile are one run of memory where the kept dim is the contiguous one.
+  // Otherwise element (i, j) sits at i * nc + j.
+  bool col_layout = false;
 
-  Job(const Program& prog, const Group& group)
+  Job(const Program& prog, const Group& group, bool cols_first = false)
       : p(prog),
         g(group),
         rank(int(group.space.size())),
         nk(group.n_kept),
         rows(group.rows()),
-        cols(group.cols()) {}
+        cols(group.cols()),
+        col_layout(cols_first) {}
 
   // The element offset of row `row` (over the kept dims) under strides st, from `off`.
   int64_t row_base(const Strides& st, int64_t off, int64_t row) const {
@@ -91,6 +108,25 @@ struct Prefetch {
   }
 };
 
+// Row state of the rows a task handles: one flat buffer for every Row node's values and
+// one for every reduction's accumulators (no allocation per node).
+struct RowState {
+  int64_t r0 = 0, nr = 0;
+  const Program* p = nullptr;
+  Reg vals;
+  std::vector<Acc> accs;
+  uint64_t* val(int id) { return vals.data() + p->row_slot[id] * nr; }
+  const uint64_t* val(int id) const { return vals.data() + p->row_slot[id] * nr; }
+  Acc* acc(int id) { return accs.data() + p->acc_slot[id] * nr; }
+  // The column layout's accumulators (fold_cols), moved into accs when a pass ends (col_flush).
+  std::vector<double> cf;
+  std::vector<int64_t> ci, cx;
+  ColAcc col(int id) {
+    size_t o = size_t(p->acc_slot[id] * nr);
+    return {cf.data() + o, ci.data() + o, cx.data() + o};
+  }
+};
+
 // Per-thread scratch: registers and broadcast buffers.
 struct Scratch {
   std::vector<Reg> regs;
@@ -100,6 +136,8 @@ struct Scratch {
   // Row-state buffers handed from one rows_block to the next (no allocation per row).
   std::vector<uint64_t> row_vals;
   std::vector<Acc> row_accs;
+  // The column layout's block state, its buffers reused from block to block (cpu/interp_cols.cpp).
+  RowState col_rows;
   void fit(int slots, int64_t elems) {
     if (int(regs.size()) < slots) regs.resize(slots);
     for (auto& r : regs)
@@ -111,18 +149,6 @@ struct Scratch {
 };
 
 Scratch& local_scratch();
-
-// Row state of the rows a task handles: one flat buffer for every Row node's values and
-// one for every reduction's accumulators (no allocation per node).
-struct RowState {
-  int64_t r0 = 0, nr = 0;
-  const Program* p = nullptr;
-  Reg vals;
-  std::vector<Acc> accs;
-  uint64_t* val(int id) { return vals.data() + p->row_slot[id] * nr; }
-  const uint64_t* val(int id) const { return vals.data() + p->row_slot[id] * nr; }
-  Acc* acc(int id) { return accs.data() + p->acc_slot[id] * nr; }
-};
 
 // ---- cpu/interp_tile.cpp: the memory of a tile (r0, nr) x (c0, nc) ----
 // out (compute type ct, nr rows of nc) = leaf l's values over the tile; idx: their offsets.
@@ -146,8 +172,15 @@ inline const void* direct(const Job& job, int id, const RowState& rs, int64_t c0
   const GNode& n = job.p.nodes[id];
   if (job.p.load_copy[id]) return nullptr;
   const GLeaf& l = job.g.leaves[n.leaf];
-  if (rs.nr != 1 || job.rank - job.nk != 1 || l.strides[job.rank - 1] != 1) return nullptr;
   if (compute_dtype(l.dtype) != l.dtype || l.dtype == DType::Bool) return nullptr;
+  // The column layout's tile is one run where its rows are contiguous and its columns follow
+  // each other (the block spans the whole innermost kept dim of a row-major matrix).
+  if (job.col_layout && job.rank - job.nk == 1 && l.strides[job.nk - 1] == 1 &&
+      l.strides[job.rank - 1] == rs.nr) {
+    int64_t off = job.row_base(l.strides, l.offset, rs.r0) + c0 * rs.nr;
+    return leaf_ptr(l) + off * int64_t(itemsize(l.dtype));
+  }
+  if (rs.nr != 1 || job.rank - job.nk != 1 || l.strides[job.rank - 1] != 1) return nullptr;
   int64_t off = job.row_base(l.strides, l.offset, rs.r0) + c0;
   return leaf_ptr(l) + off * int64_t(itemsize(l.dtype));
 }
@@ -229,10 +262,30 @@ const void* eval_full(const Job& job, Scratch& s, const RowState& rs,
                       int64_t nc, bool nt = false);
 
 // ---- cpu/interp_rows.cpp: the passes ----
+// The rows [r0, r0+nr) of a task: Row values zeroed, accumulators at their identity (the
+// column layout's too, where the job has it).
+void init_rows(const Job& job, RowState& rs, int64_t r0, int64_t nr);
+// The Row nodes a pass starts with; the Row outputs stored once every pass has run.
+void row_pass_start(const Job& job, RowState& rs, int pass);
+void store_rows(const Job& job, RowState& rs);
+// Pass `pass`'s steps (every pass where `whole`) over the tile (rs's rows) x [c0, c0+nc);
+// reductions fold into `accs` where given (a long row's segment), else into rs.
+void run_steps(const Job& job, Scratch& s, RowState& rs, const StepList& sl, int pass, bool whole,
+               std::vector<Acc>* accs, int64_t c0, int64_t nc, Prefetch* pf = nullptr);
 // Rows [r0, r0+nr): every pass, whole rows in one tile or long rows in chunks.
 void rows_block(const Job& job, Scratch& s, int64_t r0, int64_t nr, bool whole,
                 Prefetch* pf = nullptr);
 // One long row: each pass splits the row into fixed segments run in parallel.
 void long_row_parallel(const Job& job, int64_t row);
+
+// ---- cpu/interp_cols.cpp: the column layout ----
+// Whether group g runs in the column layout: most of the bytes it moves are contiguous along
+// the kept dims and not along the reduced ones (a column sum of a row-major matrix).
+bool use_col_layout(const Group& g);
+// Every pass of the job (its col_layout set) over blocks of rows, spread over threads.
+void run_cols(const Job& job);
+// The column layout's accumulators of the reductions pass `pass` folds (every pass: -1) into
+// rs.accs, where acc_values() reads them.
+void col_flush(const Job& job, RowState& rs, int pass);
 
 }  // namespace loom::cpu::interp

@@ -12,14 +12,6 @@
 namespace loom::cpu::interp {
 namespace {
 
-void init_rows(const Job& job, RowState& rs, int64_t r0, int64_t nr) {
-  const Program& p = job.p;
-  rs.r0 = r0, rs.nr = nr, rs.p = &p;
-  rs.vals.assign(size_t(p.n_row * nr), 0);
-  rs.accs.resize(p.reduces.size() * nr);
-  for (int r : p.reduces) std::fill_n(rs.acc(r), nr, acc_init(p.nodes[r].op));
-}
-
 // Folds node id's values v into the reductions that read it and stores the outputs it is.
 void consume(const Job& job, RowState& rs, int id, const void* v, std::vector<Acc>* accs,
              int64_t c0, int64_t nc, int pass) {
@@ -27,6 +19,10 @@ void consume(const Job& job, RowState& rs, int id, const void* v, std::vector<Ac
   for (int r : p.reduces) {
     const GNode& rn = p.nodes[r];
     if (rn.a != id || (pass >= 0 && p.nodes[id].pass != pass)) continue;
+    if (job.col_layout) {
+      fold_cols(rn.op, p.ct[id], v, rs.nr, nc, c0, rs.col(r));
+      continue;
+    }
     Acc* acc = accs ? accs->data() + p.acc_slot[r] : rs.acc(r);
     fold(rn.op, p.ct[id], p.ct[r], v, rs.nr, nc, c0, acc);
   }
@@ -41,47 +37,6 @@ void consume(const Job& job, RowState& rs, int id, const void* v, std::vector<Ac
     }
     if (v == in_place) continue;  // computed straight into the output
     store_full(job, p.ct[id], o, v, rs.r0, rs.nr, c0, nc);
-  }
-}
-
-// Runs steps over one tile; reductions accumulate and outputs store as values appear.
-void run_steps(const Job& job, Scratch& s, RowState& rs, const StepList& sl, int pass, bool whole,
-               std::vector<Acc>* accs, int64_t c0, int64_t nc, Prefetch* pf = nullptr) {
-  const Program& p = job.p;
-  auto& full = s.full;
-  full.assign(p.nodes.size(), nullptr);
-  int64_t per = pf ? pf->lines / int64_t(sl.nodes.size() + 1) + 1 : 0;
-  for (size_t k = 0; k < sl.nodes.size(); ++k) {
-    int id = sl.nodes[k];
-    if (!whole && p.nodes[id].pass > pass) continue;
-    void* out = direct_out(job, id, rs, c0);
-    float* st = out ? nullptr : stream_out(job, id, rs, c0);
-    if (st) out = st;
-    const void* v = eval_full(job, s, rs, full, id, out ? out : s.regs[sl.reg[k]].data(), c0, nc,
-                              st != nullptr);
-    full[id] = v;
-    consume(job, rs, id, v, accs, c0, nc, whole ? -1 : pass);
-    if (pf) pf->step(per);
-  }
-  if (pf) pf->step(pf->lines);
-}
-
-void row_pass_start(const Job& job, RowState& rs, int pass) {
-  for (int id : job.p.row_nodes[pass]) eval_row(job, rs, id);
-}
-
-void store_rows(const Job& job, RowState& rs) {
-  for (auto& o : job.g.outputs) {
-    if (job.p.nodes[o.node].space != Space::Row) continue;
-    DType dt = job.p.nodes[o.node].dtype;
-    char* base = static_cast<char*>(o.st->data());
-    dispatch_ct(job.p.ct[o.node], [&](auto t) {
-      using T = decltype(t);
-      const T* v = reinterpret_cast<const T*>(rs.val(o.node));
-      for (int64_t i = 0; i < rs.nr; ++i)
-        store_run<T>(base + job.row_base(o.strides, o.offset, rs.r0 + i) * int64_t(itemsize(dt)),
-                     dt, 1, v + i, 1);
-    });
   }
 }
 
@@ -126,6 +81,67 @@ void rows_block_run(const Job& job, Scratch& s, RowState& rs, int64_t nr, bool w
 }
 
 }  // namespace
+
+void init_rows(const Job& job, RowState& rs, int64_t r0, int64_t nr) {
+  const Program& p = job.p;
+  rs.r0 = r0, rs.nr = nr, rs.p = &p;
+  rs.vals.assign(size_t(p.n_row * nr), 0);
+  rs.accs.resize(p.reduces.size() * nr);
+  for (int r : p.reduces) std::fill_n(rs.acc(r), nr, acc_init(p.nodes[r].op));
+  if (!job.col_layout) return;
+  size_t n = p.reduces.size() * size_t(nr);
+  rs.cf.resize(n), rs.ci.resize(n), rs.cx.resize(n);
+  for (int r : p.reduces) {
+    Acc a = acc_init(p.nodes[r].op);
+    ColAcc c = rs.col(r);
+    std::fill_n(c.f, nr, a.f), std::fill_n(c.i, nr, a.i), std::fill_n(c.idx, nr, a.idx);
+  }
+}
+
+void run_steps(const Job& job, Scratch& s, RowState& rs, const StepList& sl, int pass, bool whole,
+               std::vector<Acc>* accs, int64_t c0, int64_t nc, Prefetch* pf) {
+  const Program& p = job.p;
+  auto& full = s.full;
+  full.assign(p.nodes.size(), nullptr);
+  int64_t per = pf ? pf->lines / int64_t(sl.nodes.size() + 1) + 1 : 0;
+  for (size_t k = 0; k < sl.nodes.size(); ++k) {
+    int id = sl.nodes[k];
+    if (!whole && p.nodes[id].pass > pass) continue;
+    void* out = direct_out(job, id, rs, c0);
+    float* st = out ? nullptr : stream_out(job, id, rs, c0);
+    if (st) out = st;
+    const void* v = eval_full(job, s, rs, full, id, out ? out : s.regs[sl.reg[k]].data(), c0, nc,
+                              st != nullptr);
+    full[id] = v;
+    consume(job, rs, id, v, accs, c0, nc, whole ? -1 : pass);
+    if (pf) pf->step(per);
+  }
+  if (pf) pf->step(pf->lines);
+}
+
+void row_pass_start(const Job& job, RowState& rs, int pass) {
+  for (int id : job.p.row_nodes[pass]) eval_row(job, rs, id);
+}
+
+void store_rows(const Job& job, RowState& rs) {
+  for (auto& o : job.g.outputs) {
+    if (job.p.nodes[o.node].space != Space::Row) continue;
+    DType dt = job.p.nodes[o.node].dtype;
+    char* base = static_cast<char*>(o.st->data());
+    dispatch_ct(job.p.ct[o.node], [&](auto t) {
+      using T = decltype(t);
+      const T* v = reinterpret_cast<const T*>(rs.val(o.node));
+      if (job.col_layout) {  // the rows are consecutive along the innermost kept dim
+        store_run<T>(base + job.row_base(o.strides, o.offset, rs.r0) * int64_t(itemsize(dt)), dt,
+                     o.strides[job.nk - 1], v, rs.nr);
+        return;
+      }
+      for (int64_t i = 0; i < rs.nr; ++i)
+        store_run<T>(base + job.row_base(o.strides, o.offset, rs.r0 + i) * int64_t(itemsize(dt)),
+                     dt, 1, v + i, 1);
+    });
+  }
+}
 
 Scratch& local_scratch() {
   thread_local Scratch s;

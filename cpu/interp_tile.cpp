@@ -60,10 +60,30 @@ void for_runs(const Job& job, int64_t c0, int64_t nc, const Strides& st, F f) {
   }
 }
 
+// The column layout's walk of a tile: f(j, off) for each column j < nc of the tile, `off` the
+// element offset of its row r0 under strides st; row r0 + i is at off + i * st[nk - 1] (a
+// tile's rows are consecutive along the innermost kept dim: interp_cols.cpp).
+template <typename F>
+void for_cols(const Job& job, int64_t r0, int64_t c0, int64_t nc, const Strides& st, int64_t off0,
+              F f) {
+  int64_t base = job.row_base(st, off0, r0);
+  int64_t sr = st[job.rank - 1];
+  for_runs(job, c0, nc, st, [&](int64_t pos, int64_t off, int64_t len) {
+    for (int64_t j = 0; j < len; ++j) f(pos + j, base + off + j * sr);
+  });
+}
+
 template <typename T>
 void load_full_t(const Job& job, const GLeaf& l, T* out, int64_t r0, int64_t nr, int64_t c0,
                  int64_t nc) {
   size_t isz = itemsize(l.dtype);
+  if (job.col_layout) {
+    int64_t sk = l.strides[job.nk - 1];
+    for_cols(job, r0, c0, nc, l.strides, l.offset, [&](int64_t j, int64_t off) {
+      load_run<T>(leaf_ptr(l) + off * int64_t(isz), l.dtype, sk, out + j * nr, nr);
+    });
+    return;
+  }
   int64_t sl = job.rank > job.nk ? l.strides[job.rank - 1] : 0;
   for (int64_t i = 0; i < nr; ++i) {
     int64_t base = job.row_base(l.strides, l.offset, r0 + i);
@@ -79,6 +99,13 @@ void store_full_t(const Job& job, const GOutput& o, const T* src, int64_t r0, in
   DType dt = job.g.nodes[o.node].dtype;
   size_t isz = itemsize(dt);
   char* base_ptr = static_cast<char*>(o.st->data());
+  if (job.col_layout) {
+    int64_t sk = o.strides[job.nk - 1];
+    for_cols(job, r0, c0, nc, o.strides, o.offset, [&](int64_t j, int64_t off) {
+      store_run<T>(base_ptr + off * int64_t(isz), dt, sk, src + j * nr, nr);
+    });
+    return;
+  }
   int64_t sl = job.rank > job.nk ? o.strides[job.rank - 1] : 0;
   bool nt = streams(job, o);
   for (int64_t i = 0; i < nr; ++i) {
@@ -105,6 +132,13 @@ void load_full(const Job& job, CT ct, const GLeaf& l, void* out, int64_t r0, int
 
 void index_full(const Job& job, const GLeaf& l, int64_t* out, int64_t r0, int64_t nr, int64_t c0,
                 int64_t nc) {
+  if (job.col_layout) {
+    int64_t sk = l.strides[job.nk - 1];
+    for_cols(job, r0, c0, nc, l.strides, l.offset, [&](int64_t j, int64_t off) {
+      for (int64_t i = 0; i < nr; ++i) out[j * nr + i] = off + i * sk;
+    });
+    return;
+  }
   int64_t sl = job.rank > job.nk ? l.strides[job.rank - 1] : 0;
   for (int64_t i = 0; i < nr; ++i) {
     int64_t base = job.row_base(l.strides, l.offset, r0 + i);

@@ -450,6 +450,150 @@ void fold_run(Op op, CT out, const T* x, int64_t n, int64_t col0, Acc& a) {
   }
 }
 
+// The column fold of Sum, Prod, Max and Min: rows in blocks of B lanes kept in registers
+// across the tile's n columns (the accumulators are read and written once a tile, not once a
+// column), then the rows past the last whole block one at a time. step(acc, v) folds value v
+// into accumulator acc, both of type A; get and put move an accumulator between A and the
+// ColAcc's arrays.
+template <int B, typename A, typename T, typename Get, typename Put, typename Step>
+[[gnu::always_inline]] inline void fold_cols_block(const T* __restrict x, int64_t rows, int64_t n,
+                                                   int64_t i0, Get get, Put put, Step step) {
+  A acc[B];
+  for (int k = 0; k < B; ++k) acc[k] = get(i0 + k);
+  for (int64_t j = 0; j < n; ++j) {
+    const T* __restrict r = x + j * rows + i0;
+    for (int k = 0; k < B; ++k) acc[k] = step(acc[k], A(r[k]));
+  }
+  for (int k = 0; k < B; ++k) put(i0 + k, acc[k]);
+}
+
+template <typename A, typename T, typename Get, typename Put, typename Step>
+[[gnu::always_inline]] inline void fold_cols_blocked(const T* __restrict x, int64_t rows, int64_t n,
+                                                     Get get, Put put, Step step) {
+  int64_t i0 = 0;
+  for (; i0 + 32 <= rows; i0 += 32) fold_cols_block<32, A>(x, rows, n, i0, get, put, step);
+  // Short blocks (a few rows: the tile has many columns) keep their lanes in registers too.
+  if (i0 + 16 <= rows) fold_cols_block<16, A>(x, rows, n, i0, get, put, step), i0 += 16;
+  if (i0 + 8 <= rows) fold_cols_block<8, A>(x, rows, n, i0, get, put, step), i0 += 8;
+  if (i0 + 4 <= rows) fold_cols_block<4, A>(x, rows, n, i0, get, put, step), i0 += 4;
+  for (; i0 < rows; ++i0) {
+    A acc = get(i0);
+    for (int64_t j = 0; j < n; ++j) acc = step(acc, A(x[j * rows + i0]));
+    put(i0, acc);
+  }
+}
+
+// The column fold of a float Max or Min, NaN-propagating as lanes_extreme() is: a
+// compare-select per element (a NaN accumulator stays, since no compare with it holds) and each
+// lane's NaNs flagged beside it, made NaN at the end; a select that also tested for a NaN
+// element would not vectorize.
+template <int B, bool Max, typename T>
+[[gnu::always_inline]] inline void extreme_cols_block(const T* __restrict x, int64_t rows,
+                                                      int64_t n, int64_t i0, double* __restrict f) {
+  using Flag = std::conditional_t<sizeof(T) == 8, int64_t, int32_t>;
+  T acc[B];
+  Flag nan[B];
+  for (int k = 0; k < B; ++k) acc[k] = T(f[i0 + k]), nan[k] = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    const T* __restrict r = x + j * rows + i0;
+    for (int k = 0; k < B; ++k) {
+      T v = r[k];
+      acc[k] = (Max ? v > acc[k] : v < acc[k]) ? v : acc[k];
+      nan[k] |= Flag(v != v);
+    }
+  }
+  for (int k = 0; k < B; ++k)
+    f[i0 + k] = nan[k] ? std::numeric_limits<double>::quiet_NaN() : double(acc[k]);
+}
+
+template <bool Max, typename T>
+void extreme_cols(const T* __restrict x, int64_t rows, int64_t n, double* __restrict f) {
+  int64_t i0 = 0;
+  for (; i0 + 32 <= rows; i0 += 32) extreme_cols_block<32, Max>(x, rows, n, i0, f);
+  if (i0 + 16 <= rows) extreme_cols_block<16, Max>(x, rows, n, i0, f), i0 += 16;
+  if (i0 + 8 <= rows) extreme_cols_block<8, Max>(x, rows, n, i0, f), i0 += 8;
+  for (; i0 < rows; ++i0) extreme_cols_block<1, Max>(x, rows, n, i0, f);
+}
+
+// fold_cols() for one compute type: each row's accumulator a lane.
+template <typename T>
+void fold_cols_t(Op op, const T* __restrict x, int64_t rows, int64_t n, int64_t col0, ColAcc a) {
+  double* __restrict f = a.f;
+  int64_t* __restrict iv = a.i;
+  int64_t* __restrict idx = a.idx;
+  constexpr bool fl = std::is_floating_point_v<T>;
+  // Float sums and products in float64; integer ones in int64; extremes in T (exact).
+  using W = std::conditional_t<fl, double, int64_t>;
+  auto getw = [&](int64_t i) {
+    if constexpr (fl)
+      return f[i];
+    else
+      return iv[i];
+  };
+  auto putw = [&](int64_t i, W v) {
+    if constexpr (fl)
+      f[i] = v;
+    else
+      iv[i] = v;
+  };
+  auto gett = [&](int64_t i) { return fl ? T(f[i]) : T(iv[i]); };
+  auto putt = [&](int64_t i, T v) {
+    if constexpr (fl)
+      f[i] = double(v);
+    else
+      iv[i] = int64_t(v);
+  };
+  switch (op) {
+    case Op::Sum:
+      fold_cols_blocked<W>(x, rows, n, getw, putw, [](W c, W v) { return c + v; });
+      return;
+    case Op::Prod:
+      fold_cols_blocked<W>(x, rows, n, getw, putw, [](W c, W v) { return c * v; });
+      return;
+    case Op::Max:
+    case Op::Min:
+      if constexpr (fl) {
+        if (op == Op::Max)
+          extreme_cols<true>(x, rows, n, f);
+        else
+          extreme_cols<false>(x, rows, n, f);
+      } else if (op == Op::Max) {
+        fold_cols_blocked<T>(x, rows, n, gett, putt, [](T c, T v) { return v > c ? v : c; });
+      } else {
+        fold_cols_blocked<T>(x, rows, n, gett, putt, [](T c, T v) { return v < c ? v : c; });
+      }
+      return;
+    case Op::ArgMax:
+    case Op::ArgMin:
+      for (int64_t j = 0; j < n; ++j) {
+        const T* __restrict r = x + j * rows;
+        for (int64_t i = 0; i < rows; ++i) {
+          bool have = idx[i] >= 0;
+          T best = have ? gett(i) : T(0);
+          if (!better(op, r[i], best, have)) continue;
+          idx[i] = col0 + j;
+          putt(i, r[i]);
+        }
+      }
+      return;
+    case Op::Any:
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t i = 0; i < rows; ++i) iv[i] |= int64_t(x[j * rows + i] != T(0));
+      return;
+    case Op::All:
+      for (int64_t j = 0; j < n; ++j)
+        for (int64_t i = 0; i < rows; ++i) iv[i] &= int64_t(x[j * rows + i] != T(0));
+      return;
+
+    // ---- not reductions ----
+    case Op::NumOps:
+      LOOM_UNARY_OPS(LOOM_CASE)
+      LOOM_BINARY_OPS(LOOM_CASE)
+      LOOM_OTHER_PRIMS(LOOM_CASE)
+      return;
+  }
+}
+
 // The reduction's result from its accumulator, as its ReduceKind reads it.
 template <typename T>
 T acc_value(ReduceKind k, const Acc& a) {
@@ -491,6 +635,41 @@ void fold(Op op, CT in, CT out, const void* x, int64_t rows, int64_t n, int64_t 
     for (int64_t i = 0; i < rows; ++i)
       fold_run<T>(op, out, static_cast<const T*>(x) + i * n, n, col0, acc[i]);
   });
+}
+
+void fold_cols(Op op, CT in, const void* x, int64_t rows, int64_t n, int64_t col0, ColAcc acc) {
+  dispatch_ct(in, [&](auto t) {
+    using T = decltype(t);
+    fold_cols_t<T>(op, static_cast<const T*>(x), rows, n, col0, acc);
+  });
+}
+
+void combine_cols(Op op, CT in, ColAcc a, ColAcc b, int64_t n) {
+  double* __restrict af = a.f;
+  int64_t* __restrict ai = a.i;
+  const double* __restrict bf = b.f;
+  const int64_t* __restrict bi = b.i;
+  switch (prim(op).combine) {  // the sums and products vectorize; the rest as combine() does
+    case Combine::Add:
+      for (int64_t k = 0; k < n; ++k) af[k] += bf[k], ai[k] += bi[k];
+      return;
+    case Combine::Mul:
+      for (int64_t k = 0; k < n; ++k) af[k] *= bf[k], ai[k] *= bi[k];
+      return;
+    case Combine::Max:
+    case Combine::Min:
+    case Combine::ArgMax:
+    case Combine::ArgMin:
+    case Combine::Or:
+    case Combine::And:
+    case Combine::None:
+      break;
+  }
+  for (int64_t k = 0; k < n; ++k) {
+    Acc x{a.f[k], a.i[k], a.idx[k]};
+    combine(op, in, x, Acc{b.f[k], b.i[k], b.idx[k]});
+    a.f[k] = x.f, a.i[k] = x.i, a.idx[k] = x.idx;
+  }
 }
 
 void combine(Op op, CT in, Acc& a, const Acc& b) {

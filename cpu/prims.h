@@ -35,6 +35,19 @@ Acc acc_init(Op op);
 // Folds `rows` runs of n elements each (run i at x + i * n, type `in`, its first element at
 // column col0 of the row) into acc[i]; `out` is the reduction's result type.
 void fold(Op op, CT in, CT out, const void* x, int64_t rows, int64_t n, int64_t col0, Acc* acc);
+// The column layout's accumulators (cpu/interp_cols.cpp): Acc's fields as one array each, so
+// that a fold across rows vectorizes.
+struct ColAcc {
+  double* f;
+  int64_t* i;
+  int64_t* idx;
+};
+// Folds n runs of `rows` values (run j, at x + j * rows, holds column col0 + j of each row i)
+// into acc's row i: the same result as fold() of each row's values in column order, but
+// float sums and products accumulate in float64 element by element.
+void fold_cols(Op op, CT in, const void* x, int64_t rows, int64_t n, int64_t col0, ColAcc acc);
+// combine() of b[i] into a[i] for i < n.
+void combine_cols(Op op, CT in, ColAcc a, ColAcc b, int64_t n);
 // Merges the accumulator of a later part of a row into an earlier one's (the order matters
 // for ties): prim(op).combine. `in`: the compute type of the reduction's input.
 void combine(Op op, CT in, Acc& a, const Acc& b);

@@ -11,9 +11,9 @@ Counters& counters() {
 
 void reset_counters() {
   auto& c = counters();
-  for (auto* a :
-       {&c.flushes, &c.groups, &c.kernels, &c.cache_hits, &c.cache_misses, &c.disk_hits,
-        &c.kernel_evictions, &c.plan_hits, &c.bytes_moved, &c.materialized, &c.nodes_recorded})
+  for (auto* a : {&c.flushes, &c.groups, &c.kernels, &c.cache_hits, &c.cache_misses, &c.disk_hits,
+                  &c.kernel_evictions, &c.plan_hits, &c.col_kernels, &c.bytes_moved,
+                  &c.materialized, &c.nodes_recorded})
     a->store(0);
   c.bytes_peak.store(c.bytes_live.load());
 }
@@ -24,9 +24,10 @@ std::string counters_str() {
   os << "flushes=" << c.flushes << " groups=" << c.groups << " kernels=" << c.kernels
      << " cache_hits=" << c.cache_hits << " cache_misses=" << c.cache_misses
      << " disk_hits=" << c.disk_hits << " kernel_evictions=" << c.kernel_evictions
-     << " plan_hits=" << c.plan_hits << " bytes_moved=" << c.bytes_moved
-     << " materialized=" << c.materialized << " nodes=" << c.nodes_recorded
-     << " bytes_live=" << c.bytes_live << " bytes_peak=" << c.bytes_peak;
+     << " plan_hits=" << c.plan_hits << " col_kernels=" << c.col_kernels
+     << " bytes_moved=" << c.bytes_moved << " materialized=" << c.materialized
+     << " nodes=" << c.nodes_recorded << " bytes_live=" << c.bytes_live
+     << " bytes_peak=" << c.bytes_peak;
   return os.str();
 }
 

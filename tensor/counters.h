@@ -20,6 +20,8 @@ struct Counters {
   std::atomic<int64_t> bytes_live{0};  // device + host memory held by loom
   std::atomic<int64_t> bytes_peak{0};
   std::atomic<int64_t> plan_hits{0};  // flushes whose groups came from the plan cache
+  std::atomic<int64_t> col_kernels{
+      0};  // CPU kernels run in the column layout (cpu/interp_cols.cpp)
 };
 
 Counters& counters();

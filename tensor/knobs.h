@@ -67,6 +67,9 @@
   X(CpuPreFold, "LOOM_CPU_PRE_FOLD", Flag, "1", Once,                                              \
     "up to three add/sub/mul of a folded function's operand by a constant (tanh(x * 1.5 + 0.5)) "  \
     "are applied in its loop")                                                                     \
+  X(CpuCols, "LOOM_CPU_COLS", Flag, "1", Once,                                                     \
+    "a reduction whose data is contiguous along the kept dims (a column sum) runs in the column "  \
+    "layout: blocks of kept rows read one column at a time, each row's accumulator a lane")        \
   X(CpuPairs, "LOOM_CPU_PAIRS", Flag, "1", Once,                                                   \
     "a float add/sub/mul only one add/sub/mul reads is folded into it (x * 1.5 + 0.5: one pass)")  \
   /* the CUDA backend (cuda/) */                                                                   \
