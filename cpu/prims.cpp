@@ -94,15 +94,17 @@ template <typename T>
 
 // Eigen's vector exp clamps its argument (about -709 for double, -88 for float), so lanes
 // below that, -inf included, give a tiny positive value instead of 0 (the logsumexp of an all
-// -inf row would come out near -708, not -inf). Those lanes take std::exp.
-template <typename T>
-[[gnu::noinline]] void fix_exp_underflow(const T* a, T* out, int64_t n) {
+// -inf row would come out near -708, not -inf). Those lanes take `exact`, the op in scalar math:
+// exp itself, and sigmoid and silu, whose logistic clamps its argument the same way (sigmoid(-inf)
+// came out 2.9e-39, so sigmoid(-inf) * inf was inf, not NaN).
+template <typename T, typename F>
+[[gnu::noinline]] void fix_exp_underflow(const T* a, T* out, int64_t n, F exact) {
   const T lo = std::is_same_v<T, double> ? T(-708) : T(-87);
   // A vector test first: the lane-by-lane fixup loop (a call in it) does not vectorize and
   // costs about as much as the exp itself. NaN lanes need no fixup either way.
   if (!any_lane(a, n, [lo](T v) { return v < lo; })) return;
   for (int64_t i = 0; i < n; ++i)
-    if (a[i] < lo) out[i] = std::exp(a[i]);
+    if (a[i] < lo) out[i] = exact(a[i]);
 }
 
 // The one switch over the pointwise ops: each case hands its op's loop for T's dtype family to
@@ -151,7 +153,10 @@ void lower(Op op, K& k) {
     case Op::Exp:
       if constexpr (kFloat)
         return k.eigen([](const auto& x) { return x.exp(); },
-                       [](const T* a, T* o, int64_t n) { fix_exp_underflow(a, o, n); }, exp_f32);
+                       [](const T* a, T* o, int64_t n) {
+                         fix_exp_underflow(a, o, n, [](T v) { return std::exp(v); });
+                       },
+                       exp_f32);
       return k.identity();
     case Op::Exp2:
       if constexpr (kFloat) return k.scalar([](T v) { return std::exp2(v); });
@@ -216,7 +221,12 @@ void lower(Op op, K& k) {
       return k.identity();
     case Op::Sigmoid:
       if constexpr (kFloat)
-        return k.eigen([](const auto& x) { return x.logistic(); }, NoFix{}, sigmoid_f32);
+        return k.eigen([](const auto& x) { return x.logistic(); },
+                       [](const T* a, T* o, int64_t n) {
+                         // below the clamp, sigmoid(v) = e^v / (1 + e^v) rounds to e^v
+                         fix_exp_underflow(a, o, n, [](T v) { return std::exp(v); });
+                       },
+                       sigmoid_f32);
       return k.identity();
     case Op::Gelu:
       if constexpr (kFloat)
@@ -233,7 +243,11 @@ void lower(Op op, K& k) {
         });
       return k.identity();
     case Op::Silu:
-      if constexpr (kFloat) return k.eigen([](const auto& x) { return x * x.logistic(); });
+      if constexpr (kFloat)
+        return k.eigen([](const auto& x) { return x * x.logistic(); },
+                       [](const T* a, T* o, int64_t n) {
+                         fix_exp_underflow(a, o, n, [](T v) { return v * std::exp(v); });
+                       });
       return k.identity();
     case Op::Softplus:
       if constexpr (kFloat)

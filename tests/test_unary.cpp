@@ -201,6 +201,34 @@ TEST_CASE("unary: special values (nan, inf, signed zero, halves)") {
   check_close(sqrt(lt::make({-1}, {1})), {nan});
 }
 
+// Eigen's logistic clamps its argument near -88: sigmoid(-inf) came out 2.9e-39, not 0, so
+// sigmoid(-inf) * inf was inf, not NaN. Values below the clamp must follow e^x down.
+TEST_CASE("unary: sigmoid and silu below the exp clamp, fused and fusion off") {
+  const double inf = std::numeric_limits<double>::infinity();
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    INFO("dtype " << std::string(dtype_name(dt)));
+    std::vector<double> xs = {-inf, -1000, -100, -90, -87.5, -20, 0, 20};
+    Tensor x = cast(lt::make(xs, {8}), dt);
+    std::vector<double> got = lt::check_fused_matches_unfused([&] { return sigmoid(x); });
+    std::vector<double> silu_got = lt::check_fused_matches_unfused([&] { return silu(x); });
+    for (size_t i = 0; i < xs.size(); ++i) {
+      INFO("x " << xs[i]);
+      double want = 1 / (1 + std::exp(-xs[i]));
+      if (dt == DType::Float32) want = double(float(want));  // rounds to the subnormal grid
+      CHECK(std::abs(got[i] - want) <= 1e-6 * want + 1.5e-45);
+      if (xs[i] == -inf) {
+        CHECK(got[i] == 0.0);
+        CHECK(std::isnan(silu_got[i]));  // -inf * 0
+      } else {
+        double w = xs[i] * want;
+        CHECK(std::abs(silu_got[i] - w) <= 1e-6 * std::abs(w) + 1.5e-42);
+      }
+    }
+    std::vector<double> prod = lt::check_fused_matches_unfused([&] { return sigmoid(x) * -x; });
+    CHECK(std::isnan(prod[0]));  // 0 * inf
+  }
+}
+
 TEST_CASE("unary: float16 and bfloat16 compute in float32 and round once") {
   for (DType dt : {DType::Float16, DType::BFloat16}) {
     INFO("dtype " << std::string(dtype_name(dt)));
