@@ -31,6 +31,12 @@ void pair_loop(const T* a, int sa, const T* c, int sc, const T* b, int sb, T* o,
   } else if (sa && !sc && sb) {
     const T cv = c[0];
     for (int64_t i = 0; i < n; ++i) o[i] = fo(fi(a[i], cv), b[i]);
+  } else if (!sa && sc && sb) {  // k * m / d: the scalar first
+    const T av = a[0];
+    for (int64_t i = 0; i < n; ++i) o[i] = fo(fi(av, c[i]), b[i]);
+  } else if (!sa && sc && !sb) {
+    const T av = a[0], bv = b[0];
+    for (int64_t i = 0; i < n; ++i) o[i] = fo(fi(av, c[i]), bv);
   } else {
     for (int64_t i = 0; i < n; ++i) o[i] = fo(fi(a[i * sa], c[i * sc]), b[i * sb]);
   }
@@ -42,8 +48,8 @@ template <typename T>
 void binary_pair(Op inner, const T* a, int sa, const T* c, int sc, Op outer, bool first, const T* b,
                  int sb, bool relu, T* out, int64_t n) {
   if (inner == Op::Copy) sc = sa, c = a;  // not read; keeps to the vectorized loops
-  with_op(inner, false, [&](auto I, auto) {
-    with_op(outer, !first, [&](auto O, auto swap) {
+  with_op<true>(inner, false, [&](auto I, auto) {
+    with_op<true>(outer, !first, [&](auto O, auto swap) {
       auto fi = [](T x, T y) { return arith<decltype(I)::value, false>(x, y); };
       auto fo = [](T x, T y) { return arith<decltype(O)::value, decltype(swap)::value>(x, y); };
       if (!relu) return pair_loop(a, sa, c, sc, b, sb, out, n, fi, fo);

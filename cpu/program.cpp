@@ -125,10 +125,12 @@ bool unary_foldable(const Program& p, const std::vector<int>& uses, int d, int p
 }
 
 bool pairable(Op op) { return op == Op::Add || op == Op::Sub || op == Op::Mul; }
+// binary_pair's ops (float only): a division pairs there, but not in the vmath instructions.
+bool pair_op_ok(Op op) { return pairable(op) || op == Op::Div; }
 
-// Folds a float Add/Sub/Mul into the Add/Sub/Mul that alone reads it (x * 1.5 + 0.5,
-// x * x + y, ...): the interpreter is bound by passes over L1-resident tiles, and this drops
-// one. An inner op that is itself folded is left alone (three arguments at most).
+// Folds a float Add/Sub/Mul/Div into the Add/Sub/Mul/Div that alone reads it (x * 1.5 + 0.5,
+// x * x + y, m * k / d, ...): the interpreter is bound by passes over L1-resident tiles, and
+// this drops one. An inner op that is itself folded is left alone (three arguments at most).
 void fuse_pairs(Program& p, const Group& g) {
   int nn = int(p.nodes.size());
   p.pair_op.assign(nn, Op::Const);
@@ -139,7 +141,7 @@ void fuse_pairs(Program& p, const Group& g) {
   std::vector<int> uses = count_uses(p, g);
   auto fits = [&](int id, CT c) {
     const GNode& n = p.nodes[id];
-    return n.space == Space::Full && pairable(n.op) && n.a >= 0 && n.b >= 0 && n.c < 0 &&
+    return n.space == Space::Full && pair_op_ok(n.op) && n.a >= 0 && n.b >= 0 && n.c < 0 &&
            p.ct[id] == c && p.ct[n.a] == c && p.ct[n.b] == c && !p.exp_sub[id] &&
            p.pair_op[id] == Op::Const && n.leaf < 0;
   };
@@ -238,7 +240,7 @@ void fold_unary_operands(Program& p, const Group& g) {
   for (int i = 0; i < nn; ++i) {
     GNode& n = p.nodes[i];
     if (n.space != Space::Full || !pairable(n.op) || n.leaf >= 0 || p.exp_sub[i] || !f32(i) ||
-        !f32(n.a) || !f32(n.b))
+        !f32(n.a) || !f32(n.b) || p.pair_op[i] == Op::Div)
       continue;
     bool plain = p.pair_op[i] == Op::Const;
     // the relu fold's form of a plain op (Copy of `a`, first): f may be its `a` as well
@@ -312,6 +314,25 @@ void mark_load_copies(Program& p, const Group& g, const StepList& sl) {
   }
 }
 
+// A Copy of a Full value into its own dtype that is no output (the value an in-place op hands
+// on: m.mul_(b1) before .add_ of the same m) is its input: its readers read the input and the
+// Copy leaves the steps (a pass over the tile each; LOOM_CPU_PAIRS=0 keeps them, for A/B).
+void forward_copies(Program& p, const Group& g) {
+  if (!knob_flag(Knob::CpuPairs)) return;
+  std::vector<uint8_t> out(p.nodes.size(), 0);
+  for (auto& o : g.outputs) out[size_t(o.node)] = 1;
+  std::vector<int> to(p.nodes.size());
+  for (int i = 0; i < int(p.nodes.size()); ++i) {
+    GNode& n = p.nodes[i];
+    for (int* a : {&n.a, &n.b, &n.c})
+      if (*a >= 0) *a = to[size_t(*a)];
+    to[size_t(i)] = i;
+    if (n.op != Op::Copy || n.a < 0 || out[size_t(i)] || n.space != Space::Full) continue;
+    const GNode& src = p.nodes[n.a];
+    if (src.space == Space::Full && src.dtype == n.dtype) to[size_t(i)] = n.a;
+  }
+}
+
 }  // namespace
 
 Program build_program(const Group& g) {
@@ -328,6 +349,7 @@ Program build_program(const Group& g) {
                                 [](const GNode& m) { return is_reduce(m.op); }))
             : -1);
   }
+  forward_copies(p, g);
   // exp(x - y) whose difference nothing else reads (softmax's exp): one pass instead of two.
   p.exp_sub.assign(p.nodes.size(), 0);
   std::vector<int> uses = count_uses(p, g);

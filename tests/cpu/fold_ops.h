@@ -1,6 +1,6 @@
 #pragma once
 // Ops by letter for the CPU fold tests (tests/cpu/test_fold, test_tail, test_pre): '+', '-',
-// '*' on doubles and tensors (either side a scalar), and the folded functions 't' tanh,
+// '*', '/' on doubles and tensors (either side a scalar), and the folded functions 't' tanh,
 // 's' sigmoid, 'e' exp in float64 and on tensors.
 #include <cmath>
 
@@ -9,11 +9,11 @@
 namespace lt::fold {
 
 inline double arith(char op, double x, double y) {
-  return op == '+' ? x + y : op == '-' ? x - y : x * y;
+  return op == '+' ? x + y : op == '-' ? x - y : op == '/' ? x / y : x * y;
 }
 template <class A, class B>
 loom::Tensor arith(char op, const A& x, const B& y) {
-  return op == '+' ? x + y : op == '-' ? x - y : x * y;
+  return op == '+' ? x + y : op == '-' ? x - y : op == '/' ? x / y : x * y;
 }
 
 inline double f64(char f, double v) {

@@ -78,3 +78,46 @@ TEST_CASE("cpu fold: relu of a plain op, NaN kept, and a folded value read twice
   });
   lt::check_close(lt::make(got2, {6}, DType::Float64), {-4, 3, NAN, -4, -8, -42});
 }
+
+// A Div pairs with an Add/Sub/Mul on either side (a / (b + c), (a + b) / c, c - a / b, k * m / d,
+// relu(a / b + c)), tensor or scalar operands: each op rounds as alone, so bit for bit against
+// fusion-off, and close to float64.
+TEST_CASE("cpu fold: division pairs match fusion-off bit for bit and float64") {
+  uint32_t seed = 9100;
+  for (const Shape& s : {Shape{37, 45}, Shape{70001}})
+    for (DType dt : {DType::Float32, DType::Float64})
+      for (char inner : {'+', '-', '*', '/'})
+        for (char outer : {'+', '-', '*', '/'}) {
+          if (inner != '/' && outer != '/') continue;
+          for (bool first : {true, false})
+            for (bool scalar : {false, true})
+              for (bool r : {false, true}) {
+                INFO(numel(s) << " elements, " << dtype_name(dt) << ": (a " << inner << " b) "
+                              << outer << " c, inner first " << first << ", scalar " << scalar
+                              << ", relu " << r);
+                seed += 3;
+                // operands in [0.5, 2]: no quotient near a pole
+                Tensor a = lt::random(s, dt, seed, 0.5, 2), b = lt::random(s, dt, seed + 1, 0.5, 2),
+                       c = lt::random(s, dt, seed + 2, 0.5, 2);
+                auto f = [&] {
+                  Tensor in = arith(inner, a, b);
+                  Tensor o = scalar ? (first ? arith(outer, in, 1.25) : arith(outer, 1.25, in))
+                                    : (first ? arith(outer, in, c) : arith(outer, c, in));
+                  return r ? relu(o) : o;
+                };
+                if (knob_flag(Knob::CpuPairs)) {
+                  std::string text = explain(f());
+                  CHECK(text.find("pair:") != std::string::npos);
+                }
+                std::vector<double> got = lt::check_fused_matches_unfused(f, {}, true);
+                std::vector<double> ha = lt::host(a), hb = lt::host(b), hc = lt::host(c),
+                                    want(ha.size());
+                for (size_t i = 0; i < ha.size(); ++i) {
+                  double w = scalar ? 1.25 : hc[i], in = arith(inner, ha[i], hb[i]);
+                  double o = first ? arith(outer, in, w) : arith(outer, w, in);
+                  want[i] = r ? std::max(o, 0.0) : o;
+                }
+                lt::check_close(lt::make(got, s, DType::Float64), want, lt::tol(dt));
+              }
+        }
+}
