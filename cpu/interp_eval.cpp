@@ -175,7 +175,7 @@ const void* eval_full(const Job& job, Scratch& s, const RowState& rs,
   int64_t len = rs.nr * nc;
   CT ct = p.ct[id];
   if (is_load(n)) {
-    if (const void* d = direct(job, id, rs, c0)) return d;
+    if (const void* d = direct(job, id, rs, c0, nc)) return d;
     load_full(job, ct, job.g.leaves[n.leaf], out, rs.r0, rs.nr, c0, nc);
     return out;
   }
@@ -193,14 +193,16 @@ const void* eval_full(const Job& job, Scratch& s, const RowState& rs,
     } else if (rs.nr == 1) {
       ops[k] = {rs.val(a), 0};
     } else {  // one value per row: spread each over its row of the tile
-      size_t w = ct_width(p.ct[a]);
-      char* dst = reinterpret_cast<char*>(s.bc[k].data());
-      const char* src = reinterpret_cast<const char*>(rs.val(a));
-      if (job.col_layout)  // each column of the tile is the rows' values in order
-        for (int64_t j = 0; j < nc; ++j) std::memcpy(dst + j * rs.nr * w, src, rs.nr * w);
-      else
-        for (int64_t i = 0; i < rs.nr; ++i)
-          for (int64_t j = 0; j < nc; ++j) std::memcpy(dst + (i * nc + j) * w, src + i * w, w);
+      void* dst = s.bc[k].data();
+      dispatch_ct(p.ct[a], [&](auto t) {
+        using T = decltype(t);
+        const T* src = reinterpret_cast<const T*>(rs.val(a));
+        T* d = static_cast<T*>(dst);
+        if (job.col_layout)  // each column of the tile is the rows' values in order
+          for (int64_t j = 0; j < nc; ++j) std::copy_n(src, rs.nr, d + j * rs.nr);
+        else  // a typed fill per row: vector stores, not a call per element
+          for (int64_t i = 0; i < rs.nr; ++i) std::fill_n(d + i * nc, nc, src[i]);
+      });
       ops[k] = {dst, 1};
     }
     ++k;

@@ -60,6 +60,22 @@ struct Job {
         cols(group.cols()),
         col_layout(cols_first) {}
 
+  // Whether the tile of rows [r0, r0 + nr) x columns [c0, c0 + nc) is one unit-stride run
+  // under strides st (row layout): one row's run, or whole rows that follow each other in
+  // memory (every kept dim of more than one element laid out row-major behind the row).
+  bool one_run(const Strides& st, int64_t nr, int64_t c0, int64_t nc) const {
+    if (rank - nk != 1 || st[rank - 1] != 1) return false;
+    if (nr == 1) return true;
+    if (c0 != 0 || nc != cols) return false;
+    int64_t expect = cols;
+    for (int d = nk - 1; d >= 0; --d) {
+      if (g.space[d] == 1) continue;
+      if (st[d] != expect) return false;
+      expect *= g.space[d];
+    }
+    return true;
+  }
+
   // The element offset of row `row` (over the kept dims) under strides st, from `off`.
   int64_t row_base(const Strides& st, int64_t off, int64_t row) const {
     for (int d = nk - 1; d >= 0; --d) {
@@ -168,7 +184,7 @@ void store_full(const Job& job, CT ct, const GOutput& o, const void* src, int64_
 constexpr size_t kStreamBytes = size_t(8) << 20;
 
 // A load that can read memory in place: same type as computed, one unit-stride run.
-inline const void* direct(const Job& job, int id, const RowState& rs, int64_t c0) {
+inline const void* direct(const Job& job, int id, const RowState& rs, int64_t c0, int64_t nc) {
   const GNode& n = job.p.nodes[id];
   if (job.p.load_copy[id]) return nullptr;
   const GLeaf& l = job.g.leaves[n.leaf];
@@ -180,30 +196,34 @@ inline const void* direct(const Job& job, int id, const RowState& rs, int64_t c0
     int64_t off = job.row_base(l.strides, l.offset, rs.r0) + c0 * rs.nr;
     return leaf_ptr(l) + off * int64_t(itemsize(l.dtype));
   }
-  if (rs.nr != 1 || job.rank - job.nk != 1 || l.strides[job.rank - 1] != 1) return nullptr;
+  if ((job.col_layout && rs.nr != 1) || !job.one_run(l.strides, rs.nr, c0, nc)) return nullptr;
   int64_t off = job.row_base(l.strides, l.offset, rs.r0) + c0;
   return leaf_ptr(l) + off * int64_t(itemsize(l.dtype));
 }
 
 // A large output in the compute type, unit stride along the tile: streamed (see kStreamBytes).
-// Its writes need an sfence before others read them (end of each task).
+// Its writes need an sfence before others read them (end of each task). An output that
+// overwrites memory the group reads (an in-place update) is not: its lines are in the cache
+// already, read there, so a plain store costs no extra read.
 inline bool streams(const Job& job, const GOutput& o) {
   const int rank = job.rank;
   DType dt = job.g.nodes[o.node].dtype;
-  return o.st->nbytes >= kStreamBytes && rank - job.nk == 1 && o.strides[rank - 1] == 1 &&
-         compute_dtype(dt) == dt && dt != DType::Bool && job.p.nodes[o.node].space == Space::Full;
+  return o.overwrites < 0 && o.st->nbytes >= kStreamBytes && rank - job.nk == 1 &&
+         o.strides[rank - 1] == 1 && compute_dtype(dt) == dt && dt != DType::Bool &&
+         job.p.nodes[o.node].space == Space::Full;
 }
 
 // Where output node `id` can be computed in place: its memory for this tile, when the tile
 // is one unit-stride run of it in the compute type (no store pass afterwards), else null.
-inline void* direct_out(const Job& job, int id, const RowState& rs, int64_t c0) {
+inline void* direct_out(const Job& job, int id, const RowState& rs, int64_t c0, int64_t nc) {
   const int rank = job.rank;
-  if (rs.nr != 1 || rank - job.nk != 1 || job.p.nodes[id].space != Space::Full) return nullptr;
+  if ((job.col_layout && rs.nr != 1) || job.p.nodes[id].space != Space::Full) return nullptr;
   for (auto& o : job.g.outputs) {
     if (o.node != id) continue;
     if (streams(job, o)) return nullptr;  // computed in a register, then streamed out
     DType dt = job.g.nodes[id].dtype;
-    if (o.strides[rank - 1] != 1 || compute_dtype(dt) != dt || dt == DType::Bool) return nullptr;
+    if (!job.one_run(o.strides, rs.nr, c0, nc) || compute_dtype(dt) != dt || dt == DType::Bool)
+      return nullptr;
     int64_t off = job.row_base(o.strides, o.offset, rs.r0) + c0;
     return static_cast<char*>(o.st->data()) + off * int64_t(itemsize(dt));
   }

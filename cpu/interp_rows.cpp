@@ -32,7 +32,7 @@ void consume(const Job& job, RowState& rs, int id, const void* v, std::vector<Ac
   for (auto& o : job.g.outputs) {
     if (o.node != id) continue;
     if (!looked) {
-      in_place = direct_out(job, id, rs, c0), looked = true;
+      in_place = direct_out(job, id, rs, c0, nc), looked = true;
       if (!in_place) in_place = stream_out(job, id, rs, c0);
     }
     if (v == in_place) continue;  // computed straight into the output
@@ -55,7 +55,7 @@ void rows_block_run(const Job& job, Scratch& s, RowState& rs, int64_t nr, bool w
       row_pass_start(job, rs, pass);
       for (; k < p.single.nodes.size() && p.nodes[p.single.nodes[k]].pass == pass; ++k) {
         int id = p.single.nodes[k];
-        void* out = direct_out(job, id, rs, 0);
+        void* out = direct_out(job, id, rs, 0, cols);
         float* st = out ? nullptr : stream_out(job, id, rs, 0);
         if (st) out = st;
         const void* v = eval_full(job, s, rs, full, id, out ? out : s.regs[p.single.reg[k]].data(),
@@ -107,7 +107,7 @@ void run_steps(const Job& job, Scratch& s, RowState& rs, const StepList& sl, int
   for (size_t k = 0; k < sl.nodes.size(); ++k) {
     int id = sl.nodes[k];
     if (!whole && p.nodes[id].pass > pass) continue;
-    void* out = direct_out(job, id, rs, c0);
+    void* out = direct_out(job, id, rs, c0, nc);
     float* st = out ? nullptr : stream_out(job, id, rs, c0);
     if (st) out = st;
     const void* v = eval_full(job, s, rs, full, id, out ? out : s.regs[sl.reg[k]].data(), c0, nc,
@@ -179,12 +179,12 @@ void long_row_parallel(const Job& job, int64_t row) {
         for (int id : p.reduces) acc.push_back(acc_init(p.nodes[id].op));
         RowState local = rs;
         int64_t end = std::min(nchunks, (sg + 1) * kSegment);
+        // No software prefetch: a long row is a few unit-stride streams the hardware
+        // prefetchers follow, and the prefetch instructions cost more than they hide here
+        // (measured: bench/RESULTS.md).
         for (int64_t ch = sg * kSegment; ch < end; ++ch) {
           int64_t c0 = ch * kChunk;
-          Prefetch pf;
-          if (ch + 1 < end)
-            plan_prefetch(job, pf, row, 1, c0 + kChunk, std::min(kChunk, cols - c0 - kChunk));
-          run_steps(job, s, local, sl, pass, false, &acc, c0, std::min(kChunk, cols - c0), &pf);
+          run_steps(job, s, local, sl, pass, false, &acc, c0, std::min(kChunk, cols - c0));
         }
       }
       _mm_sfence();

@@ -47,8 +47,8 @@
   X(CpuCacheBytes, "LOOM_CPU_CACHE_BYTES", Int, "1073741824", Once,                                \
     "bytes of freed host blocks kept for reuse")                                                   \
   X(CpuPrefetch, "LOOM_CPU_PREFETCH", Int, "1", Once,                                              \
-    "software prefetch of the next tile between a tile's instructions: 0 none, 1 into L1 "         \
-    "(prefetcht0), 2 into L2 (prefetcht1)")                                                        \
+    "software prefetch of the next tile of short rows between a tile's instructions: 0 none, "     \
+    "1 into L1 (prefetcht0), 2 into L2 (prefetcht1)")                                              \
   X(CpuVmath, "LOOM_CPU_VMATH", Flag, "avx512", Once,                                              \
     "float32 exp, tanh and sigmoid by loom's own vector kernels (cpu/vmath.h) instead of "         \
     "Eigen's; without them the tile program folds none of these into other ops")                   \
