@@ -38,6 +38,7 @@ import os
 import statistics
 import sys
 import tempfile
+import textwrap
 import time
 
 import numpy as np
@@ -723,7 +724,8 @@ def bandwidth_rows(dev, quick, timer, have_torch, rng, rows, only=None, skip=())
                 copies[nbytes] = max(copies.get(nbytes, 0), gbs)
             # A min under half the median: the runs were disturbed (another process, torch's
             # OpenMP threads waking late), so the median may not be this implementation's.
-            row.update({"ms": ms, "min_ms": mn, "gbs": gbs, "suspect": mn * 2 < ms})
+            row.update({"ms": ms, "min_ms": mn, "gbs": gbs, "suspect": mn * 2 < ms,
+                        "load1": os.getloadavg()[0]})  # the box is shared: say how busy
             if w["reps"]:  # the per-call rows
                 row["us_per_call"] = ms * 1e3
             rows.append(row)
@@ -827,8 +829,9 @@ def summaries(rows):
         out += [f"  {r['work']} / {r['impl']}: {r['skipped']}" for r in skipped]
     suspect = [r for r in rows if r.get("suspect")]
     if suspect:
-        out.append(f"suspect cells (min < median / 2; the median may be noise): "
-                   + ", ".join(f"{r['work']} / {r['impl']}" for r in suspect))
+        out.append(f"{len(suspect)} suspect cells (min < median / 2; the median may be noise):")
+        out += textwrap.wrap("; ".join(f"{r['work']} / {r['impl']}" for r in suspect), 100,
+                             initial_indent="  ", subsequent_indent="  ")
     return out
 
 
@@ -847,6 +850,9 @@ def main():
                     "folder, so compile rows start cold)")
     ap.add_argument("--skip", default="", help="comma-separated implementations to leave out of "
                     "the bandwidth rows (e.g. 'torch.compile,loom fusion-off' for quick A/B runs)")
+    ap.add_argument("--torch-threads", type=int, help="torch.set_num_threads (default: torch's "
+                    "own). On a loaded 2-core box torch's spinning OpenMP team stalls for ms per "
+                    "op; 1 thread (or OMP_WAIT_POLICY=PASSIVE in the environment) avoids that")
     args = ap.parse_args()
     os.environ["LOOM_CACHE_DIR"] = args.cache_dir or tempfile.mkdtemp(prefix="loom-suite-")
     only = [o.strip() for o in args.only.split(",")] if args.only else None
@@ -856,6 +862,12 @@ def main():
     have_torch = torch is not None and (dev == "cpu" or torch.cuda.is_available())
     if torch is None:
         print("torch is not importable: no torch eager / torch.compile columns", flush=True)
+    elif dev == "cpu":
+        if args.torch_threads:
+            torch.set_num_threads(args.torch_threads)
+        print(f"torch {torch.__version__}: {torch.get_num_threads()} threads, OMP_WAIT_POLICY="
+              f"{os.environ.get('OMP_WAIT_POLICY', '(unset)')}; load average "
+              f"{os.getloadavg()[0]:.2f}", flush=True)
     rows, failure = [], None
     try:
         skip = {o.strip() for o in args.skip.split(",") if o.strip()}
@@ -877,7 +889,11 @@ def main():
         print(line)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"device": dev, "rows": rows, "failure": failure}, f, indent=1)
+            meta = {"quick": args.quick, "reps": args.reps}
+            if torch is not None:
+                meta.update(torch=torch.__version__, torch_threads=torch.get_num_threads(),
+                            omp_wait_policy=os.environ.get("OMP_WAIT_POLICY"))
+            json.dump({"device": dev, **meta, "rows": rows, "failure": failure}, f, indent=1)
     if args.png:
         plot(rows, args.png)
     if failure:
@@ -885,9 +901,10 @@ def main():
 
 
 # The base rows (one workload per group) share the first panel; each CPU group has its own.
-PANELS = (("base", "% of copy bandwidth", "pct_copy"), ("L=", "GB/s", "gbs"),
-          ("small", "us per call", "us_per_call"), ("bfloat16", "GB/s", "gbs"),
-          ("column", "GB/s", "gbs"), ("gpt", "ms", "ms"))
+# (group, y label, row key, log scale: per-call times span 5 µs to torch's multi-ms stalls)
+PANELS = (("base", "% of copy bandwidth", "pct_copy", False), ("L=", "GB/s", "gbs", False),
+          ("small", "us per call", "us_per_call", True), ("bfloat16", "GB/s", "gbs", False),
+          ("column", "GB/s", "gbs", False), ("gpt", "ms", "ms", False))
 
 
 def plot(rows, path):
@@ -903,16 +920,19 @@ def plot(rows, path):
     def panel(r):
         return r.get("group") if r.get("group") in CPU_GROUPS else "base"
 
-    panels = [(g, label, key, [r for r in rows if panel(r) == g and r.get(key)])
-              for g, label, key in PANELS]
-    panels = [p for p in panels if p[3]]
+    panels = [(g, label, key, log, [r for r in rows if panel(r) == g and r.get(key)])
+              for g, label, key, log in PANELS]
+    panels = [p for p in panels if p[4]]
     if not panels:
         print(f"--png {path}: no rows to plot", file=sys.stderr)
         return
-    widest = max(len({r["work"] for r in p[3]}) for p in panels)
+    # One colour per implementation across the panels.
+    every = sorted({r["impl"] for r in rows}, key=[r["impl"] for r in rows].index)
+    colour = {impl: f"C{i}" for i, impl in enumerate(every)}
+    widest = max(len({r["work"] for r in p[4]}) for p in panels)
     fig, axes = plt.subplots(len(panels), 1, figsize=(max(8, widest * 0.45), 4.2 * len(panels)),
                              squeeze=False)
-    for ax, (g, label, key, prow) in zip(axes[:, 0], panels):
+    for ax, (g, label, key, log, prow) in zip(axes[:, 0], panels):
         works = sorted({r["work"] for r in prow}, key=[r["work"] for r in prow].index)
         impls = sorted({r["impl"] for r in prow}, key=[r["impl"] for r in prow].index)
         w = 0.8 / len(impls)
@@ -923,10 +943,12 @@ def plot(rows, path):
                     if r["work"] == wk and r["impl"] == impl:
                         xs.append(i + k * w)
                         ys.append(r[key])
-            ax.bar(xs, ys, w, label=impl)
+            ax.bar(xs, ys, w, label=impl, color=colour[impl])
         ax.set_xticks([i + 0.4 - w / 2 for i in range(len(works))])
         ax.set_xticklabels(works, rotation=35, ha="right", fontsize=7)
         ax.set_ylabel(label)
+        if log:
+            ax.set_yscale("log")
         ax.set_title(g)
         ax.legend(fontsize=7)
     fig.tight_layout()
