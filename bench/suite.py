@@ -835,6 +835,19 @@ def summaries(rows):
     return out
 
 
+def torch_stall_probe():
+    """Median ms of a 64x64 torch softmax (about 10 µs when healthy). On the 2-core VM torch's
+    OpenMP team stalls a whole process at 4 ms steps per op, min included, which the suspect
+    mark can't see: the run says so up front."""
+    t = torch.randn(64, 64)
+    times = []
+    for _ in range(30):
+        t0 = time.perf_counter()
+        torch.softmax(t, dim=-1)
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cuda" if loom.cuda.is_available() else "cpu")
@@ -860,14 +873,20 @@ def main():
     rng = np.random.default_rng(0)
     timer = Timer(dev, args.reps)
     have_torch = torch is not None and (dev == "cpu" or torch.cuda.is_available())
+    probe = None  # ms of torch's 64x64 softmax on the CPU
     if torch is None:
         print("torch is not importable: no torch eager / torch.compile columns", flush=True)
     elif dev == "cpu":
         if args.torch_threads:
             torch.set_num_threads(args.torch_threads)
+        probe = torch_stall_probe()
         print(f"torch {torch.__version__}: {torch.get_num_threads()} threads, OMP_WAIT_POLICY="
               f"{os.environ.get('OMP_WAIT_POLICY', '(unset)')}; load average "
-              f"{os.getloadavg()[0]:.2f}", flush=True)
+              f"{os.getloadavg()[0]:.2f}; 64x64 softmax {probe * 1e3:.0f} us", flush=True)
+        if probe > 1.0:
+            print("WARNING: torch's OpenMP threads are stalling in this process (ms per op): the "
+                  "torch columns measure the stalls, not torch. Rerun with OMP_WAIT_POLICY=PASSIVE "
+                  "or --torch-threads 1", flush=True)
     rows, failure = [], None
     try:
         skip = {o.strip() for o in args.skip.split(",") if o.strip()}
@@ -892,7 +911,8 @@ def main():
             meta = {"quick": args.quick, "reps": args.reps}
             if torch is not None:
                 meta.update(torch=torch.__version__, torch_threads=torch.get_num_threads(),
-                            omp_wait_policy=os.environ.get("OMP_WAIT_POLICY"))
+                            omp_wait_policy=os.environ.get("OMP_WAIT_POLICY"),
+                            torch_probe_ms=probe)
             json.dump({"device": dev, **meta, "rows": rows, "failure": failure}, f, indent=1)
     if args.png:
         plot(rows, args.png)
