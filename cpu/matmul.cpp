@@ -8,7 +8,6 @@
 #include <climits>
 #include <cstring>
 #include <memory>
-#include <mutex>
 
 #include "cpu/ctype.h"
 #include "tensor/convert.h"
@@ -72,18 +71,20 @@ void matmul_eigen(const Node& n, void* out_mem) {
 
 #ifdef LOOM_HAVE_OPENBLAS
 
-// OpenBLAS runs on one thread for every call and loom splits the work over TBB instead:
-// over the batch, and over blocks of rows (or columns) of C for a big matrix. OpenBLAS's own
-// pool would otherwise compete with TBB's for the same cores: a batch loop in TBB that calls
-// a threaded GEMM oversubscribes (threads x threads), and after each call OpenBLAS's workers
-// keep spinning for a while, taking a core from the fused kernel that runs next under TBB.
-// OpenBLAS has no per-call thread count in the Debian release (only the process-wide
-// openblas_set_num_threads), so the setting is made once. Either Debian build (pthread or
-// OpenMP, chosen at run time by update-alternatives) then runs the caller's thread only.
-void blas_single_threaded() {
-  static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(1); });
-}
+// Threads: one pool at a time owns the cores. A batch of at least as many matrices as TBB has
+// threads runs as a TBB loop over the batch with OpenBLAS on one thread each (a threaded GEMM
+// inside a TBB task would run threads x threads). Fewer, bigger matrices run one after the
+// other on OpenBLAS's own threads: its threaded GEMM shares the packed panels of B between
+// threads, where blocks of C split over TBB each pack all of B again (measured slower, most at
+// 4096^3; bench/RESULTS.md). Debian's OpenBLAS (0.3.21) has only the process-wide
+// openblas_set_num_threads, so each call sets the count it needs first; that is safe because
+// CPU groups run one at a time under the runtime lock (fusion/trace.h). Dropping back to one
+// thread after each threaded call would make the next small GEMM wake OpenBLAS's workers
+// again (measured: 128^3 took 1.5x as long). It is set on every call, not cached, because
+// another user of the same OpenBLAS in the process may change it. Either Debian build (pthread
+// or OpenMP, the system's libopenblas.so.0 alternative) behaves the same under an explicit
+// count.
+void blas_threads(int n) { openblas_set_num_threads(n); }
 
 // One operand's [R, C] matrices as BLAS sees them: a base pointer per batch entry, the
 // transpose flag and the leading dimension. A view whose last two strides are (ld, 1) is
@@ -122,11 +123,10 @@ struct Operand {
     }
     base = static_cast<const char*>(x.st->data());
   }
-  // Element (i, j) of batch entry b's matrix.
-  const T* at(int64_t b, int64_t R, int64_t C, int64_t i, int64_t j) const {
-    if (copy) return copy.get() + b * R * C + i * ld + j;
-    int64_t off = batch_offset(in->view, b) + (trans ? j * ld + i : i * ld + j);
-    return reinterpret_cast<const T*>(base) + off;
+  // Element (0, 0) of batch entry b's [R, C] matrix.
+  const T* matrix(int64_t b, int64_t R, int64_t C) const {
+    if (copy) return copy.get() + b * R * C;
+    return reinterpret_cast<const T*>(base) + batch_offset(in->view, b);
   }
 };
 
@@ -141,17 +141,10 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, in
               int(n), int(k), 1.0, a, int(lda), b, int(ldb), 0.0, c, int(ldc));
 }
 
-// A matrix is cut into blocks of rows (or columns) of C only while each block keeps at least
-// kMinBlock of them and kMinTaskFlops of work: every block packs the whole of the other operand
-// again, and a TBB task costs a few microseconds.
-constexpr int64_t kMinBlock = 64;
-constexpr double kMinTaskFlops = 2e6;
-
 // T: float or double, the type BLAS computes in. The output is written in place when its
-// dtype is T, else through a T buffer per task and converted (float16/bfloat16).
+// dtype is T, else through a T buffer and converted (float16/bfloat16).
 template <typename T>
 void matmul_blas(const Node& n, void* out_mem) {
-  blas_single_threaded();
   Shapes s = shapes_of(n);
   char* out = static_cast<char*>(out_mem);
   size_t osz = itemsize(n.dtype);
@@ -162,36 +155,25 @@ void matmul_blas(const Node& n, void* out_mem) {
   }
   Operand<T> A(n.in[0], s.batch, s.M, s.K), B(n.in[1], s.batch, s.K, s.N);
   bool direct_out = n.dtype == (sizeof(T) == 8 ? DType::Float64 : DType::Float32);
-  // Tasks: every batch entry, each cut into `parts` blocks along the longer side of C when the
-  // batch alone gives the threads too few tasks (two per thread, for balance when another
-  // process holds a core).
-  int64_t threads = tbb::this_task_arena::max_concurrency();
-  bool split_rows = s.M >= s.N;
-  int64_t side = split_rows ? s.M : s.N;
-  int64_t want = (2 * threads + s.batch - 1) / s.batch;
-  double flops = 2.0 * double(s.M) * double(s.N) * double(s.K);
-  int64_t by_flops = int64_t(flops / kMinTaskFlops);
-  int64_t parts = std::clamp<int64_t>(std::min({want, side / kMinBlock, by_flops}), 1, side);
-  tbb::parallel_for(int64_t(0), s.batch * parts, [&](int64_t task) {
-    int64_t b = task / parts, p = task % parts;
-    int64_t lo = side * p / parts, hi = side * (p + 1) / parts;
-    int64_t i0 = split_rows ? lo : 0, j0 = split_rows ? 0 : lo;
-    int64_t m = split_rows ? hi - lo : s.M, nn = split_rows ? s.N : hi - lo;
-    char* c0 = out + ((b * s.M + i0) * s.N + j0) * int64_t(osz);
-    std::unique_ptr<T[]> tmp;
-    T* c = reinterpret_cast<T*>(c0);
-    int64_t ldc = s.N;
-    if (!direct_out) {
-      tmp.reset(new T[size_t(m * nn)]);
-      c = tmp.get();
-      ldc = nn;
-    }
-    gemm(A.trans, B.trans, m, nn, s.K, A.at(b, s.M, s.K, i0, 0), A.ld, B.at(b, s.K, s.N, 0, j0),
-         B.ld, c, ldc);
-    if (!direct_out)
-      for (int64_t i = 0; i < m; ++i)
-        store_run<T>(c0 + i * s.N * int64_t(osz), n.dtype, 1, c + i * nn, nn);
-  });
+  auto one = [&](int64_t b, T* tmp) {
+    T* c = direct_out ? reinterpret_cast<T*>(out) + b * s.M * s.N : tmp;
+    gemm(A.trans, B.trans, s.M, s.N, s.K, A.matrix(b, s.M, s.K), A.ld, B.matrix(b, s.K, s.N), B.ld,
+         c, s.N);
+    if (!direct_out) store_run<T>(out + b * s.M * s.N * int64_t(osz), n.dtype, 1, tmp, s.M * s.N);
+  };
+  int threads = tbb::this_task_arena::max_concurrency();
+  std::unique_ptr<T[]> tmp;
+  if (s.batch >= threads && s.batch > 1) {
+    blas_threads(1);
+    tbb::parallel_for(int64_t(0), s.batch, [&](int64_t b) {
+      std::unique_ptr<T[]> buf(direct_out ? nullptr : new T[size_t(s.M * s.N)]);
+      one(b, buf.get());
+    });
+    return;
+  }
+  if (!direct_out) tmp.reset(new T[size_t(s.M * s.N)]);
+  blas_threads(threads);
+  for (int64_t b = 0; b < s.batch; ++b) one(b, tmp.get());
 }
 
 #endif  // LOOM_HAVE_OPENBLAS

@@ -186,8 +186,9 @@ void check_mm(const Tensor& a, const Tensor& b, const Tensor& c) {
 
 // A [R, C] operand of dtype dt in one of the layouts a view can have: row-major, a transposed
 // buffer (t()), rows of a wider buffer (row stride > C), every other row, and every other column
-// (neither stride 1: gathered), and one row expanded over all rows (row stride 0).
-enum class Layout { Rows, Transposed, WideRows, RowStep, ColStep, Expanded };
+// (neither stride 1: gathered), one row expanded over all rows (row stride 0) and one column
+// over all columns (column stride 0).
+enum class Layout { Rows, Transposed, WideRows, RowStep, ColStep, Expanded, ExpandedCol };
 Tensor operand(int64_t R, int64_t C, DType dt, Layout l, uint32_t seed) {
   double lo = is_floating(dt) ? -2 : -5, hi = is_floating(dt) ? 2 : 5;
   switch (l) {
@@ -203,12 +204,15 @@ Tensor operand(int64_t R, int64_t C, DType dt, Layout l, uint32_t seed) {
       return lt::random({R, 2 * C}, dt, seed, lo, hi).slice(1, 0, 2 * C, 2);
     case Layout::Expanded:
       return lt::random({1, C}, dt, seed, lo, hi).expand({R, C});
+    case Layout::ExpandedCol:
+      return lt::random({R, 1}, dt, seed, lo, hi).expand({R, C});
   }
   return {};
 }
 
 const char* layout_name(Layout l) {
-  const char* names[] = {"rows", "transposed", "wide rows", "row step", "col step", "expanded"};
+  const char* names[] = {"rows",     "transposed", "wide rows",   "row step",
+                         "col step", "expanded",   "expanded col"};
   return names[int(l)];
 }
 
@@ -218,12 +222,12 @@ TEST_CASE("matmul: every dtype, edge shapes and operand layouts against float64 
   struct MKN {
     int64_t M, K, N;
   };
-  // 1xKxN, Mx1, K = 1, odd sizes, and ones large enough to be cut into blocks of rows (300
-  // rows) or of columns (600 columns) over the threads.
+  // 1xKxN, Mx1, K = 1, odd sizes, and large ones (OpenBLAS's threaded path).
   const MKN shapes[] = {{1, 7, 5},    {6, 7, 1},       {5, 1, 4},      {1, 1, 1},
                         {17, 33, 65}, {300, 500, 200}, {100, 300, 600}};
-  const Layout layouts[] = {Layout::Rows,    Layout::Transposed, Layout::WideRows,
-                            Layout::RowStep, Layout::ColStep,    Layout::Expanded};
+  const Layout layouts[] = {Layout::Rows,       Layout::Transposed, Layout::WideRows,
+                            Layout::RowStep,    Layout::ColStep,    Layout::Expanded,
+                            Layout::ExpandedCol};
   uint32_t seed = 300;
   for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int32,
                    DType::Int64}) {
