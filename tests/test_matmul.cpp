@@ -119,3 +119,169 @@ TEST_CASE("matmul: dtype and shape errors") {
   LT_CHECK_ERROR(bmm(zeros({2, 3}), zeros({3, 2})), "bmm", "[2, 3]");
   LT_CHECK_ERROR(bmm(zeros({2, 3, 4}), zeros({3, 4, 2})), "bmm", "[2, 3, 4]", "[3, 4, 2]");
 }
+
+// ---- the BLAS path: layouts, shapes, dtypes -------------------------------------------------
+
+namespace {
+
+// Unit roundoff of the dtype a result is computed and stored in.
+double unit_roundoff(DType dt) {
+  switch (dt) {
+    case DType::Float64:
+      return 0x1p-53;
+    case DType::Float32:
+      return 0x1p-24;
+    case DType::Float16:
+      return 0x1p-11;
+    case DType::BFloat16:
+      return 0x1p-8;
+    default:
+      return 0;  // integers are exact
+  }
+}
+
+// Checks c = a @ b (both 2D or both batched to c's shape) element by element against a float64
+// triple loop over the logical values of a and b, within the classic bound for a dot product
+// of length K accumulated in float32 / float64 (K+2 roundings of sum |a_ik b_kj|), plus one
+// rounding of the result for the float16 / bfloat16 store. Any layout mistake (a trans flag or a
+// leading dimension wrong) is an O(1) error, far outside it.
+void check_mm(const Tensor& a, const Tensor& b, const Tensor& c) {
+  int r = int(c.dim());
+  REQUIRE(a.dim() == r);
+  REQUIRE(b.dim() == r);
+  int64_t M = c.shape()[size_t(r - 2)], N = c.shape()[size_t(r - 1)], K = a.shape()[size_t(r - 1)];
+  int64_t batch = numel(c.shape()) / std::max<int64_t>(M * N, 1);
+  Shape sa(c.shape().begin(), c.shape().end() - 2), sb = sa;
+  sa.insert(sa.end(), {M, K});
+  sb.insert(sb.end(), {K, N});
+  Vec va = lt::broadcast(host(a), a.shape(), sa), vb = lt::broadcast(host(b), b.shape(), sb);
+  Vec got = host(c);
+  DType dt = c.dtype();
+  double u = dt == DType::Float64 ? unit_roundoff(dt) : is_floating(dt) ? 0x1p-24 : 0;
+  double store = dt == DType::Float16 || dt == DType::BFloat16 ? unit_roundoff(dt) : 0;
+  int64_t bad = 0, first = -1;
+  double first_got = 0, first_want = 0;
+  for (int64_t q = 0; q < batch; ++q)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double s = 0, mag = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          double p = va[size_t((q * M + i) * K + k)] * vb[size_t((q * K + k) * N + j)];
+          s += p;
+          mag += std::fabs(p);
+        }
+        size_t at = size_t((q * M + i) * N + j);
+        double acc = double(K + 2) * u * mag;
+        double bound = acc + store * (std::fabs(s) + acc);
+        if (!(std::fabs(got[at] - s) <= bound)) {
+          if (first < 0) first = int64_t(at), first_got = got[at], first_want = s;
+          ++bad;
+        }
+      }
+  if (bad)
+    FAIL_CHECK(bad << " of " << got.size() << " differ; first at " << first << ": got " << first_got
+                   << ", want " << first_want << " (" << std::string(dtype_name(c.dtype())) << ", "
+                   << shape_str(a.shape()) << " @ " << shape_str(b.shape()) << ")");
+}
+
+// A [R, C] operand of dtype dt in one of the layouts a view can have: row-major, a transposed
+// buffer (t()), rows of a wider buffer (row stride > C), every other row, and every other column
+// (neither stride 1: gathered), one row expanded over all rows (row stride 0) and one column
+// over all columns (column stride 0).
+enum class Layout { Rows, Transposed, WideRows, RowStep, ColStep, Expanded, ExpandedCol };
+Tensor operand(int64_t R, int64_t C, DType dt, Layout l, uint32_t seed) {
+  double lo = is_floating(dt) ? -2 : -5, hi = is_floating(dt) ? 2 : 5;
+  switch (l) {
+    case Layout::Rows:
+      return lt::random({R, C}, dt, seed, lo, hi);
+    case Layout::Transposed:
+      return lt::random({C, R}, dt, seed, lo, hi).t();
+    case Layout::WideRows:
+      return lt::random({R, C + 3}, dt, seed, lo, hi).slice(1, 1, C + 1);
+    case Layout::RowStep:
+      return lt::random({2 * R, C}, dt, seed, lo, hi).slice(0, 0, 2 * R, 2);
+    case Layout::ColStep:
+      return lt::random({R, 2 * C}, dt, seed, lo, hi).slice(1, 0, 2 * C, 2);
+    case Layout::Expanded:
+      return lt::random({1, C}, dt, seed, lo, hi).expand({R, C});
+    case Layout::ExpandedCol:
+      return lt::random({R, 1}, dt, seed, lo, hi).expand({R, C});
+  }
+  return {};
+}
+
+const char* layout_name(Layout l) {
+  const char* names[] = {"rows",     "transposed", "wide rows",   "row step",
+                         "col step", "expanded",   "expanded col"};
+  return names[int(l)];
+}
+
+}  // namespace
+
+TEST_CASE("matmul: every dtype, edge shapes and operand layouts against float64 loops") {
+  struct MKN {
+    int64_t M, K, N;
+  };
+  // 1xKxN, Mx1, K = 1, odd sizes, and large ones (OpenBLAS's threaded path).
+  const MKN shapes[] = {{1, 7, 5},    {6, 7, 1},       {5, 1, 4},      {1, 1, 1},
+                        {17, 33, 65}, {300, 500, 200}, {100, 300, 600}};
+  const Layout layouts[] = {Layout::Rows,       Layout::Transposed, Layout::WideRows,
+                            Layout::RowStep,    Layout::ColStep,    Layout::Expanded,
+                            Layout::ExpandedCol};
+  uint32_t seed = 300;
+  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int32,
+                   DType::Int64}) {
+    for (const MKN& s : shapes) {
+      bool large = s.M * s.K * s.N > 100000;
+      for (Layout la : layouts)
+        for (Layout lb : layouts) {
+          // the large shapes: every layout of each operand against a row-major other one
+          if (large && la != Layout::Rows && lb != Layout::Rows) continue;
+          if (large && !(dt == DType::Float32 || dt == DType::Float64) && la != lb) continue;
+          INFO(dtype_name(dt), " ", s.M, "x", s.K, "x", s.N, " A ", layout_name(la), ", B ",
+               layout_name(lb));
+          Tensor a = operand(s.M, s.K, dt, la, ++seed), b = operand(s.K, s.N, dt, lb, ++seed);
+          Tensor c = matmul(a, b);
+          REQUIRE(c.shape() == Shape{s.M, s.N});
+          CHECK(c.dtype() == dt);
+          check_mm(a, b, c);
+        }
+    }
+  }
+}
+
+TEST_CASE("matmul: broadcast batch dims with strided operands") {
+  for (DType dt : {DType::Float32, DType::Float64, DType::BFloat16, DType::Int64}) {
+    INFO(dtype_name(dt));
+    // [3, 1, 5, 7] @ [1, 4, 7, 6] -> [3, 4, 5, 6]
+    Tensor a = lt::random({3, 1, 5, 7}, dt, 401), b = lt::random({1, 4, 7, 6}, dt, 402);
+    Tensor c = matmul(a, b);
+    REQUIRE(c.shape() == Shape{3, 4, 5, 6});
+    check_mm(a.expand({3, 4, 5, 7}), b.expand({3, 4, 7, 6}), c);
+    // the same with B a transposed view per batch entry, and A's batch a permuted buffer
+    Tensor bt = lt::random({1, 4, 6, 7}, dt, 403).transpose(-1, -2);
+    Tensor ap = lt::random({5, 3, 1, 7}, dt, 404).permute({1, 2, 0, 3});  // [3, 1, 5, 7]
+    Tensor c2 = matmul(ap, bt);
+    REQUIRE(c2.shape() == Shape{3, 4, 5, 6});
+    check_mm(ap.expand({3, 4, 5, 7}), bt.expand({3, 4, 7, 6}), c2);
+  }
+  // attention-shaped: [128, 64, 32] @ [128, 32, 64] with K^T as a view, and a 2D weight over a
+  // batch
+  Tensor q = lt::random({128, 64, 32}, DType::Float32, 405);
+  Tensor k = lt::random({128, 64, 32}, DType::Float32, 406).transpose(1, 2);
+  check_mm(q, k, matmul(q, k));
+  Tensor x = lt::random({4, 70, 96}, DType::Float32, 407),
+         w = lt::random({96, 80}, DType::Float32, 408);
+  check_mm(x, w.expand({4, 96, 80}), matmul(x, w));
+}
+
+TEST_CASE("matmul: x @ w + b then relu, fused, equals fusion off and the float64 loops") {
+  Tensor x = lt::random({64, 96}, DType::Float32, 409),
+         w = lt::random({96, 48}, DType::Float32, 410),
+         bias = lt::random({48}, DType::Float32, 411);
+  Vec fused = lt::check_fused_matches_unfused([&] { return (matmul(x, w) + bias).relu(); });
+  Vec ref = ref_bmm(host(x), host(w), 1, 64, 96, 48), vb = host(bias);
+  for (size_t i = 0; i < ref.size(); ++i) ref[i] = std::max(0.0, ref[i] + vb[i % 48]);
+  CHECK(fused.size() == ref.size());
+  check_close(lt::make(fused, {64, 48}), ref, lt::Tol{1e-4, 1e-4});
+}
