@@ -5,19 +5,15 @@
 # driver calls of a memory-hit flush (one launch a kernel, one sync, nothing else); then
 # tests/cuda/mock/oom_check.cpp: a flush that runs out of memory leaves only the failing work
 # pending. Needs NVRTC (the CUDA backend registers only
-# with it) and a built libloom.a: BUILD=build (default) after `ninja -C build loom`.
+# with it) and a configured build tree with tests: BUILD=build (default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 cc -shared -fPIC -O1 -o "$TMP/libcuda.so.1" tests/cuda/mock/libcuda_mock.c
-c++ -std=c++20 -O1 -I. tests/cuda/mock/devices_check.cpp "$BUILD/libloom.a" -ltbb -ldl -lpthread \
-  -o "$TMP/devices_check"
-c++ -std=c++20 -O1 -I. tests/cuda/mock/flush_calls.cpp "$BUILD/libloom.a" -ltbb -ldl -lpthread \
-  -o "$TMP/flush_calls"
-c++ -std=c++20 -O1 -I. tests/cuda/mock/oom_check.cpp "$BUILD/libloom.a" -ltbb -ldl -lpthread \
-  -o "$TMP/oom_check"
+cmake --build "$BUILD" --target loom_mock_devices_check loom_mock_flush_calls loom_mock_oom_check
+for m in devices_check flush_calls oom_check; do cp "$BUILD/tests/loom_mock_$m" "$TMP/$m"; done
 export LOOM_CACHE_DIR="$TMP/cache"
 for env in "" "MOCK_NO_PEER=1" "LOOM_CUDA_PEER=0"; do
   echo "== mock devices ${env:-(peer copies)}"
