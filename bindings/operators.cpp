@@ -62,6 +62,10 @@ void init_operators(nb::module_& m) {
   binop<LOOM_OVL(bitwise_and)>(c, "__and__", "__rand__", "self & other (loom.bitwise_and).");
   binop<LOOM_OVL(bitwise_or)>(c, "__or__", "__ror__", "self | other (loom.bitwise_or).");
   binop<LOOM_OVL(bitwise_xor)>(c, "__xor__", "__rxor__", "self ^ other (loom.bitwise_xor).");
+  binop<LOOM_OVL(bitwise_left_shift)>(c, "__lshift__", "__rlshift__",
+                                      "self << other (loom.bitwise_left_shift).");
+  binop<LOOM_OVL(bitwise_right_shift)>(c, "__rshift__", "__rrshift__",
+                                       "self >> other (loom.bitwise_right_shift).");
   binop<LOOM_OVL(eq)>(c, "__eq__", nullptr, "self == other, elementwise (loom.eq).");
   binop<LOOM_OVL(ne)>(c, "__ne__", nullptr, "self != other, elementwise (loom.ne).");
   binop<LOOM_OVL(lt)>(c, "__lt__", nullptr, "self < other (loom.lt).");
@@ -121,6 +125,10 @@ void init_operators(nb::module_& m) {
                                                                          "self |= other.");
   ibinop<static_cast<BinT>(&bitwise_xor), static_cast<BinS>(&bitwise_xor)>(c, "__ixor__",
                                                                            "self ^= other.");
+  ibinop<static_cast<BinT>(&bitwise_left_shift), static_cast<BinS>(&bitwise_left_shift)>(
+      c, "__ilshift__", "self <<= other.");
+  ibinop<static_cast<BinT>(&bitwise_right_shift), static_cast<BinS>(&bitwise_right_shift)>(
+      c, "__irshift__", "self >>= other.");
 }
 
 Tensor& assign_result(Tensor& t, const Tensor& v, const char* op) { return assign(t, v, op); }

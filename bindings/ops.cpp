@@ -175,6 +175,34 @@ void bind_pointwise_extra(nb::module_& m, nb::class_<Tensor>& c) {
   c.def(
       "clamp_", [](Tensor& x, OS lo, OS hi) -> Tensor& { return x.clamp_(lo, hi); },
       "min"_a = nb::none(), "max"_a = nb::none(), nb::rv_policy::reference, "In-place clamp.");
+  c.def(
+      "clamp_",
+      [](Tensor& x, const OT& lo, const OT& hi) -> Tensor& {
+        return assign_result(x, clamp(x, lo, hi), "clamp_");
+      },
+      "min"_a = nb::none(), "max"_a = nb::none(), nb::rv_policy::reference,
+      "In-place clamp with tensor bounds.");
+  m.def("isclose", &isclose, "input"_a, "other"_a, "rtol"_a = 1e-05, "atol"_a = 1e-08,
+        "equal_nan"_a = false, "|input - other| <= atol + rtol * |other|, elementwise (torch).");
+  c.def("isclose", &isclose, "other"_a, "rtol"_a = 1e-05, "atol"_a = 1e-08, "equal_nan"_a = false,
+        "|self - other| <= atol + rtol * |other|, elementwise.");
+  m.def("allclose", &allclose, "input"_a, "other"_a, "rtol"_a = 1e-05, "atol"_a = 1e-08,
+        "equal_nan"_a = false, "Whether isclose holds everywhere (a sync point).");
+  c.def("allclose", &allclose, "other"_a, "rtol"_a = 1e-05, "atol"_a = 1e-08, "equal_nan"_a = false,
+        "Whether isclose holds everywhere (a sync point).");
+  using OD = std::optional<double>;
+  m.def("nan_to_num", &nan_to_num, "input"_a, "nan"_a = 0.0, "posinf"_a = nb::none(),
+        "neginf"_a = nb::none(),
+        "NaN to nan, +-inf to posinf / neginf (default: the dtype's largest / lowest).");
+  c.def("nan_to_num", &nan_to_num, "nan"_a = 0.0, "posinf"_a = nb::none(), "neginf"_a = nb::none(),
+        "NaN and infinities replaced (loom.nan_to_num).");
+  c.def(
+      "nan_to_num_",
+      [](Tensor& x, double nan, OD pi, OD ni) -> Tensor& {
+        return assign_result(x, nan_to_num(x, nan, pi, ni), "nan_to_num_");
+      },
+      "nan"_a = 0.0, "posinf"_a = nb::none(), "neginf"_a = nb::none(), nb::rv_policy::reference,
+      "In-place nan_to_num.");
   m.def("lerp", nb::overload_cast<const Tensor&, const Tensor&, Scalar>(&lerp), "input"_a, "end"_a,
         "weight"_a, "input + weight * (end - input).");
   m.def("lerp", nb::overload_cast<const Tensor&, const Tensor&, const Tensor&>(&lerp), "input"_a,

@@ -15,6 +15,7 @@
 
 #include "cpu/lanes.h"
 #include "cpu/loops.h"
+#include "cpu/scalar_math.h"
 #include "cpu/vmath.h"
 
 // The case labels of a family of rows (LOOM_REDUCE_OPS(LOOM_CASE)), for a switch that handles
@@ -107,6 +108,37 @@ template <typename T, typename F>
     if (a[i] < lo) out[i] = exact(a[i]);
 }
 
+// Eigen's vector log clamps its argument to the smallest normal number, so a subnormal x gave
+// log(FLT_MIN) (log(1e-45f) was -87.3, not -103.3): those lanes take the scalar log.
+template <typename T>
+[[gnu::noinline]] void fix_subnormal_log(const T* a, T* out, int64_t n) {
+  const T lo = std::numeric_limits<T>::min();
+  if (!any_lane(a, n, [lo](T v) { return v > 0 && v < lo; })) return;
+  for (int64_t i = 0; i < n; ++i)
+    if (a[i] > 0 && a[i] < lo) out[i] = std::log(a[i]);
+}
+
+// Eigen's vector sqrt flushes subnormal inputs to 0 (sqrt(1e-310) = 0, rsqrt = inf) and gives
+// +0 for -0 (IEEE and torch: -0, so rsqrt(-0) = -inf): those lanes take the scalar sqrt.
+template <typename T>
+[[gnu::noinline]] void fix_sqrt_small(const T* a, T* out, int64_t n, bool recip) {
+  const T lo = std::numeric_limits<T>::min();
+  auto small = [lo](T v) { return v < lo && v >= T(0); };  // zeros and subnormals
+  if (!any_lane(a, n, small)) return;
+  for (int64_t i = 0; i < n; ++i)
+    if (small(a[i])) out[i] = recip ? T(1) / std::sqrt(a[i]) : std::sqrt(a[i]);
+}
+
+// Eigen's float exp clamps its argument near 88.4, so exp(88.72) (3.39e38, finite) came out
+// wrong (inf): the lanes above 88 take the scalar exp.
+template <typename T>
+[[gnu::noinline]] void fix_exp_overflow(const T* a, T* out, int64_t n) {
+  const T hi = std::is_same_v<T, double> ? T(709) : T(88);
+  if (!any_lane(a, n, [hi](T v) { return v > hi; })) return;
+  for (int64_t i = 0; i < n; ++i)
+    if (a[i] > hi) out[i] = std::exp(a[i]);
+}
+
 // The one switch over the pointwise ops: each case hands its op's loop for T's dtype family to
 // the sink k (cpu/loops.h), which compiles it or ignores it; the other primitives are declined.
 template <typename T, typename K>
@@ -114,11 +146,13 @@ void lower(Op op, K& k) {
   constexpr bool kFloat = std::is_floating_point_v<T>;
   constexpr bool kInt = std::is_integral_v<T>;
   constexpr bool kBool = std::is_same_v<T, uint8_t>;
+  constexpr bool kF32 = std::is_same_v<T, float>, kF64 = std::is_same_v<T, double>;
   switch (op) {
     // ---- unary, Same: the input's dtype ----
     case Op::Neg:
       return k.same([](T v) { return T(-v); });
-    case Op::Abs:
+    case Op::Abs:  // floats by fabs: abs(-0.0) is +0.0
+      if constexpr (kFloat) return k.same([](T v) { return std::fabs(v); });
       return k.same([](T v) { return v < 0 ? T(-v) : v; });
     case Op::Sign:
       return k.same([](T v) {
@@ -151,21 +185,27 @@ void lower(Op op, K& k) {
 
     // ---- unary, FloatOut: the op layer promotes integer inputs to float32 ----
     case Op::Exp:
-      if constexpr (kFloat)
+      if constexpr (kF64)  // glibc's exp: Eigen's double exp is off by up to 1.2 ulp
+        return k.scalar([](T v) { return std::exp(v); });
+      else if constexpr (kFloat)
         return k.eigen([](const auto& x) { return x.exp(); },
                        [](const T* a, T* o, int64_t n) {
                          fix_exp_underflow(a, o, n, [](T v) { return std::exp(v); });
+                         fix_exp_overflow(a, o, n);
                        },
                        exp_f32);
       return k.identity();
     case Op::Exp2:
       if constexpr (kFloat) return k.scalar([](T v) { return std::exp2(v); });
       return k.identity();
-    case Op::Expm1:
+    case Op::Expm1:  // float: Eigen's overflows below the float range's end (expm1(88.72) = inf)
+      if constexpr (kF32) return k.scalar([](T v) { return T(std::expm1(double(v))); });
       if constexpr (kFloat) return k.eigen([](const auto& x) { return x.expm1(); });
       return k.identity();
     case Op::Log:
-      if constexpr (kFloat) return k.eigen([](const auto& x) { return x.log(); });
+      if constexpr (kFloat)
+        return k.eigen([](const auto& x) { return x.log(); },
+                       [](const T* a, T* o, int64_t n) { fix_subnormal_log(a, o, n); });
       return k.identity();
     case Op::Log2:
       if constexpr (kFloat) return k.scalar([](T v) { return std::log2(v); });
@@ -173,17 +213,25 @@ void lower(Op op, K& k) {
     case Op::Log1p:
       if constexpr (kFloat) return k.eigen([](const auto& x) { return x.log1p(); });
       return k.identity();
-    case Op::Sqrt:
-      if constexpr (kFloat)
+    case Op::Sqrt:  // double: Eigen's (an rsqrt estimate and Newton steps) misses by 2.6 ulp
+      if constexpr (kF64)
+        return k.scalar([](T v) { return std::sqrt(v); });
+      else if constexpr (kFloat)
         return k.eigen([](const auto& x) { return x.sqrt(); },
                        [](const T* a, T* o, int64_t n) {
                          fix_at_inf(a, o, n, std::numeric_limits<T>::infinity());
+                         fix_sqrt_small(a, o, n, false);
                        });
       return k.identity();
     case Op::Rsqrt:
-      if constexpr (kFloat)
+      if constexpr (kF64)
+        return k.scalar([](T v) { return T(1 / std::sqrt(sm::Wide<T>(v))); });  // rounded once
+      else if constexpr (kFloat)
         return k.eigen([](const auto& x) { return x.sqrt().inverse(); },
-                       [](const T* a, T* o, int64_t n) { fix_at_inf(a, o, n, T(0)); });
+                       [](const T* a, T* o, int64_t n) {
+                         fix_at_inf(a, o, n, T(0));
+                         fix_sqrt_small(a, o, n, true);
+                       });
       return k.identity();
     case Op::Reciprocal:
       if constexpr (kFloat) return k.eigen([](const auto& x) { return x.inverse(); });
@@ -198,7 +246,9 @@ void lower(Op op, K& k) {
       if constexpr (kFloat) return k.scalar([](T v) { return std::tan(v); });
       return k.identity();
     case Op::Tanh:
-      if constexpr (kFloat)
+      if constexpr (kF64)  // glibc's double tanh misses by up to 2 ulp
+        return k.scalar([](T v) { return T(std::tanh(sm::Wide<T>(v))); });
+      else if constexpr (kFloat)
         return k.eigen([](const auto& x) { return x.tanh(); }, NoFix{}, tanh_f32);
       return k.identity();
     case Op::Asin:
@@ -210,48 +260,61 @@ void lower(Op op, K& k) {
     case Op::Atan:
       if constexpr (kFloat) return k.scalar([](T v) { return std::atan(v); });
       return k.identity();
-    case Op::Sinh:
-      if constexpr (kFloat) return k.scalar([](T v) { return std::sinh(v); });
+    case Op::Sinh:  // glibc's double sinh misses by up to 1.2 ulp
+      if constexpr (kFloat) return k.scalar([](T v) { return T(std::sinh(sm::Wide<T>(v))); });
       return k.identity();
     case Op::Cosh:
       if constexpr (kFloat) return k.scalar([](T v) { return std::cosh(v); });
       return k.identity();
-    case Op::Erf:
+    case Op::Erf:  // float: Eigen's rational form misses by up to 35 ulp (subnormals, tails)
+      if constexpr (kF32) return k.scalar([](T v) { return T(std::erf(double(v))); });
       if constexpr (kFloat) return k.eigen([](const auto& x) { return x.erf(); });
       return k.identity();
     case Op::Sigmoid:
-      if constexpr (kFloat)
-        return k.eigen([](const auto& x) { return x.logistic(); },
+      if constexpr (kF64)  // 1 / (1 + e^-x) in double rounds twice: up to 1.8 ulp
+        return k.scalar([](T v) { return T(1 / (1 + std::exp(-sm::Wide<T>(v)))); });
+      else if constexpr (kFloat)
+        // 1 / (1 + e^-x): Eigen's logistic() missed by 5600 ulp near x = -8.7
+        return k.eigen([](const auto& x) { return (T(1) + (-x).exp()).inverse(); },
                        [](const T* a, T* o, int64_t n) {
                          // below the clamp, sigmoid(v) = e^v / (1 + e^v) rounds to e^v
                          fix_exp_underflow(a, o, n, [](T v) { return std::exp(v); });
                        },
                        sigmoid_f32);
       return k.identity();
+    // The activations in the wide type, in forms that do not cancel for negative x: Eigen's
+    // 0.5 x (1 + erf(x / sqrt 2)) lost every digit below x = -5 in float32 (1 + erf(z) =
+    // erfc(-z)), and 1 + tanh(u) = 2 sigmoid(2u). At -inf they give torch's NaN (-inf * 0).
     case Op::Gelu:
       if constexpr (kFloat)
-        return k.eigen([](const auto& x) {
-          const T half = T(0.5);
-          return half * x * (T(1) + (x * T(M_SQRT1_2)).erf());
+        return k.scalar([](T v) {
+          using W = sm::Wide<T>;
+          W x = v;
+          return T(x / 2 * std::erfc(-x * W(0.707106781186547524400844362104849039L)));
         });
       return k.identity();
     case Op::GeluTanh:
       if constexpr (kFloat)
-        return k.eigen([](const auto& x) {
-          const T half = T(0.5), c = T(0.7978845608028654);  // c: sqrt(2/pi)
-          return half * x * (T(1) + (c * (x + T(0.044715) * x * x * x)).tanh());
+        return k.scalar([](T v) {
+          using W = sm::Wide<T>;
+          W x = v, u = W(0.797884560802865355879892119868763737L) * (x + W(0.044715L) * x * x * x);
+          return T(x / (1 + std::exp(-2 * u)));
         });
       return k.identity();
     case Op::Silu:
       if constexpr (kFloat)
-        return k.eigen([](const auto& x) { return x * x.logistic(); },
-                       [](const T* a, T* o, int64_t n) {
-                         fix_exp_underflow(a, o, n, [](T v) { return v * std::exp(v); });
-                       });
+        return k.scalar([](T v) {
+          using W = sm::Wide<T>;
+          W x = v;
+          return T(x * (1 / (1 + std::exp(-x))));
+        });
       return k.identity();
-    case Op::Softplus:
+    case Op::Softplus:  // torch's threshold: x itself above 20
       if constexpr (kFloat)
-        return k.scalar([](T v) { return v > T(20) ? v : std::log1p(std::exp(v)); });
+        return k.scalar([](T v) {
+          using W = sm::Wide<T>;
+          return v > T(20) ? v : T(std::log1p(std::exp(W(v))));
+        });
       return k.identity();
 
     // ---- unary, BoolOut ----
@@ -265,6 +328,53 @@ void lower(Op op, K& k) {
       return k.pred([](T) { return uint8_t(1); });
     case Op::LogicalNot:
       return k.pred([](T v) { return uint8_t(v == T(0)); });
+
+    // ---- the math library (cpu/scalar_math.h): each in a wider type, rounded once ----
+    case Op::Log10:
+      if constexpr (kFloat) return k.scalar([](T v) { return T(std::log10(sm::Wide<T>(v))); });
+      return k.identity();
+    case Op::Cbrt:
+      if constexpr (kFloat) return k.scalar([](T v) { return T(std::cbrt(sm::Wide<T>(v))); });
+      return k.identity();
+    case Op::Asinh:
+      if constexpr (kFloat) return k.scalar([](T v) { return T(std::asinh(sm::Wide<T>(v))); });
+      return k.identity();
+    case Op::Acosh:
+      if constexpr (kFloat) return k.scalar([](T v) { return T(std::acosh(sm::Wide<T>(v))); });
+      return k.identity();
+    case Op::Atanh:
+      if constexpr (kFloat) return k.scalar([](T v) { return T(std::atanh(sm::Wide<T>(v))); });
+      return k.identity();
+    case Op::Erfc:
+      if constexpr (kFloat) return k.scalar([](T v) { return T(std::erfc(sm::Wide<T>(v))); });
+      return k.identity();
+    case Op::Erfinv:
+      if constexpr (kFloat) return k.scalar([](T v) { return sm::erfinv(v); });
+      return k.identity();
+    case Op::Lgamma:
+      if constexpr (kFloat) return k.scalar([](T v) { return sm::lgamma(v); });
+      return k.identity();
+    case Op::Digamma:
+      if constexpr (kFloat) return k.scalar([](T v) { return sm::digamma(v); });
+      return k.identity();
+    case Op::Sinc:
+      if constexpr (kFloat) return k.scalar([](T v) { return sm::sinc(v); });
+      return k.identity();
+    case Op::Deg2rad:  // x * (pi / 180) with the constant and product exact before one rounding
+      if constexpr (kFloat)
+        return k.scalar([](T v) { return T(sm::Wide<T>(v) * (sm::kPi<sm::Wide<T>> / 180)); });
+      return k.identity();
+    case Op::Rad2deg:
+      if constexpr (kFloat)
+        return k.scalar([](T v) { return T(sm::Wide<T>(v) * (180 / sm::kPi<sm::Wide<T>>)); });
+      return k.identity();
+    case Op::Frac:  // x - trunc(x), exact (floats only: the op layer rejects integers)
+      if constexpr (kFloat) return k.same([](T v) { return T(v - std::trunc(v)); });
+      return k.none();
+    case Op::Signbit:
+      if constexpr (kFloat) return k.pred([](T v) { return uint8_t(std::signbit(v)); });
+      if constexpr (kBool) return k.pred([](T) { return uint8_t(0); });
+      return k.pred([](T v) { return uint8_t(v < 0); });
 
     // ---- binary, Arith and TrueDiv: the promoted dtype ----
     case Op::Add:
@@ -325,6 +435,39 @@ void lower(Op op, K& k) {
     case Op::BitwiseXor:
       if constexpr (kInt) return k.arith([](T x, T y) { return T(x ^ y); });
       return k.none();
+    case Op::BitwiseLeftShift:  // integers only (the op layer rejects bool and floats)
+      if constexpr (kInt && !kBool) return k.arith([](T x, T y) { return sm::shift_left(x, y); });
+      return k.none();
+    case Op::BitwiseRightShift:
+      if constexpr (kInt && !kBool) return k.arith([](T x, T y) { return sm::shift_right(x, y); });
+      return k.none();
+
+    // ---- binary math (TrueDiv: floats; cpu/scalar_math.h) ----
+    case Op::Hypot:
+      if constexpr (kFloat) return k.arith([](T x, T y) { return sm::hypot(x, y); });
+      return k.none();
+    case Op::Copysign:
+      if constexpr (kFloat) return k.arith([](T x, T y) { return std::copysign(x, y); });
+      return k.none();
+    case Op::Nextafter:
+      if constexpr (kFloat) return k.arith([](T x, T y) { return std::nextafter(x, y); });
+      return k.none();
+    case Op::Logaddexp:
+      if constexpr (kFloat) return k.arith([](T x, T y) { return sm::logaddexp(x, y); });
+      return k.none();
+    case Op::Logaddexp2:
+      if constexpr (kFloat) return k.arith([](T x, T y) { return sm::logaddexp2(x, y); });
+      return k.none();
+    case Op::Xlogy:
+      if constexpr (kFloat) return k.arith([](T x, T y) { return sm::xlogy(x, y); });
+      return k.none();
+    case Op::Fmod:  // C's fmod: the dividend's sign
+      if constexpr (kFloat)
+        return k.arith([](T x, T y) { return std::fmod(x, y); });
+      else if constexpr (kBool)  // bool promotes to int64 in the op layer
+        return k.none();
+      else
+        return k.arith([](T x, T y) { return sm::int_fmod(x, y); });
 
     // ---- the other primitives: not per-op loops; each is run where named ----
     case Op::Where:   // select() (cpu/math.cpp), from the interpreter's apply

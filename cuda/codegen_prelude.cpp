@@ -69,6 +69,46 @@ const Snippet kSnippets[] = {
     {"fmodd", "",
      "__device__ __forceinline__ double lm_fmodd(double a, double b) {\n"
      "  double r = fmod(a, b);\n  if (r != 0 && ((r < 0) != (b < 0))) r += b;\n  return r;\n}\n"},
+    {"ifmod", "",  // C's integer %: the dividend's sign; a zero divisor gives 0 (as the CPU)
+     "template <class T>\n__device__ __forceinline__ T lm_ifmod(T a, T b) {\n"
+     "  if (b == 0 || (b == (T)-1)) return 0;\n  return a % b;\n}\n"},
+    {"shl", "",  // torch: a count < 0 or >= the width gives 0
+     "template <class T>\n__device__ __forceinline__ T lm_shl(T a, T b) {\n"
+     "  if (b < 0 || b >= (T)(sizeof(T) * 8)) return 0;\n"
+     "  return (T)((unsigned long long)a << b);\n}\n"},
+    {"shr", "",  // torch: such a count fills with the sign bit
+     "template <class T>\n__device__ __forceinline__ T lm_shr(T a, T b) {\n"
+     "  if (b < 0 || b >= (T)(sizeof(T) * 8 - 1)) return a < 0 ? (T)-1 : (T)0;\n"
+     "  return a >> b;\n}\n"},
+    {"logaddexp", "",
+     "template <class T>\n__device__ __forceinline__ T lm_logaddexp(T a, T b) {\n"
+     "  if (a == b && isinf(a)) return a;\n  T m = a > b ? a : b;\n"
+     "  T d = a > b ? b - a : a - b;\n  if (a != a || b != b) return a + b;\n"
+     "  return m + log1p(exp(d));\n}\n"},
+    {"logaddexp2", "",
+     "template <class T>\n__device__ __forceinline__ T lm_logaddexp2(T a, T b) {\n"
+     "  if (a == b && isinf(a)) return a;\n  T m = a > b ? a : b;\n"
+     "  T d = a > b ? b - a : a - b;\n  if (a != a || b != b) return a + b;\n"
+     "  return m + log1p(exp2(d)) * (T)1.4426950408889634;\n}\n"},
+    {"xlogy", "",  // torch: 0 where x == 0 unless y is NaN
+     "template <class T>\n__device__ __forceinline__ T lm_xlogy(T x, T y) {\n"
+     "  if (y != y) return y;\n  if (x == 0) return 0;\n  return x * log(y);\n}\n"},
+    {"sinc", "",  // sin(pi x) / (pi x), 1 at 0; sinpi reduces the argument exactly
+     "template <class T>\n__device__ __forceinline__ T lm_sinc(T x) {\n"
+     "  if (x == 0) return 1;\n  if (isinf(x)) return x - x;\n"
+     "  return sinpi(x) / ((T)3.141592653589793238 * x);\n}\n"},
+    {"digamma", "",  // as cpu/scalar_math.h: reflection below 0, recurrence, asymptotic series
+     "template <class T>\n__device__ T lm_digamma(T x) {\n"
+     "  if (x != x) return x;\n  if (x == 0) return "
+     "copysign((T)__longlong_as_double(0x7ff0000000000000ll), -x);\n"
+     "  if (isinf(x)) return x > 0 ? x : x - x;\n  T acc = 0;\n"
+     "  if (x < 0) {\n    if (x == floor(x)) return x - x + "
+     "(T)__longlong_as_double(0x7ff8000000000000ll);\n"
+     "    acc = -(T)3.141592653589793238 * cospi(x) / sinpi(x);\n    x = 1 - x;\n  }\n"
+     "  while (x < 10) {\n    acc -= 1 / x;\n    x += 1;\n  }\n  T r = 1 / (x * x);\n"
+     "  T s = r * ((T)(1.0 / 12) - r * ((T)(1.0 / 120) - r * ((T)(1.0 / 252) -\n"
+     "      r * ((T)(1.0 / 240) - r * (T)(1.0 / 132)))));\n"
+     "  return acc + log(x) - (T)0.5 / x - s;\n}\n"},
     {"ipow", "",
      "template <class T>\n__device__ __forceinline__ T lm_ipow(T a, T e) {\n"
      "  if (e < 0) return a == 1 ? (T)1 : a == -1 ? (T)((e & 1) ? -1 : 1) : (T)0;\n"

@@ -110,6 +110,7 @@ CudaPrim lowering(Op op) {
     case Op::Abs:
       return {kSimple, 0, [](const Expr& c) -> S {
                 if (c.IT == "unsigned char") return c.x;  // bool: >= 0
+                if (c.fp) return c.call("fabs", c.x);     // abs(-0.0) is +0.0
                 return "(" + c.x + " < 0 ? (" + c.T + ")(-" + c.x + ") : " + c.x + ")";
               }};
     case Op::Sign:
@@ -227,6 +228,42 @@ CudaPrim lowering(Op op) {
               }};
     case Op::LogicalNot:
       return {kSimple, 0, [](const Expr& c) { return "(unsigned char)(" + c.x + " == 0)"; }};
+    case Op::Log10:
+      return {kLibm, 0, [](const Expr& c) { return c.math("log10"); }};
+    case Op::Cbrt:
+      return {kLibm, 0, [](const Expr& c) { return c.math("cbrt"); }};
+    case Op::Asinh:
+      return {kLibm, 0, [](const Expr& c) { return c.math("asinh"); }};
+    case Op::Acosh:
+      return {kLibm, 0, [](const Expr& c) { return c.math("acosh"); }};
+    case Op::Atanh:
+      return {kLibm, 0, [](const Expr& c) { return c.math("atanh"); }};
+    case Op::Erfc:
+      return {kLibm, 0, [](const Expr& c) { return c.math("erfc"); }};
+    case Op::Erfinv:
+      return {kLibm, 0, [](const Expr& c) { return c.math("erfinv"); }};
+    case Op::Lgamma:
+      return {kTrig, 0, [](const Expr& c) { return c.math("lgamma"); }};
+    case Op::Digamma:
+      return {kTrig, 0,
+              [](const Expr& c) { return c.helper("digamma", "lm_digamma(" + c.X + ")"); }};
+    case Op::Sinc:
+      return {kTrig, 0, [](const Expr& c) { return c.helper("sinc", "lm_sinc(" + c.X + ")"); }};
+    case Op::Deg2rad:
+      return {kSimple, 0,
+              [](const Expr& c) { return "(" + c.X + " * " + c.lit(0.017453292519943295) + ")"; }};
+    case Op::Rad2deg:
+      return {kSimple, 0,
+              [](const Expr& c) { return "(" + c.X + " * " + c.lit(57.295779513082323) + ")"; }};
+    case Op::Frac:  // floats only (the op layer rejects integers)
+      return {kSimple, 0,
+              [](const Expr& c) { return "(" + c.x + " - " + c.call("trunc", c.x) + ")"; }};
+    case Op::Signbit:
+      return {kSimple, 0, [](const Expr& c) -> S {
+                if (c.fp) return "(unsigned char)(signbit(" + c.x + ") != 0)";
+                if (c.IT == "unsigned char") return "(unsigned char)0";
+                return "(unsigned char)(" + c.x + " < 0)";
+              }};
 
     // ---- binary --------------------------------------------------------------------------------
     case Op::Add:
@@ -294,6 +331,39 @@ CudaPrim lowering(Op op) {
       return {kSimple, 0, [](const Expr& c) { return c.bin("|"); }};
     case Op::BitwiseXor:
       return {kSimple, 0, [](const Expr& c) { return c.bin("^"); }};
+    case Op::BitwiseLeftShift:  // torch's out-of-range counts (C leaves them undefined)
+      return {kSimple, 0, [](const Expr& c) {
+                return "(" + c.T + ")" + c.helper("shl", "lm_shl(" + c.x + ", " + c.y + ")");
+              }};
+    case Op::BitwiseRightShift:
+      return {kSimple, 0, [](const Expr& c) {
+                return "(" + c.T + ")" + c.helper("shr", "lm_shr(" + c.x + ", " + c.y + ")");
+              }};
+    case Op::Hypot:
+      return {kLibm, 0, [](const Expr& c) { return c.fn("hypot") + "(" + c.x + ", " + c.y + ")"; }};
+    case Op::Copysign:
+      return {kSimple, 0,
+              [](const Expr& c) { return c.fn("copysign") + "(" + c.x + ", " + c.y + ")"; }};
+    case Op::Nextafter:
+      return {kSimple, 0,
+              [](const Expr& c) { return c.fn("nextafter") + "(" + c.x + ", " + c.y + ")"; }};
+    case Op::Logaddexp:
+      return {kLibm, 0, [](const Expr& c) {
+                return c.helper("logaddexp", "lm_logaddexp(" + c.x + ", " + c.y + ")");
+              }};
+    case Op::Logaddexp2:
+      return {kLibm, 0, [](const Expr& c) {
+                return c.helper("logaddexp2", "lm_logaddexp2(" + c.x + ", " + c.y + ")");
+              }};
+    case Op::Xlogy:
+      return {kLibm, 0, [](const Expr& c) {
+                return c.helper("xlogy", "lm_xlogy(" + c.x + ", " + c.y + ")");
+              }};
+    case Op::Fmod:
+      return {kLibm, 0, [](const Expr& c) {
+                if (c.fp) return c.fn("fmod") + "(" + c.x + ", " + c.y + ")";
+                return c.helper("ifmod", "lm_ifmod(" + c.x + ", " + c.y + ")");
+              }};
 
     // ---- reductions: identity and combine from the list's columns (acc_identity, acc_step) ----
     case Op::Sum:  // a mean's sum into float64 accumulates in double

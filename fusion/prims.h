@@ -11,73 +11,99 @@
 #include <cstddef>
 #include <cstdint>
 
-#define LOOM_UNARY_OPS(X)            \
-  X(Neg, neg, Same)                  \
-  X(Abs, abs, Same)                  \
-  X(Sign, sign, Same)                \
-  X(Square, square, Same)            \
-  X(Relu, relu, Same)                \
-  X(Floor, floor, Same)              \
-  X(Ceil, ceil, Same)                \
-  X(Round, round, Same)              \
-  X(Trunc, trunc, Same)              \
-  X(BitwiseNot, bitwise_not, Same)   \
-  X(Exp, exp, FloatOut)              \
-  X(Exp2, exp2, FloatOut)            \
-  X(Expm1, expm1, FloatOut)          \
-  X(Log, log, FloatOut)              \
-  X(Log2, log2, FloatOut)            \
-  X(Log1p, log1p, FloatOut)          \
-  X(Sqrt, sqrt, FloatOut)            \
-  X(Rsqrt, rsqrt, FloatOut)          \
-  X(Reciprocal, reciprocal, FloatOut)\
-  X(Sin, sin, FloatOut)              \
-  X(Cos, cos, FloatOut)              \
-  X(Tan, tan, FloatOut)              \
-  X(Tanh, tanh, FloatOut)            \
-  X(Asin, asin, FloatOut)            \
-  X(Acos, acos, FloatOut)            \
-  X(Atan, atan, FloatOut)            \
-  X(Sinh, sinh, FloatOut)            \
-  X(Cosh, cosh, FloatOut)            \
-  X(Erf, erf, FloatOut)              \
-  X(Sigmoid, sigmoid, FloatOut)      \
-  X(Gelu, gelu, FloatOut)            \
-  X(GeluTanh, gelu_tanh, FloatOut)   \
-  X(Silu, silu, FloatOut)            \
-  X(Softplus, softplus, FloatOut)    \
-  X(IsNan, isnan, BoolOut)           \
-  X(IsInf, isinf, BoolOut)           \
-  X(IsFinite, isfinite, BoolOut)     \
-  X(LogicalNot, logical_not, BoolOut)
+#define LOOM_UNARY_OPS(X)             \
+  X(Neg, neg, Same)                   \
+  X(Abs, abs, Same)                   \
+  X(Sign, sign, Same)                 \
+  X(Square, square, Same)             \
+  X(Relu, relu, Same)                 \
+  X(Floor, floor, Same)               \
+  X(Ceil, ceil, Same)                 \
+  X(Round, round, Same)               \
+  X(Trunc, trunc, Same)               \
+  X(BitwiseNot, bitwise_not, Same)    \
+  X(Exp, exp, FloatOut)               \
+  X(Exp2, exp2, FloatOut)             \
+  X(Expm1, expm1, FloatOut)           \
+  X(Log, log, FloatOut)               \
+  X(Log2, log2, FloatOut)             \
+  X(Log1p, log1p, FloatOut)           \
+  X(Sqrt, sqrt, FloatOut)             \
+  X(Rsqrt, rsqrt, FloatOut)           \
+  X(Reciprocal, reciprocal, FloatOut) \
+  X(Sin, sin, FloatOut)               \
+  X(Cos, cos, FloatOut)               \
+  X(Tan, tan, FloatOut)               \
+  X(Tanh, tanh, FloatOut)             \
+  X(Asin, asin, FloatOut)             \
+  X(Acos, acos, FloatOut)             \
+  X(Atan, atan, FloatOut)             \
+  X(Sinh, sinh, FloatOut)             \
+  X(Cosh, cosh, FloatOut)             \
+  X(Erf, erf, FloatOut)               \
+  X(Sigmoid, sigmoid, FloatOut)       \
+  X(Gelu, gelu, FloatOut)             \
+  X(GeluTanh, gelu_tanh, FloatOut)    \
+  X(Silu, silu, FloatOut)             \
+  X(Softplus, softplus, FloatOut)     \
+  X(IsNan, isnan, BoolOut)            \
+  X(IsInf, isinf, BoolOut)            \
+  X(IsFinite, isfinite, BoolOut)      \
+  X(LogicalNot, logical_not, BoolOut) \
+  X(Log10, log10, FloatOut)           \
+  X(Cbrt, cbrt, FloatOut)             \
+  X(Asinh, asinh, FloatOut)           \
+  X(Acosh, acosh, FloatOut)           \
+  X(Atanh, atanh, FloatOut)           \
+  X(Erfc, erfc, FloatOut)             \
+  X(Erfinv, erfinv, FloatOut)         \
+  X(Lgamma, lgamma, FloatOut)         \
+  X(Digamma, digamma, FloatOut)       \
+  X(Sinc, sinc, FloatOut)             \
+  X(Deg2rad, deg2rad, FloatOut)       \
+  X(Rad2deg, rad2deg, FloatOut)       \
+  X(Frac, frac, Same)                 \
+  X(Signbit, signbit, BoolOut)
 
 // Binary rows: X(Name, api_name, Kind)
 //   Arith:   promoted dtype.       TrueDiv: promoted, integers to float32.
 //   Compare: bool result.          Logical: bool result of truthiness.
-//   Bitwise: integers and bool only.
-#define LOOM_BINARY_OPS(X)                 \
-  X(Add, add, Arith)                       \
-  X(Sub, sub, Arith)                       \
-  X(Mul, mul, Arith)                       \
-  X(Div, div, TrueDiv)                     \
-  X(FloorDiv, floor_divide, Arith)         \
-  X(Remainder, remainder, Arith)           \
-  X(Pow, pow, Arith)                       \
-  X(Maximum, maximum, Arith)               \
-  X(Minimum, minimum, Arith)               \
-  X(Atan2, atan2, TrueDiv)                 \
-  X(Eq, eq, Compare)                       \
-  X(Ne, ne, Compare)                       \
-  X(Lt, lt, Compare)                       \
-  X(Le, le, Compare)                       \
-  X(Gt, gt, Compare)                       \
-  X(Ge, ge, Compare)                       \
-  X(LogicalAnd, logical_and, Logical)      \
-  X(LogicalOr, logical_or, Logical)        \
-  X(LogicalXor, logical_xor, Logical)      \
-  X(BitwiseAnd, bitwise_and, Bitwise)      \
-  X(BitwiseOr, bitwise_or, Bitwise)        \
-  X(BitwiseXor, bitwise_xor, Bitwise)
+//   Bitwise: integers and bool only (the shifts: integers only).
+//   Fmod follows C's fmod (the dividend's sign); Remainder Python's (the divisor's). Integer
+//   fmod, remainder and floor_divide by a zero element give 0 (no trap inside a kernel); a zero
+//   integer scalar divisor is an error at the call.
+#define LOOM_BINARY_OPS(X)                           \
+  X(Add, add, Arith)                                 \
+  X(Sub, sub, Arith)                                 \
+  X(Mul, mul, Arith)                                 \
+  X(Div, div, TrueDiv)                               \
+  X(FloorDiv, floor_divide, Arith)                   \
+  X(Remainder, remainder, Arith)                     \
+  X(Pow, pow, Arith)                                 \
+  X(Maximum, maximum, Arith)                         \
+  X(Minimum, minimum, Arith)                         \
+  X(Atan2, atan2, TrueDiv)                           \
+  X(Eq, eq, Compare)                                 \
+  X(Ne, ne, Compare)                                 \
+  X(Lt, lt, Compare)                                 \
+  X(Le, le, Compare)                                 \
+  X(Gt, gt, Compare)                                 \
+  X(Ge, ge, Compare)                                 \
+  X(LogicalAnd, logical_and, Logical)                \
+  X(LogicalOr, logical_or, Logical)                  \
+  X(LogicalXor, logical_xor, Logical)                \
+  X(BitwiseAnd, bitwise_and, Bitwise)                \
+  X(BitwiseOr, bitwise_or, Bitwise)                  \
+  X(BitwiseXor, bitwise_xor, Bitwise)                \
+  X(BitwiseLeftShift, bitwise_left_shift, Bitwise)   \
+  X(BitwiseRightShift, bitwise_right_shift, Bitwise) \
+  X(Hypot, hypot, TrueDiv)                           \
+  X(Copysign, copysign, TrueDiv)                     \
+  X(Nextafter, nextafter, TrueDiv)                   \
+  X(Logaddexp, logaddexp, TrueDiv)                   \
+  X(Logaddexp2, logaddexp2, TrueDiv)                 \
+  X(Xlogy, xlogy, TrueDiv)                           \
+  X(Fmod, fmod, Arith)
 
 // Reduction rows: X(Name, api_name, Kind, Identity, Combine)
 //   Kind Sum: ints and bool accumulate to int64.  Keep: result keeps dtype.
@@ -85,28 +111,28 @@
 //   Identity: the fold's starting value (Lowest / Highest: -inf / +inf for floats, the
 //   dtype's limits for integers). Combine: how two partial results of a row merge (ArgMax /
 //   ArgMin keep the earlier index on ties and prefer NaN).
-#define LOOM_REDUCE_OPS(X)                   \
-  X(Sum, sum, Sum, Zero, Add)                \
-  X(Prod, prod, Sum, One, Mul)               \
-  X(Max, amax, Keep, Lowest, Max)            \
-  X(Min, amin, Keep, Highest, Min)           \
-  X(ArgMax, argmax, Index, Lowest, ArgMax)   \
-  X(ArgMin, argmin, Index, Highest, ArgMin)  \
-  X(Any, any, Bool, Zero, Or)                \
+#define LOOM_REDUCE_OPS(X)                  \
+  X(Sum, sum, Sum, Zero, Add)               \
+  X(Prod, prod, Sum, One, Mul)              \
+  X(Max, amax, Keep, Lowest, Max)           \
+  X(Min, amin, Keep, Highest, Min)          \
+  X(ArgMax, argmax, Index, Lowest, ArgMax)  \
+  X(ArgMin, argmin, Index, Highest, ArgMin) \
+  X(Any, any, Bool, Zero, Or)               \
   X(All, all, Bool, One, And)
 
 // The primitives outside the three op families: X(Name, name, Class, Arity)
 //   Class: see PrimClass. Their result dtype is the node's, chosen by the op layer.
-#define LOOM_OTHER_PRIMS(X)      \
-  X(Where, where, Pointwise, 3)  \
-  X(Cast, cast, Pointwise, 1)    \
-  X(Copy, copy, Pointwise, 1)    \
-  X(Const, const, Scalar, 0)     \
-  X(Iota, iota, Index, 0)        \
-  X(Rand, rand, Random, 0)       \
-  X(Randn, randn, Random, 0)     \
-  X(Empty, empty, Alloc, 0)      \
-  X(MatMul, matmul, Opaque, 2)   \
+#define LOOM_OTHER_PRIMS(X)     \
+  X(Where, where, Pointwise, 3) \
+  X(Cast, cast, Pointwise, 1)   \
+  X(Copy, copy, Pointwise, 1)   \
+  X(Const, const, Scalar, 0)    \
+  X(Iota, iota, Index, 0)       \
+  X(Rand, rand, Random, 0)      \
+  X(Randn, randn, Random, 0)    \
+  X(Empty, empty, Alloc, 0)     \
+  X(MatMul, matmul, Opaque, 2)  \
   X(CumSum, cumsum, Opaque, 1)
 
 namespace loom {
@@ -116,7 +142,7 @@ enum class Op : uint16_t {
 #define LOOM_X(name, ...) name,
   LOOM_UNARY_OPS(LOOM_X) LOOM_BINARY_OPS(LOOM_X) LOOM_REDUCE_OPS(LOOM_X) LOOM_OTHER_PRIMS(LOOM_X)
 #undef LOOM_X
-  NumOps
+      NumOps
 };
 
 // What the fuser knows of a primitive: its class and arity, never which op it is.
@@ -140,8 +166,8 @@ enum class Combine : uint8_t { None, Add, Mul, Max, Min, ArgMax, ArgMin, Or, And
 struct Prim {
   const char* name;  // the API name (sum's is "sum", amax's "amax")
   PrimClass cls;
-  int arity;      // tensor operands (a binary op's scalar operand counts: it is an Input)
-  uint8_t rule;   // the family's dtype rule: UnaryKind, BinaryKind or ReduceKind as a number
+  int arity;     // tensor operands (a binary op's scalar operand counts: it is an Input)
+  uint8_t rule;  // the family's dtype rule: UnaryKind, BinaryKind or ReduceKind as a number
   Identity identity = Identity::None;
   Combine combine = Combine::None;
 };

@@ -83,6 +83,13 @@ Tensor addcmul(const Tensor& x, const Tensor& a, const Tensor& b, Scalar value =
 Tensor addcdiv(const Tensor& x, const Tensor& a, const Tensor& b, Scalar value = 1);
 Tensor cast(const Tensor& x, DType t);
 Tensor rsub(const Tensor& a, Scalar b);
+// torch's isclose / allclose (allclose is a sync point) and nan_to_num (ops/closeness.cpp).
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol = 1e-05, double atol = 1e-08,
+               bool equal_nan = false);
+bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-05, double atol = 1e-08,
+              bool equal_nan = false);
+Tensor nan_to_num(const Tensor& x, double nan = 0.0, std::optional<double> posinf = {},
+                  std::optional<double> neginf = {});
 
 // ---- reductions (dims empty = all dims) ---------------------------------------------------
 Tensor sum(const Tensor& x, const Dims& dims = {}, bool keepdim = false,
@@ -123,7 +130,7 @@ Tensor bmm(const Tensor& a, const Tensor& b);
 
 // ---- operators --------------------------------------------------------------------------
 Tensor operator-(const Tensor& x);
-#define LOOM_BINOP(sym, fn)                                                     \
+#define LOOM_BINOP(sym, fn)                                                         \
   inline Tensor operator sym(const Tensor& a, const Tensor& b) { return fn(a, b); } \
   inline Tensor operator sym(const Tensor& a, Scalar b) { return fn(a, b); }        \
   inline Tensor operator sym(Scalar a, const Tensor& b) { return fn(a, b); }
@@ -141,14 +148,21 @@ LOOM_BINOP(>=, ge)
 LOOM_BINOP(&, bitwise_and)
 LOOM_BINOP(|, bitwise_or)
 LOOM_BINOP(^, bitwise_xor)
+LOOM_BINOP(<<, bitwise_left_shift)
+LOOM_BINOP(>>, bitwise_right_shift)
 #undef LOOM_BINOP
+// In place into a (a.copy_ of the shifted values).
+Tensor& operator<<=(Tensor& a, const Tensor& b);
+Tensor& operator<<=(Tensor& a, Scalar b);
+Tensor& operator>>=(Tensor& a, const Tensor& b);
+Tensor& operator>>=(Tensor& a, Scalar b);
 inline Tensor operator~(const Tensor& x) { return bitwise_not(x); }
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 // ---- runtime ----------------------------------------------------------------------------
-void sync();                        // flush every stream's trace and wait
-void flush();                       // flush every stream's trace (submit on a GPU), no waiting
-void set_fusion(bool on);           // off: one kernel per primitive (the oracle)
+void sync();               // flush every stream's trace and wait
+void flush();              // flush every stream's trace (submit on a GPU), no waiting
+void set_fusion(bool on);  // off: one kernel per primitive (the oracle)
 bool fusion_enabled();
 std::string explain(const Tensor& t);  // the plan and kernel programs, without running
 

@@ -15,6 +15,9 @@ Tensor unary_op(Op op, const char* name, const Tensor& x) {
   if (op == Op::BitwiseNot)
     LOOM_CHECK(!is_floating(in), Type, name, ": needs an integer or bool tensor, got ",
                dtype_name(in), " of shape ", shape_str(x.shape()));
+  if (op == Op::Frac)  // torch: frac is not defined for integer tensors
+    LOOM_CHECK(is_floating(in), Type, name, ": needs a floating tensor, got ", dtype_name(in),
+               " of shape ", shape_str(x.shape()));
   Tensor src = x;
   DType out = in;
   if (k == UnaryKind::FloatOut && !is_floating(in)) {
@@ -43,14 +46,20 @@ BinaryTypes binary_types(Op op, const char* name, const Shape& sa, DType da, con
     LOOM_CHECK(!is_floating(da) && !is_floating(db), Type, name,
                ": needs integer or bool tensors, got ", dtype_name(da), " ", shape_str(sa), " and ",
                dtype_name(db), " ", shape_str(sb));
+  if (op == Op::Nextafter)  // torch: floating tensors only (an int's next value is no int)
+    LOOM_CHECK(is_floating(da) && is_floating(db), Type, name, ": needs floating tensors, got ",
+               dtype_name(da), " ", shape_str(sa), " and ", dtype_name(db), " ", shape_str(sb));
   if (out) *out = broadcast_shapes(name, sa, sb);
   DType ct = pt;
+  if (op == Op::BitwiseLeftShift || op == Op::BitwiseRightShift)
+    LOOM_CHECK(!is_bool(ct), Type, name, ": needs integer tensors, got ", dtype_name(da), " ",
+               shape_str(sa), " and ", dtype_name(db), " ", shape_str(sb));
   if (k == BinaryKind::TrueDiv && !is_floating(ct)) ct = kDefaultFloat;
   if ((op == Op::Sub) && is_bool(ct))
     throw Error(ErrorKind::Type, std::string(name) +
                                      ": subtraction of bool tensors is not supported (shapes " +
                                      shape_str(sa) + " and " + shape_str(sb) + ")");
-  if ((op == Op::Pow || op == Op::FloorDiv || op == Op::Remainder) && is_bool(ct))
+  if ((op == Op::Pow || op == Op::FloorDiv || op == Op::Remainder || op == Op::Fmod) && is_bool(ct))
     ct = DType::Int64;
   DType rt = (k == BinaryKind::Compare || k == BinaryKind::Logical) ? DType::Bool : ct;
   return {ct, rt};
@@ -97,6 +106,12 @@ Tensor scalar_op(Op op, const char* name, const Tensor& a, Scalar s, DType t, bo
 // values are not known at the call, and the result is defined elementwise instead, as in
 // torch: 1 for base 1, +-1 for base -1 by the exponent's parity, 0 for any other base.
 void check_scalar_rhs(Op op, const char* name, const Tensor& a, Scalar b, DType t) {
+  // torch: an integer fmod by a zero scalar raises ZeroDivisionError; a zero element of a
+  // tensor divisor, unknown at the call, gives 0 (prims.h).
+  if (op == Op::Fmod && !is_floating(t) && b.kind != Scalar::Kind::Float && b.i == 0)
+    throw Error(ErrorKind::Value, std::string(name) + ": integer division by zero (" +
+                                      dtype_name(a.dtype()) + " tensor of shape " +
+                                      shape_str(a.shape()) + " by the scalar 0)");
   if (op != Op::Pow || is_floating(t) || b.kind == Scalar::Kind::Float || b.i >= 0) return;
   throw Error(ErrorKind::Value, std::string(name) + ": integers to negative integer powers are " +
                                     "not allowed (" + dtype_name(a.dtype()) + " tensor of shape " +

@@ -71,6 +71,21 @@ const std::map<std::string, BinaryRef>& binary_refs() {
       {"bitwise_and", {[](double a, double b) { return double(int64_t(a) & int64_t(b)); }}},
       {"bitwise_or", {[](double a, double b) { return double(int64_t(a) | int64_t(b)); }}},
       {"bitwise_xor", {[](double a, double b) { return double(int64_t(a) ^ int64_t(b)); }}},
+      // shifts by 0..10 (out-of-range counts: tests/test_math_ops.cpp): a * 2^b, floor(a / 2^b)
+      {"bitwise_left_shift",
+       {[](double a, double b) { return a * std::exp2(b); }, -3, 3, 0, 3, -20, 20, 0, 10}},
+      {"bitwise_right_shift",
+       {[](double a, double b) { return std::floor(a / std::exp2(b)); }, -3, 3, 0, 3, -5000, 5000,
+        0, 10}},
+      {"hypot", {[](double a, double b) { return std::hypot(a, b); }}},
+      {"copysign", {[](double a, double b) { return std::copysign(a, b); }}},
+      {"nextafter", {[](double a, double b) { return std::nextafter(a, b); }}},
+      {"logaddexp", {[](double a, double b) { return std::log(std::exp(a) + std::exp(b)); }}},
+      {"logaddexp2", {[](double a, double b) { return std::log2(std::exp2(a) + std::exp2(b)); }}},
+      {"xlogy",
+       {[](double a, double b) { return a == 0 ? 0.0 : a * std::log(b); }, -3, 3, 0.1, 3, -20, 20,
+        1, 20}},
+      {"fmod", {[](double a, double b) { return std::fmod(a, b); }, -3, 3, -3, 3, -20, 20, 1, 20}},
   };
   return refs;
 }
@@ -109,11 +124,12 @@ void check_row(const BinaryRow& row, const BinaryRef& r, DType dt, const Shape& 
                uint32_t seed) {
   std::string name = row.name;
   Tensor a = operand(r, true, sa, dt, seed), b = operand(r, false, sb, dt, seed + 1000);
-  if (dt == DType::Bool && (name == "floor_divide" || name == "remainder"))
+  if (dt == DType::Bool && (name == "floor_divide" || name == "remainder" || name == "fmod"))
     b = ones(sb, DType::Bool);  // integer division by zero is not defined
   Tensor y = row.tt(a, b);
   DType pt = dt;
-  if (dt == DType::Bool && (name == "pow" || name == "floor_divide" || name == "remainder"))
+  if (dt == DType::Bool &&
+      (name == "pow" || name == "floor_divide" || name == "remainder" || name == "fmod"))
     pt = DType::Int64;
   CHECK(y.dtype() == result_dtype(row.kind, pt));
   CHECK(y.shape() == lt::broadcast_shape(sa, sb));
@@ -162,6 +178,12 @@ TEST_CASE("binary: every row on int32, int64 and bool") {
       if (dt == DType::Bool && name == "sub") {
         Tensor a = lt::random({4}, dt, 1);
         LT_CHECK_ERROR(sub(a, a), "sub", "bool");
+        continue;
+      }
+      bool shift = name == "bitwise_left_shift" || name == "bitwise_right_shift";
+      if ((dt == DType::Bool && shift) || name == "nextafter") {  // integers / floats only
+        Tensor a = lt::random({4}, dt, 1);
+        LT_CHECK_ERROR(row.tt(a, a), row.name, dtype_name(dt), "[4]");
         continue;
       }
       check_row(row, *r, dt, {6, 7}, {6, 7}, ++seed);

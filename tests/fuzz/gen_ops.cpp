@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <set>
 
 #include "gen.h"
 
@@ -43,9 +44,16 @@ namespace {
 
 using KW = std::vector<std::pair<std::string, std::string>>;
 
+// The math library's rows (poles, bounded domains, integer-only frac) are checked by
+// tests/test_math_ops.cpp and tests/test_math_ulp.cpp; the fuzzer's value bounds (unary_bound)
+// know the older rows only, so it draws from those.
 std::vector<std::string> unary_names() {
+  static const std::set<std::string> math_lib = {"log10",   "cbrt",    "asinh",  "acosh",   "atanh",
+                                                 "erfc",    "erfinv",  "lgamma", "digamma", "sinc",
+                                                 "deg2rad", "rad2deg", "frac",   "signbit"};
   std::vector<std::string> v;
-#define LOOM_X(name, api, kind) v.push_back(#api);
+#define LOOM_X(name, api, kind) \
+  if (!math_lib.count(#api)) v.push_back(#api);
   LOOM_UNARY_OPS(LOOM_X)
 #undef LOOM_X
   return v;

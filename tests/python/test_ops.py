@@ -1,6 +1,7 @@
 """Every op-table row from Python against numpy (float64 references), fused and unfused."""
 import math
 
+import mpmath
 import numpy as np
 import pytest
 
@@ -57,6 +58,20 @@ UNARY = {
     "isinf": (np.isinf, "special"),
     "isfinite": (np.isfinite, "special"),
     "logical_not": (np.logical_not, "any"),
+    "log10": (np.log10, "pos"),
+    "cbrt": (np.cbrt, "any"),
+    "asinh": (np.arcsinh, "any"),
+    "acosh": (np.arccosh, "ge1"),
+    "atanh": (np.arctanh, "unit"),
+    "erfc": (np.vectorize(math.erfc), "any"),
+    "erfinv": (np.vectorize(lambda v: float(mpmath.erfinv(v))), "unit"),
+    "lgamma": (np.vectorize(math.lgamma), "pos"),
+    "digamma": (np.vectorize(lambda v: float(mpmath.digamma(v))), "pos"),
+    "sinc": (np.sinc, "any"),
+    "deg2rad": (np.deg2rad, "any"),
+    "rad2deg": (np.rad2deg, "any"),
+    "frac": (lambda x: x - np.trunc(x), "float"),
+    "signbit": (np.signbit, "special"),
 }
 
 BINARY = {
@@ -82,6 +97,15 @@ BINARY = {
     "bitwise_and": np.bitwise_and,
     "bitwise_or": np.bitwise_or,
     "bitwise_xor": np.bitwise_xor,
+    "bitwise_left_shift": np.left_shift,
+    "bitwise_right_shift": np.right_shift,
+    "hypot": np.hypot,
+    "copysign": np.copysign,
+    "nextafter": np.nextafter,
+    "logaddexp": np.logaddexp,
+    "logaddexp2": np.logaddexp2,
+    "xlogy": lambda a, b: np.where(a == 0, 0.0, a * np.log(np.where(a == 0, 1, b))),
+    "fmod": np.fmod,
 }
 
 REDUCE = {
@@ -109,6 +133,8 @@ def _input(rng, domain, n=N):
         return rng.uniform(0.05, 4.0, n)
     if domain == "unit":
         return rng.uniform(-0.95, 0.95, n)
+    if domain == "ge1":
+        return rng.uniform(1.0, 5.0, n)
     if domain == "special":
         x = rng.normal(size=n) * 3
         x[::7], x[1::11], x[2::13] = np.nan, np.inf, -np.inf
@@ -139,7 +165,11 @@ def test_unary_float(fusion, rng, name, kind, dt):
 @pytest.mark.parametrize("dt", ["int32", "int64"])
 def test_unary_int(fusion, rng, name, kind, dt):
     ref, domain = UNARY[name]
-    x = rng.integers(1 if domain == "pos" else -50, 50, N).astype(dt)
+    if domain == "float":
+        with pytest.raises(TypeError, match=name):
+            getattr(loom, name)(loom.tensor(np.arange(3).astype(dt)))
+        return
+    x = rng.integers(1 if domain in ("pos", "ge1") else -50, 50, N).astype(dt)
     if domain == "unit":
         x = rng.integers(-1, 2, N).astype(dt)
     t = loom.tensor(x)
@@ -162,8 +192,12 @@ def _binary_inputs(rng, name, dt):
     if dt in ("int32", "int64"):
         a = rng.integers(-20, 20, N).astype(dt)
         b = rng.integers(-20, 20, N).astype(dt)
-        if name in ("floor_divide", "remainder", "div"):
+        if name in ("floor_divide", "remainder", "div", "fmod"):
             b[b == 0] = 3
+        if name in ("bitwise_left_shift", "bitwise_right_shift"):
+            b = rng.integers(0, 10, N).astype(dt)
+        if name == "xlogy":
+            b[b <= 0] = 2
         if name == "pow":
             a, b = rng.integers(-4, 5, N).astype(dt), rng.integers(0, 5, N).astype(dt)
         return a, b
@@ -172,8 +206,10 @@ def _binary_inputs(rng, name, dt):
     b[::9] = a[::9]  # some equal pairs for comparisons
     if name == "pow":
         a = np.abs(a) + 0.1
-    if name in ("div", "floor_divide", "remainder"):
+    if name in ("div", "floor_divide", "remainder", "fmod"):
         b[np.abs(b) < 0.1] = 0.5
+    if name == "xlogy":
+        b = np.abs(b) + 0.1
     return a, b
 
 
@@ -182,6 +218,10 @@ def _binary_inputs(rng, name, dt):
 def test_binary(fusion, rng, name, kind, dt):
     if kind == "Bitwise" and dt.startswith("float"):
         pytest.skip("bitwise ops take integers")
+    if name == "nextafter" and dt.startswith("int"):
+        with pytest.raises(TypeError, match="nextafter"):
+            loom.nextafter(loom.tensor(np.arange(3).astype(dt)), loom.tensor(np.arange(3).astype(dt)))
+        return
     a, b = _binary_inputs(rng, name, dt)
     ta, tb = loom.tensor(a), loom.tensor(b)
     ref = BINARY[name]
