@@ -8,8 +8,9 @@ differs:
   tensor promote a dimensioned one only across categories); Python scalars stay weak;
 * ``x[mask]`` and ``x[mask] = v`` with a boolean array (the shape is data-dependent: a sync
   point; the read runs on the host through numpy);
-* ``__complex__``, shifts (``<<``, ``>>``) and views (``mT``, ``T``, ``to_device``) that keep
-  the type.
+* ``__complex__``, shifts (``<<``, ``>>``), views (``mT``, ``T``, ``to_device``) that keep
+  the type, and ``size`` as the standard's attribute (the number of elements), not torch's
+  method.
 
 Namespace functions return Arrays; loom's own functions and Tensor methods return Tensors.
 """
@@ -196,6 +197,11 @@ class Array(Tensor):
         if self.ndim != 0:
             raise TypeError(f"complex() needs a 0-d array, got shape {tuple(self.shape)}")
         return builtins.complex(self.item())
+
+    @property
+    def size(self):
+        """The number of elements (the standard's attribute; loom.Tensor's is torch's method)."""
+        return self.numel()
 
     @property
     def mT(self):  # noqa: N802

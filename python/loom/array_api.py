@@ -7,7 +7,7 @@ and fused like the rest of loom. Known deviations:
 
 * no complex dtypes (asking for one raises TypeError), no int16/uint16/uint32/uint64 (loom
   lacks them: uint8 with int8 promotes to int32);
-* ``x.size`` is torch's method ``x.size()``, not an attribute (use ``x.numel()``);
+* on a plain loom.Tensor ``x.size`` stays torch's method (an Array has the attribute);
 * integer-array indexing of ``x[...]`` is not supported (``take`` is);
 * ``nonzero``, ``unique_*``, ``sort``, ``argsort`` and boolean-mask reads ``x[mask]`` run on
   the host through numpy (a sync point), since their results depend on the values.

@@ -77,6 +77,13 @@ def test_results_are_arrays_with_standard_operators():
     assert {x: 1}[x] == 1
 
 
+def test_size_is_an_attribute():
+    assert xp.ones((2, 3)).size == 6
+    assert xp.asarray(1.0).size == 1
+    assert xp.zeros((4, 0)).size == 0
+    assert loom.ones(2, 3).size(1) == 3  # loom's tensors keep torch's method
+
+
 def test_complex_dunder():
     assert complex(xp.asarray(2.5)) == 2.5 + 0j
     assert complex(xp.asarray(True)) == 1 + 0j
