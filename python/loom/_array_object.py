@@ -124,6 +124,8 @@ def _check_mask(x, mask):
 
 
 def _host(x):
+    """x's values as a numpy array (from any device; bfloat16 through float32)."""
+    x = x.cpu()
     return x.float().numpy() if x.dtype == _l.bfloat16 else x.numpy()
 
 
@@ -222,7 +224,7 @@ class Array(Tensor):
         if mask is None:
             return as_array(Tensor.__getitem__(self, key))
         _check_mask(self, mask)
-        picked = _host(self)[mask.numpy()]  # always >= 1-d: one dim for the mask's dims
+        picked = _host(self)[_host(mask)]  # always >= 1-d: one dim for the mask's dims
         r = _l.tensor(picked.copy(), device=self.device)
         return Array(r if r.dtype == self.dtype else r.to(self.dtype))
 
@@ -238,6 +240,6 @@ class Array(Tensor):
             Tensor.__setitem__(self, Ellipsis, _l.where(m, value.to(self.dtype), self))
             return None
         a = _host(self).copy()  # values broadcast over the picked elements: on the host
-        a[mask.numpy()] = _host(value)
+        a[_host(mask)] = _host(value)
         Tensor.__setitem__(self, Ellipsis, _l.tensor(a, device=self.device).to(self.dtype))
         return None

@@ -228,3 +228,26 @@ def test_matmul_mixed_dtypes(rng, d1, d2):
     check(xp.matmul(x, y), a @ b, dtype=want_dt)
     check(x @ y, a @ b, dtype=want_dt)
     check(xp.matmul(y.mT, x.mT), np.swapaxes(a @ b, -1, -2), dtype=want_dt)
+
+
+def test_promotion_matches_array_api_strict():
+    """Optional: every pair of the standard's dtypes, 0-d or not, as array-api-strict
+    promotes them (except uint8 with int8: the standard's int16, which loom lacks)."""
+    sx = pytest.importorskip("array_api_strict")
+    names = ["bool", "int8", "uint8", "int32", "int64", "float32", "float64"]
+    for a in names:
+        for b in names:
+            if {a, b} == {"int8", "uint8"}:
+                continue
+            kinds = {n == "bool" for n in (a, b)}
+            if len(kinds) > 1:
+                continue  # bool with a number: not defined by the standard
+            fs, fl = (sx.logical_or, xp.logical_or) if a == "bool" else (sx.add, xp.add)
+            for sa, sb in [((), (2,)), ((2,), ()), ((), ())]:
+                try:
+                    want = fs(sx.ones(sa, dtype=getattr(sx, a)), sx.ones(sb, dtype=getattr(sx, b)))
+                except TypeError:
+                    continue  # int with float: strict refuses; loom promotes like torch
+                got = fl(xp.ones(sa, dtype=getattr(xp, a)), xp.ones(sb, dtype=getattr(xp, b)))
+                assert got.dtype.name == str(want.dtype).split(".")[-1], (a, b, sa, sb)
+                assert got.shape == tuple(want.shape)
