@@ -98,6 +98,9 @@ void init_tensor(nb::module_& m) {
   auto c = nb::class_<Tensor>(m, "Tensor",
                               "A lazy tensor: ops record work that runs, fused, at the next sync "
                               "point (item, numpy, printing, loom.sync()).");
+  // A Python subclass (loom.array_api's Array) is made from a loom tensor through this.
+  c.def(nb::init<const Tensor&>(), "other"_a,
+        "A new handle on other's buffer and view (no copy, nothing recorded).");
   // ---- attributes --------------------------------------------------------------------
   c.def_prop_ro(
        "shape", [](const Tensor& t) { return to_tuple(t.shape()); }, "The sizes, a tuple of ints.")

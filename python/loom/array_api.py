@@ -1,15 +1,16 @@
 """loom.array_api: the Python array API standard (2023.12) over loom tensors.
 
-Arrays are ``loom.Tensor`` objects; ``x.__array_namespace__()`` returns this module. Work
-stays lazy and fused like the rest of loom. Known deviations:
+Functions return ``Array`` objects (python/loom/_array_object.py): loom tensors whose
+operators promote types as the standard says (0-d arrays take full part); any loom.Tensor is
+accepted as an argument, and ``x.__array_namespace__()`` returns this module. Work stays lazy
+and fused like the rest of loom. Known deviations:
 
-* no complex dtypes, no int16/uint16/uint32/uint64 (loom lacks them);
-* ``x.size`` is torch's method ``x.size()``, not an attribute (use ``x.numel()``);
-* type promotion follows torch's rules where they differ (a 0-d tensor operand takes part
-  like a Python scalar; uint8 with int8 gives int32, as loom has no int16);
-* boolean-mask and integer-array indexing of ``x[...]`` are not supported (``take`` is);
-* ``nonzero``, ``unique_*``, ``sort`` and ``argsort`` run on the host through numpy
-  (a sync point), since their results depend on the values.
+* no complex dtypes (asking for one raises TypeError), no int16/uint16/uint32/uint64 (loom
+  lacks them: uint8 with int8 promotes to int32);
+* on a plain loom.Tensor ``x.size`` stays torch's method (an Array has the attribute);
+* integer-array indexing of ``x[...]`` is not supported (``take`` is);
+* ``nonzero``, ``unique_*``, ``sort``, ``argsort`` and boolean-mask reads ``x[mask]`` run on
+  the host through numpy (a sync point), since their results depend on the values.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from collections import namedtuple
 from typing import Optional, Sequence, Tuple, Union
 
 from . import _loom as _l
+from ._array_object import Array, as_array, promote, returning_arrays, shift
 from ._loom import Tensor
 
 __array_api_version__ = "2023.12"
@@ -45,6 +47,8 @@ _default_int = int64
 _float_dtypes = (float16, bfloat16, float32, float64)
 _int_dtypes = (int8, uint8, int32, int64)
 _all_dtypes = (bool,) + _int_dtypes + _float_dtypes
+# The standard's real dtypes that loom has (float16 and bfloat16 are loom's extras).
+_standard_dtypes = (bool, int8, int32, int64, uint8, float32, float64)
 _cpu = _l.device("cpu")
 
 
@@ -69,7 +73,7 @@ class _Info:
     """What __array_namespace_info__() returns."""
 
     def capabilities(self):
-        return {"boolean indexing": False, "data-dependent shapes": True}
+        return {"boolean indexing": True, "data-dependent shapes": True}
 
     def default_device(self):
         return _cpu
@@ -79,13 +83,15 @@ class _Info:
                 "integral": _default_int, "indexing": int64}
 
     def devices(self):
+        """The CPU, then each CUDA device."""
         out = [_cpu]
         if _l.cuda_is_available():
-            out.append(_l.device("cuda:0"))
+            out += [_l.device("cuda", i) for i in range(_l._cuda_device_count())]
         return out
 
     def dtypes(self, *, device=None, kind=None):
-        return {d.name: d for d in _all_dtypes if kind is None or isdtype(d, kind)}
+        """The standard's dtypes (of `kind`, as isdtype reads it) that loom supports."""
+        return {d.name: d for d in _standard_dtypes if kind is None or isdtype(d, kind)}
 
 
 def __array_namespace_info__():
@@ -96,6 +102,7 @@ def __array_namespace_info__():
 # ---- data type functions --------------------------------------------------------------------
 def astype(x: Tensor, dtype, /, *, copy: builtins.bool = True, device=None) -> Tensor:
     """x converted to dtype (a new tensor unless copy=False and nothing changes)."""
+    _check_dtype(dtype)
     y = x if device is None else x.to(device)
     if y.dtype != dtype:
         return y.to(dtype)
@@ -200,18 +207,48 @@ def result_type(*arrays_and_dtypes):
 
 
 # ---- creation --------------------------------------------------------------------------------
+def _is_complex(v):
+    if isinstance(v, builtins.complex):
+        return True
+    kind = getattr(getattr(v, "dtype", None), "kind", None)  # numpy arrays and scalars
+    return kind == "c"
+
+
+def _check_dtype(dtype):
+    """TypeError for a complex dtype (a name, a numpy dtype or type, or builtins.complex)."""
+    if dtype is None or isinstance(dtype, _l.dtype):
+        return
+    name = getattr(dtype, "__name__", None) or getattr(dtype, "name", None) or str(dtype)
+    if dtype is builtins.complex or "complex" in builtins.str(name):
+        raise TypeError(f"loom.array_api: complex dtypes are not supported (got {name})")
+
+
+def _check_value(obj):
+    """TypeError for complex values (a scalar, a numpy array, or one in nested sequences)."""
+    stack = [obj]
+    while stack:
+        v = stack.pop()
+        if _is_complex(v):
+            raise TypeError("loom.array_api: complex values are not supported")
+        if isinstance(v, (list, tuple)):
+            stack.extend(v)
+
+
 def _shape(shape):
     return (shape,) if isinstance(shape, builtins.int) else tuple(shape)
 
 
 def arange(start, /, stop=None, step=1, *, dtype=None, device=None) -> Tensor:
     """Values from start (or 0) to stop, exclusive, by step."""
+    _check_dtype(dtype)
     return _l.arange(start, stop, step, dtype=dtype, device=device)
 
 
 def asarray(obj, /, *, dtype=None, device=None, copy=None) -> Tensor:
     """obj as a tensor: arrays are shared without a copy when possible (copy=None), always
     copied with copy=True, never copied with copy=False (ValueError if a copy is needed)."""
+    _check_dtype(dtype)
+    _check_value(obj)
     if isinstance(obj, Tensor):
         x = obj
         if device is not None and x.device != device:
@@ -244,11 +281,13 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None) -> Tensor:
 
 def empty(shape, *, dtype=None, device=None) -> Tensor:
     """A tensor of the shape with unspecified values."""
+    _check_dtype(dtype)
     return _l.empty(_shape(shape), dtype=dtype, device=device)
 
 
 def empty_like(x, /, *, dtype=None, device=None) -> Tensor:
     """Like empty(), with x's shape, dtype and device."""
+    _check_dtype(dtype)
     return _l.empty_like(x, dtype=dtype, device=device)
 
 
@@ -260,6 +299,7 @@ def _diag_mask(rows, cols, k, device, op):
 
 def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None) -> Tensor:
     """Ones on the k-th diagonal, zeros elsewhere."""
+    _check_dtype(dtype)
     m = _diag_mask(n_rows, n_rows if n_cols is None else n_cols, k, device, _l.eq)
     return m.to(dtype or _default_float)
 
@@ -271,16 +311,20 @@ def from_dlpack(x, /, *, device=None, copy=None) -> Tensor:
 
 def full(shape, fill_value, *, dtype=None, device=None) -> Tensor:
     """A tensor of the shape filled with fill_value."""
+    _check_dtype(dtype)
+    _check_value(fill_value)
     return _l.full(_shape(shape), fill_value, dtype=dtype, device=device)
 
 
 def full_like(x, /, fill_value, *, dtype=None, device=None) -> Tensor:
     """Like full(), with x's shape, dtype and device."""
+    _check_dtype(dtype)
     return _l.full_like(x, fill_value, dtype=dtype, device=device)
 
 
 def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True) -> Tensor:
     """num evenly spaced values from start to stop (inclusive unless endpoint=False)."""
+    _check_dtype(dtype)
     if endpoint:
         return _l.linspace(start, stop, num, dtype=dtype, device=device)
     return _l.linspace(start, stop, num + 1, dtype=dtype, device=device)[:num]
@@ -307,21 +351,25 @@ def meshgrid(*arrays, indexing="xy"):
 
 def ones(shape, *, dtype=None, device=None) -> Tensor:
     """A tensor of the shape filled with 1."""
+    _check_dtype(dtype)
     return _l.ones(_shape(shape), dtype=dtype, device=device)
 
 
 def ones_like(x, /, *, dtype=None, device=None) -> Tensor:
     """Like ones(), with x's shape, dtype and device."""
+    _check_dtype(dtype)
     return _l.ones_like(x, dtype=dtype, device=device)
 
 
 def zeros(shape, *, dtype=None, device=None) -> Tensor:
     """A tensor of the shape filled with 0."""
+    _check_dtype(dtype)
     return _l.zeros(_shape(shape), dtype=dtype, device=device)
 
 
 def zeros_like(x, /, *, dtype=None, device=None) -> Tensor:
     """Like zeros(), with x's shape, dtype and device."""
+    _check_dtype(dtype)
     return _l.zeros_like(x, dtype=dtype, device=device)
 
 
@@ -338,53 +386,64 @@ def triu(x, /, *, k=0) -> Tensor:
 
 
 # ---- elementwise -----------------------------------------------------------------------------
+def _promoting(fn, name):
+    """fn(x1, x2) on the dtype the standard promotes both arrays to (0-d ones included)."""
+
+    def f(x1, x2, /):
+        return fn(*promote(x1, x2))
+
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = f"{name}(x1, x2): loom.{fn.__name__} after the standard's type promotion."
+    return f
+
+
+add = _promoting(_l.add, "add")
+atan2 = _promoting(_l.atan2, "atan2")
+bitwise_and = _promoting(_l.bitwise_and, "bitwise_and")
+bitwise_or = _promoting(_l.bitwise_or, "bitwise_or")
+bitwise_xor = _promoting(_l.bitwise_xor, "bitwise_xor")
+divide = _promoting(_l.div, "divide")
+equal = _promoting(_l.eq, "equal")
+floor_divide = _promoting(_l.floor_divide, "floor_divide")
+greater = _promoting(_l.gt, "greater")
+greater_equal = _promoting(_l.ge, "greater_equal")
+less = _promoting(_l.lt, "less")
+less_equal = _promoting(_l.le, "less_equal")
+logical_and = _promoting(_l.logical_and, "logical_and")
+logical_or = _promoting(_l.logical_or, "logical_or")
+logical_xor = _promoting(_l.logical_xor, "logical_xor")
+maximum = _promoting(_l.maximum, "maximum")
+minimum = _promoting(_l.minimum, "minimum")
+multiply = _promoting(_l.mul, "multiply")
+not_equal = _promoting(_l.ne, "not_equal")
+pow = _promoting(_l.pow, "pow")  # noqa: A001
+remainder = _promoting(_l.remainder, "remainder")
+subtract = _promoting(_l.sub, "subtract")
 abs = _l.abs  # noqa: A001
 acos = _l.acos
-add = _l.add
 asin = _l.asin
 atan = _l.atan
-atan2 = _l.atan2
-bitwise_and = _l.bitwise_and
 bitwise_invert = _l.bitwise_not
-bitwise_or = _l.bitwise_or
-bitwise_xor = _l.bitwise_xor
 ceil = _l.ceil
 cos = _l.cos
 cosh = _l.cosh
-divide = _l.div
-equal = _l.eq
 exp = _l.exp
 expm1 = _l.expm1
 floor = _l.floor
-floor_divide = _l.floor_divide
-greater = _l.gt
-greater_equal = _l.ge
 isfinite = _l.isfinite
 isinf = _l.isinf
 isnan = _l.isnan
-less = _l.lt
-less_equal = _l.le
 log = _l.log
 log1p = _l.log1p
 log2 = _l.log2
-logical_and = _l.logical_and
 logical_not = _l.logical_not
-logical_or = _l.logical_or
-logical_xor = _l.logical_xor
-maximum = _l.maximum
-minimum = _l.minimum
-multiply = _l.mul
 negative = _l.neg
-not_equal = _l.ne
-pow = _l.pow  # noqa: A001
-remainder = _l.remainder
 round = _l.round  # noqa: A001
 sign = _l.sign
 sin = _l.sin
 sinh = _l.sinh
 square = _l.square
 sqrt = _l.sqrt
-subtract = _l.sub
 tan = _l.tan
 tanh = _l.tanh
 trunc = _l.trunc
@@ -410,13 +469,14 @@ def atanh(x, /):
 
 
 def bitwise_left_shift(x1, x2, /):
-    """x1 << x2 for integers (x2 >= 0)."""
-    return x1 * _l.pow(2, x2) if isinstance(x2, Tensor) else x1 * (2**x2)
+    """x1 << x2 for integers (loom.bitwise_left_shift; NotImplementedError without it)."""
+    return shift("bitwise_left_shift", x1, x2)
 
 
 def bitwise_right_shift(x1, x2, /):
-    """x1 >> x2 for integers (x2 >= 0), rounding toward -inf like an arithmetic shift."""
-    return _l.floor_divide(x1, _l.pow(2, x2) if isinstance(x2, Tensor) else 2**x2)
+    """x1 >> x2 for integers, arithmetic (loom.bitwise_right_shift; NotImplementedError
+    without it)."""
+    return shift("bitwise_right_shift", x1, x2)
 
 
 def clip(x, /, min=None, max=None):  # noqa: A002
@@ -448,11 +508,13 @@ def imag(x, /):
 
 def copysign(x1, x2, /):
     """|x1| with the sign of x2 (including -0.0)."""
+    x1, x2 = promote(x1, x2)
     return _l.where(signbit(x2), -_l.abs(x1), _l.abs(x1))
 
 
 def hypot(x1, x2, /):
     """sqrt(x1**2 + x2**2) without undue overflow."""
+    x1, x2 = promote(x1, x2)
     a, b = _l.abs(_floating(x1)), _l.abs(_floating(x2))
     m, n = _l.maximum(a, b), _l.minimum(a, b)
     r = n / _l.where(m == 0, 1.0, m)
@@ -466,6 +528,7 @@ def log10(x, /):
 
 def logaddexp(x1, x2, /):
     """log(exp(x1) + exp(x2)) computed stably."""
+    x1, x2 = promote(x1, x2)
     a, b = _floating(x1), _floating(x2)
     m = _l.maximum(a, b)
     r = m + _l.log1p(_l.exp(-_l.abs(a - b)))
@@ -504,36 +567,9 @@ def take(x, indices, /, *, axis=None):
     return moveaxis(r, -1, axis)
 
 
-# ---- linear algebra ------------------------------------------------------------------------
-matmul = _l.matmul
-
-
-def matrix_transpose(x, /):
-    """x with its last two dims swapped."""
-    return x.mT
-
-
-def tensordot(x1, x2, /, *, axes=2):
-    """Sum of products over the given axes (an int: the last/first `axes` dims)."""
-    if isinstance(axes, builtins.int):
-        a1 = list(range(x1.ndim - axes, x1.ndim))
-        a2 = list(range(axes))
-    else:
-        a1 = [a + x1.ndim if a < 0 else a for a in axes[0]]
-        a2 = [a + x2.ndim if a < 0 else a for a in axes[1]]
-    f1 = [d for d in range(x1.ndim) if d not in a1]
-    f2 = [d for d in range(x2.ndim) if d not in a2]
-    k = math.prod(x1.shape[a] for a in a1)
-    m1 = x1.permute(*(f1 + a1)).reshape(-1, k)
-    m2 = x2.permute(*(a2 + f2)).reshape(k, -1)
-    dt = result_type(x1, x2)
-    r = _l.matmul(m1.to(dt), m2.to(dt))
-    return r.reshape([x1.shape[d] for d in f1] + [x2.shape[d] for d in f2])
-
-
-def vecdot(x1, x2, /, *, axis=-1):
-    """Dot product of vectors along axis (with broadcasting)."""
-    return _l.sum(x1 * x2, dim=axis)
+# ---- linear algebra (python/loom/array_api_linalg.py; also in the linalg namespace) --------
+from . import array_api_linalg as linalg  # noqa: E402
+from .array_api_linalg import matmul, matrix_transpose, tensordot, vecdot  # noqa: E402,F401
 
 
 # ---- manipulation --------------------------------------------------------------------------
@@ -566,7 +602,7 @@ def concat(arrays, /, *, axis=0):
     return _l.cat(list(arrays), axis)
 
 
-def expand_dims(x, /, *, axis=0):
+def expand_dims(x, /, axis=0):
     """x with a size-1 dim inserted at axis."""
     if not -x.ndim - 1 <= axis <= x.ndim:
         raise IndexError(f"expand_dims: axis {axis} out of range for {x.ndim} dims")
@@ -722,7 +758,8 @@ def _host(x):
 
 
 def _back(a, like):
-    return _l.tensor(_np().ascontiguousarray(a), device=like.device)
+    # a copy, not ascontiguousarray: that makes a 0-d array 1-d
+    return _l.tensor(_np().array(a, order="C"), device=like.device)
 
 
 def nonzero(x, /):
@@ -741,7 +778,9 @@ def searchsorted(x1, x2, /, *, side="left", sorter=None):
     return _l.sum(hit, dim=-1)
 
 
-where = _l.where
+def where(condition, x1, x2, /):
+    """x1 where condition is true, else x2 (x1 and x2 promoted as the standard says)."""
+    return _l.where(condition, *promote(x1, x2))
 
 
 # ---- set functions (host) -------------------------------------------------------------------
@@ -862,14 +901,24 @@ def sum(x, /, *, axis=None, dtype=None, keepdims=False):  # noqa: A001
     return x.to(dt) if r is None else r.to(dt)
 
 
-def std(x, /, *, axis=None, correction=0.0, keepdims=False):
-    """Standard deviation over axis (correction 0 by default, as the standard says)."""
-    return _l.std(x, axis, keepdim=keepdims, correction=correction)
-
-
 def var(x, /, *, axis=None, correction=0.0, keepdims=False):
-    """Variance over axis (correction 0 by default, as the standard says)."""
-    return _l.var(x, axis, keepdim=keepdims, correction=correction)
+    """Variance over axis: the sum of squared deviations over max(N - correction, 0), so nan
+    or inf where that is 0 (as numpy); axis=() reduces nothing (N = 1)."""
+    x = _floating(x)
+    axes = tuple(range(x.ndim)) if axis is None else _axes(axis, x.ndim)
+    n = math.prod(x.shape[a] for a in axes)
+    if axes:
+        dev = x - _l.mean(x, dim=axes, keepdim=True)
+        ss = _l.sum(dev * dev, dim=axes, keepdim=keepdims)
+    else:
+        dev = x - x  # nan where x is inf or nan, as a mean over one element gives
+        ss = dev * dev
+    return ss / builtins.max(n - correction, 0)
+
+
+def std(x, /, *, axis=None, correction=0.0, keepdims=False):
+    """Standard deviation over axis: sqrt(var(...)) with the same correction (default 0)."""
+    return _l.sqrt(var(x, axis=axis, correction=correction, keepdims=keepdims))
 
 
 # ---- utility -------------------------------------------------------------------------------
@@ -885,6 +934,18 @@ def any(x, /, *, axis=None, keepdims=False):  # noqa: A001
     return (x != 0) if r is None else r
 
 
+# Every public function of the namespace (written here or taken from _loom) returns Arrays;
+# the inspection ones return none, so they stay as they are.
+_not_array_functions = {"can_cast", "finfo", "iinfo", "isdtype", "result_type"}
+for _name, _fn in list(globals().items()):
+    if (not _name.startswith("_") and callable(_fn) and not isinstance(_fn, type)
+            and getattr(_fn, "__module__", None) in (__name__, _l.__name__)
+            and _name not in _not_array_functions):
+        globals()[_name] = returning_arrays(_fn)
+del _name, _fn
+
 __all__ = [n for n in dir() if not n.startswith("_") or n == "__array_namespace_info__"]
 __all__ = [n for n in __all__ if n not in ("annotations", "builtins", "math", "namedtuple",
-                                           "Optional", "Sequence", "Tuple", "Union")]
+                                           "Optional", "Sequence", "Tuple", "Union",
+                                           "as_array", "promote", "returning_arrays",
+                                           "shift")]
