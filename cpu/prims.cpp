@@ -123,7 +123,9 @@ template <typename T>
 template <typename T>
 [[gnu::noinline]] void fix_sqrt_small(const T* a, T* out, int64_t n, bool recip) {
   const T lo = std::numeric_limits<T>::min();
-  auto small = [lo](T v) { return v < lo && v >= T(0); };  // zeros and subnormals
+  // zeros, subnormals and negatives: below AVX-512, Eigen's rsqrt-based sqrt of a negative
+  // subnormal is inf, not NaN
+  auto small = [lo](T v) { return v < lo; };
   if (!any_lane(a, n, small)) return;
   for (int64_t i = 0; i < n; ++i)
     if (small(a[i])) out[i] = recip ? T(1) / std::sqrt(a[i]) : std::sqrt(a[i]);
@@ -137,6 +139,17 @@ template <typename T>
   if (!any_lane(a, n, [hi](T v) { return v > hi; })) return;
   for (int64_t i = 0; i < n; ++i)
     if (a[i] > hi) out[i] = std::exp(a[i]);
+}
+
+// Eigen's float tanh (built for SSE2 or AVX2) rounds to +-1 from |x| = 7.9 on, where tanh is
+// still 1 - 2.6e-7 (4 ulp below 1): those lanes take the double tanh.
+template <typename T>
+[[gnu::noinline]] void fix_tanh_tail(const T* a, T* out, int64_t n) {
+  const T edge = T(7.5);
+  auto tail = [edge](T v) { return v > edge || v < -edge; };
+  if (!any_lane(a, n, tail)) return;
+  for (int64_t i = 0; i < n; ++i)
+    if (tail(a[i])) out[i] = T(std::tanh(double(a[i])));
 }
 
 // The one switch over the pointwise ops: each case hands its op's loop for T's dtype family to
@@ -164,11 +177,11 @@ void lower(Op op, K& k) {
       return k.same([](T v) { return T(v * v); });
     case Op::Relu:
       return k.same([](T v) { return v > 0 ? v : (v != v ? v : T(0)); });
-    case Op::Floor:
-      if constexpr (kFloat) return k.eigen([](const auto& x) { return x.floor(); });
+    case Op::Floor:  // not Eigen's: without SSE4.1 it rounds by a magic add and loses -0.0
+      if constexpr (kFloat) return k.scalar([](T v) { return std::floor(v); });
       return k.identity();
     case Op::Ceil:
-      if constexpr (kFloat) return k.eigen([](const auto& x) { return x.ceil(); });
+      if constexpr (kFloat) return k.scalar([](T v) { return std::ceil(v); });
       return k.identity();
     case Op::Round:
       if constexpr (kFloat) return k.scalar([](T v) { return std::nearbyint(v); });
@@ -203,7 +216,9 @@ void lower(Op op, K& k) {
       if constexpr (kFloat) return k.eigen([](const auto& x) { return x.expm1(); });
       return k.identity();
     case Op::Log:
-      if constexpr (kFloat)
+      if constexpr (kF64)  // glibc's log: Eigen's double log for SSE2 misses by 1.5 ulp
+        return k.scalar([](T v) { return std::log(v); });
+      else if constexpr (kFloat)
         return k.eigen([](const auto& x) { return x.log(); },
                        [](const T* a, T* o, int64_t n) { fix_subnormal_log(a, o, n); });
       return k.identity();
@@ -249,7 +264,8 @@ void lower(Op op, K& k) {
       if constexpr (kF64)  // glibc's double tanh misses by up to 2 ulp
         return k.scalar([](T v) { return T(std::tanh(sm::Wide<T>(v))); });
       else if constexpr (kFloat)
-        return k.eigen([](const auto& x) { return x.tanh(); }, NoFix{}, tanh_f32);
+        return k.eigen([](const auto& x) { return x.tanh(); },
+                       [](const T* a, T* o, int64_t n) { fix_tanh_tail(a, o, n); }, tanh_f32);
       return k.identity();
     case Op::Asin:
       if constexpr (kFloat) return k.scalar([](T v) { return std::asin(v); });
