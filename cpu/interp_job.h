@@ -19,6 +19,12 @@ constexpr int64_t kChunk = 2048;      // elements a chunk of a long row (L1-size
 constexpr int64_t kRowBlock = 4096;   // short rows are packed into tiles of about this size
 constexpr int64_t kWholeRow = 16384;  // rows up to this long stay in registers: one read
 constexpr int64_t kSegment = 32;  // chunks per parallel task in a long row (fixed: deterministic)
+// A pass of few steps runs a long row in chunks of kWideChunk: its registers (kWideSteps of
+// them at the most, 128 KiB each in f32) stay in L2, and the fixed cost of a chunk (the step
+// loop, the fold's lane tree) is spread over 16x the elements; a pass of many steps keeps
+// kChunk, L1-resident, as its registers are reread by every step (figures: bench/RESULTS.md).
+constexpr int64_t kWideChunk = 32768;
+constexpr int kWideSteps = 4;
 // The column layout (cpu/interp_cols.cpp); every split depends on the shape alone. A tile is
 // a block of rows (the elements of one read of a column: long, so the reads stream) by a few
 // columns; its fold walks 32 rows at a time down all its columns, each column a stream the

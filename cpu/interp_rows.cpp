@@ -12,6 +12,12 @@
 namespace loom::cpu::interp {
 namespace {
 
+// Elements of a chunk of a long row in a pass of step list sl (kWideChunk, kChunk), and chunks
+// of a parallel segment (about kSegment * kChunk elements): both depend on the program alone.
+int64_t chunk_of(const StepList& sl) {
+  return int64_t(sl.nodes.size()) <= kWideSteps ? kWideChunk : kChunk;
+}
+
 // Folds node id's values v into the reductions that read it and stores the outputs it is.
 void consume(const Job& job, RowState& rs, int id, const void* v, std::vector<Acc>* accs,
              int64_t c0, int64_t nc, int pass) {
@@ -73,9 +79,10 @@ void rows_block_run(const Job& job, Scratch& s, RowState& rs, int64_t nr, bool w
     row_pass_start(job, rs, pass);
     const StepList& sl = p.per_pass[pass];
     if (sl.nodes.empty()) continue;
-    s.fit(sl.slots, nr * kChunk);
-    for (int64_t c0 = 0; c0 < cols; c0 += kChunk)
-      run_steps(job, s, rs, sl, pass, false, nullptr, c0, std::min(kChunk, cols - c0));
+    const int64_t chunk = chunk_of(sl);
+    s.fit(sl.slots, nr * chunk);
+    for (int64_t c0 = 0; c0 < cols; c0 += chunk)
+      run_steps(job, s, rs, sl, pass, false, nullptr, c0, std::min(chunk, cols - c0));
   }
   store_rows(job, rs);
 }
@@ -164,27 +171,29 @@ void long_row_parallel(const Job& job, int64_t row) {
   const int64_t cols = job.cols;
   RowState rs;
   init_rows(job, rs, row, 1);
-  int64_t nchunks = (cols + kChunk - 1) / kChunk;
-  int64_t nseg = (nchunks + kSegment - 1) / kSegment;
   for (int pass = 0; pass < p.passes; ++pass) {
     row_pass_start(job, rs, pass);
     const StepList& sl = p.per_pass[pass];
     if (sl.nodes.empty()) continue;
+    const int64_t chunk = chunk_of(sl);
+    const int64_t per_seg = std::max<int64_t>(1, kSegment * kChunk / chunk);
+    const int64_t nchunks = (cols + chunk - 1) / chunk;
+    const int64_t nseg = (nchunks + per_seg - 1) / per_seg;
     std::vector<std::vector<Acc>> part(nseg);
     tbb::parallel_for(tbb::blocked_range<int64_t>(0, nseg), [&](auto r) {
       Scratch& s = local_scratch();
-      s.fit(sl.slots, kChunk);
+      s.fit(sl.slots, chunk);
       for (int64_t sg = r.begin(); sg < r.end(); ++sg) {
         auto& acc = part[sg];
         for (int id : p.reduces) acc.push_back(acc_init(p.nodes[id].op));
         RowState local = rs;
-        int64_t end = std::min(nchunks, (sg + 1) * kSegment);
+        int64_t end = std::min(nchunks, (sg + 1) * per_seg);
         // No software prefetch: a long row is a few unit-stride streams the hardware
         // prefetchers follow, and the prefetch instructions cost more than they hide here
         // (measured: bench/RESULTS.md).
-        for (int64_t ch = sg * kSegment; ch < end; ++ch) {
-          int64_t c0 = ch * kChunk;
-          run_steps(job, s, local, sl, pass, false, &acc, c0, std::min(kChunk, cols - c0));
+        for (int64_t ch = sg * per_seg; ch < end; ++ch) {
+          int64_t c0 = ch * chunk;
+          run_steps(job, s, local, sl, pass, false, &acc, c0, std::min(chunk, cols - c0));
         }
       }
       _mm_sfence();
