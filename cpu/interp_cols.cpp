@@ -27,6 +27,10 @@ struct ColSplit {
   explicit ColSplit(const Job& job) {
     inner = job.g.space[job.nk - 1];
     int64_t width = std::min(inner, kColWidth);
+    // Few columns (a sum over a short dim): narrower blocks, so one tile holds every column and
+    // each accumulator is read and written once a block rather than once a tile.
+    if (job.cols <= kColStreams)
+      width = std::min(width, std::max<int64_t>(64, kColTile / job.cols));
     per = (inner + width - 1) / width;
     blocks = job.rows / inner * per;
     nc = std::max<int64_t>(4, kColTile / width);
