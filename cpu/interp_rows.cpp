@@ -12,8 +12,8 @@
 namespace loom::cpu::interp {
 namespace {
 
-// Elements of a chunk of a long row in a pass of step list sl (kWideChunk, kChunk), and chunks
-// of a parallel segment (about kSegment * kChunk elements): both depend on the program alone.
+// Elements of a chunk of a long row in a pass of step list sl (kWideChunk or kChunk): it depends
+// on the program alone, so the order of a reduction's sums does not depend on the shape's split.
 int64_t chunk_of(const StepList& sl) {
   return int64_t(sl.nodes.size()) <= kWideSteps ? kWideChunk : kChunk;
 }
