@@ -7,12 +7,23 @@
 #include <limits>
 #include <type_traits>
 
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+#include "cpu/lanes_avx512.h"
+#define LOOM_LANES_AVX512 1
+#else
+#define LOOM_LANES_AVX512 0
+#endif
+
 namespace loom::cpu {
 
 // Four vectors' worth of lanes (AVX-512), so the adds or compares run as four independent
 // chains instead of waiting on one.
 template <typename T>
 constexpr int kLanes = sizeof(T) >= 8 ? 32 : 64;
+
+// The portable folds: the definition of each fold's order (cpu/lanes_avx512.h computes the
+// same bits; tests/cpu/test_lanes.cpp checks that it does).
+namespace portable {
 
 // Sum (or product, Mul) of x[0, n) in kLanes lanes, then a fixed tree.
 template <typename T, bool Mul>
@@ -57,6 +68,26 @@ double lanes_wide(const float* x, int64_t n) {
   return acc[0];
 }
 
+}  // namespace portable
+
+template <typename T, bool Mul>
+double lanes(const T* x, int64_t n) {
+#if LOOM_LANES_AVX512
+  if constexpr (std::is_same_v<T, float>) return avx512::lanes_f32<Mul>(x, n);
+  if constexpr (std::is_same_v<T, double>) return avx512::lanes_f64<Mul>(x, n);
+#endif
+  return portable::lanes<T, Mul>(x, n);
+}
+
+template <bool Pre>
+double lanes_wide(const float* x, int64_t n) {
+#if LOOM_LANES_AVX512
+  return avx512::lanes_wide<Pre>(x, n);
+#else
+  return portable::lanes_wide<Pre>(x, n);
+#endif
+}
+
 // The float partial sums overflow where the double sum need not (|x| above 2^125): such a run
 // is summed again element by element (an inf or NaN in the data gives the same result either way).
 inline double sum_wide(const float* x, int64_t n) {
@@ -68,6 +99,7 @@ inline double sum_wide(const float* x, int64_t n) {
 // extreme with one compare-select (the ordered compare keeps a NaN out of it) and a flag of
 // the NaNs it saw beside it: a lane's select does not wait on a NaN test, and the result is a
 // NaN when any element is.
+namespace portable {
 template <typename T, bool Max>
 T lanes_extreme(const T* x, int64_t n) {
   constexpr int L = kLanes<T>;
@@ -96,6 +128,16 @@ T lanes_extreme(const T* x, int64_t n) {
   for (int w = L / 2; w > 0; w /= 2)
     for (int k = 0; k < w; ++k) acc[k] = better(acc[k + w], acc[k]) ? acc[k + w] : acc[k];
   return acc[0];
+}
+}  // namespace portable
+
+template <typename T, bool Max>
+T lanes_extreme(const T* x, int64_t n) {
+#if LOOM_LANES_AVX512
+  if constexpr (std::is_same_v<T, float>) return avx512::extreme_f32<Max>(x, n);
+  if constexpr (std::is_same_v<T, double>) return avx512::extreme_f64<Max>(x, n);
+#endif
+  return portable::lanes_extreme<T, Max>(x, n);
 }
 
 }  // namespace loom::cpu

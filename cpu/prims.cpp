@@ -554,6 +554,12 @@ bool better(Op op, T v, T best, bool have) {
   return op == Op::ArgMax ? v > best : v < best;
 }
 
+// Folds a float run's extreme m into accumulator a (NaN-propagating: a NaN stays, and wins).
+inline void fold_extreme(Acc& a, double m, bool mx) {
+  if (a.f != a.f) return;
+  if (m != m || (mx ? m > a.f : m < a.f)) a.f = m;
+}
+
 // Folds x[0, n) (columns col0...) into a; `out`: the reduction's result type.
 template <typename T>
 void fold_run(Op op, CT out, const T* x, int64_t n, int64_t col0, Acc& a) {
@@ -580,10 +586,9 @@ void fold_run(Op op, CT out, const T* x, int64_t n, int64_t col0, Acc& a) {
       if (n == 0) break;
       bool mx = op == Op::Max;
       if constexpr (std::is_floating_point_v<T>) {
-        double m =
-            mx ? double(lanes_extreme<T, true>(x, n)) : double(lanes_extreme<T, false>(x, n));
-        if (a.f != a.f) break;
-        if (m != m || (mx ? m > a.f : m < a.f)) a.f = m;
+        fold_extreme(
+            a, mx ? double(lanes_extreme<T, true>(x, n)) : double(lanes_extreme<T, false>(x, n)),
+            mx);
       } else {
         int64_t m =
             mx ? int64_t(lanes_extreme<T, true>(x, n)) : int64_t(lanes_extreme<T, false>(x, n));
@@ -802,10 +807,57 @@ Acc acc_init(Op op) {
   return {0.0, 0, -1};
 }
 
+namespace {
+
+#if LOOM_LANES_AVX512
+// Float sums and extremes of rows [0, k * G) of x, G rows at a time through their trees'
+// last levels together (cpu/lanes_avx512.h): the values fold_run() folds, each row's own.
+// Returns the rows done.
+int64_t fold_runs(Op op, CT in, CT out, const void* x, int64_t rows, int64_t n, Acc* acc) {
+  namespace v = avx512;
+  using v::Comb;
+  const bool sum = op == Op::Sum, mx = op == Op::Max;
+  if (n <= 0 || (!sum && !mx && op != Op::Min) || (in != CT::F32 && in != CT::F64)) return 0;
+  const bool wide = in == CT::F32 && out == CT::F64;  // the mean's float64 sum (sum_wide)
+  const int64_t g = in == CT::F32 && !wide ? 16 : 8;
+  double val[16];
+  int64_t i = 0;
+  for (; i + g <= rows; i += g) {
+    if (in == CT::F32) {
+      const float* r = static_cast<const float*>(x) + i * n;
+      if (wide) {
+        v::runs8_wide(r, n, val);
+        for (int k = 0; k < 8; ++k)  // sum_wide: a float partial sum overflowed
+          if (!std::isfinite(val[k])) val[k] = lanes_wide<false>(r + k * n, n);
+      } else if (sum) {
+        v::runs16_f32<Comb::Add>(r, n, val);
+      } else {
+        mx ? v::runs16_f32<Comb::Max>(r, n, val) : v::runs16_f32<Comb::Min>(r, n, val);
+      }
+    } else {
+      const double* r = static_cast<const double*>(x) + i * n;
+      if (sum)
+        v::runs8_f64<Comb::Add>(r, n, val);
+      else
+        mx ? v::runs8_f64<Comb::Max>(r, n, val) : v::runs8_f64<Comb::Min>(r, n, val);
+    }
+    for (int64_t k = 0; k < g; ++k)
+      sum ? void(acc[i + k].f += val[k]) : fold_extreme(acc[i + k], val[k], mx);
+  }
+  return i;
+}
+#endif
+
+}  // namespace
+
 void fold(Op op, CT in, CT out, const void* x, int64_t rows, int64_t n, int64_t col0, Acc* acc) {
+  int64_t done = 0;
+#if LOOM_LANES_AVX512
+  if (rows >= 8) done = fold_runs(op, in, out, x, rows, n, acc);
+#endif
   dispatch_ct(in, [&](auto t) {
     using T = decltype(t);
-    for (int64_t i = 0; i < rows; ++i)
+    for (int64_t i = done; i < rows; ++i)
       fold_run<T>(op, out, static_cast<const T*>(x) + i * n, n, col0, acc[i]);
   });
 }

@@ -1,0 +1,282 @@
+#pragma once
+// The folds of cpu/lanes.h in AVX-512 registers: the same lanes, the same order of operations,
+// the same bits. The generic loops vectorize their main loop, but keep the lane array on the
+// stack, run the remainder one element at a time and the final tree in partial vectors: for a
+// row of 64 floats that was most of the fold's cost, and short rows (hidden sizes, attention
+// rows) fold one row per 64-256 elements. Here the 64 (or 32) lanes are four registers, the
+// remainder is one masked step and the tree is register halvings; short rows go 16 (or 8) at a
+// time through the tree's last levels, each level one shuffle and one op for all of them
+// (rows16, rows8) instead of a chain of dependent steps for each.
+//
+// The remainder's masked-off lanes keep their values (a masked move, not an added zero).
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace loom::cpu::avx512 {
+
+inline __mmask16 tail16(int64_t r) {
+  return r >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << r) - 1);
+}
+inline __mmask8 tail8(int64_t r) { return r >= 8 ? __mmask8(0xFF) : __mmask8((1u << r) - 1); }
+
+// How two lanes combine: lo is lane k, hi lane k + w of the tree (cpu/lanes.h): a sum or
+// product, or the extreme's "take hi where it is strictly better" (a tie or a NaN keeps lo's
+// value), which is what the max and min instructions compute: max(a, b) is a > b ? a : b.
+enum class Comb { Add, Mul, Max, Min };
+
+template <Comb C>
+inline __m512 comb(__m512 lo, __m512 hi) {
+  if constexpr (C == Comb::Add) return _mm512_add_ps(lo, hi);
+  if constexpr (C == Comb::Mul) return _mm512_mul_ps(lo, hi);
+  if constexpr (C == Comb::Max) return _mm512_max_ps(hi, lo);  // hi > lo ? hi : lo, exactly
+  return _mm512_min_ps(hi, lo);                                // hi < lo ? hi : lo
+}
+template <Comb C>
+inline __m512d comb(__m512d lo, __m512d hi) {
+  if constexpr (C == Comb::Add) return _mm512_add_pd(lo, hi);
+  if constexpr (C == Comb::Mul) return _mm512_mul_pd(lo, hi);
+  if constexpr (C == Comb::Max) return _mm512_max_pd(hi, lo);
+  return _mm512_min_pd(hi, lo);
+}
+
+// A fold's lanes after the first two levels of its tree (w = 32, 16 for 64 float lanes; w =
+// 16, 8 for 32 double lanes): one register whose lane k holds lanes k, k + 16, k + 32, k + 48
+// (floats) combined. `nan`: whether an element was a NaN (extremes only).
+template <Comb C>
+inline __m512 partial_f32(const float* x, int64_t n, bool& nan) {
+  constexpr bool ext = C == Comb::Max || C == Comb::Min;
+  const __m512 id =
+      ext ? _mm512_set1_ps(n > 0 ? x[0] : 0.f) : _mm512_set1_ps(C == Comb::Mul ? 1.f : 0.f);
+  __m512 a0 = id, a1 = id, a2 = id, a3 = id;
+  // An extreme's NaNs: the largest magnitude bits seen (a NaN's are above infinity's), an
+  // integer max beside each select rather than a compare into a mask register and out of it.
+  __m512i mag = _mm512_setzero_si512();
+  const __m512i abs_bits = _mm512_set1_epi32(0x7FFFFFFF);
+  // An element v into lane register a (masked-off lanes, m, unchanged): acc OP v for a sum or
+  // product, the compare-select of lanes_extreme for an extreme (v first: v replaces a where
+  // it is strictly better; a NaN never does).
+  auto step = [&](__m512& a, __m512 v, __mmask16 m) {
+    if constexpr (ext) {
+      mag = _mm512_max_epu32(mag, _mm512_and_si512(_mm512_castps_si512(v), abs_bits));
+      a = C == Comb::Max ? _mm512_mask_max_ps(a, m, v, a) : _mm512_mask_min_ps(a, m, v, a);
+    } else {
+      a = _mm512_mask_mov_ps(a, m, comb<C>(a, v));
+    }
+  };
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    step(a0, _mm512_loadu_ps(x + i), 0xFFFF), step(a1, _mm512_loadu_ps(x + i + 16), 0xFFFF);
+    step(a2, _mm512_loadu_ps(x + i + 32), 0xFFFF), step(a3, _mm512_loadu_ps(x + i + 48), 0xFFFF);
+  }
+  if (int64_t r = n - i) {
+    __m512* a[4] = {&a0, &a1, &a2, &a3};
+    for (int v = 0; v < 4 && r > 16 * v; ++v) {
+      __mmask16 m = tail16(r - 16 * v);
+      step(*a[v], _mm512_maskz_loadu_ps(m, x + i + 16 * v), m);
+    }
+  }
+  nan = ext && _mm512_cmpgt_epu32_mask(mag, _mm512_set1_epi32(0x7F800000)) != 0;
+  a0 = comb<C>(a0, a2), a1 = comb<C>(a1, a3);  // w = 32
+  return comb<C>(a0, a1);                      // w = 16
+}
+
+template <Comb C>
+inline __m512d partial_f64(const double* x, int64_t n, bool& nan) {
+  constexpr bool ext = C == Comb::Max || C == Comb::Min;
+  const __m512d id =
+      ext ? _mm512_set1_pd(n > 0 ? x[0] : 0.0) : _mm512_set1_pd(C == Comb::Mul ? 1.0 : 0.0);
+  __m512d a0 = id, a1 = id, a2 = id, a3 = id;
+  __m512i mag = _mm512_setzero_si512();
+  const __m512i abs_bits = _mm512_set1_epi64(0x7FFFFFFFFFFFFFFF);
+  auto step = [&](__m512d& a, __m512d v, __mmask8 m) {
+    if constexpr (ext) {
+      mag = _mm512_max_epu64(mag, _mm512_and_si512(_mm512_castpd_si512(v), abs_bits));
+      a = C == Comb::Max ? _mm512_mask_max_pd(a, m, v, a) : _mm512_mask_min_pd(a, m, v, a);
+    } else {
+      a = _mm512_mask_mov_pd(a, m, comb<C>(a, v));
+    }
+  };
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    step(a0, _mm512_loadu_pd(x + i), 0xFF), step(a1, _mm512_loadu_pd(x + i + 8), 0xFF);
+    step(a2, _mm512_loadu_pd(x + i + 16), 0xFF), step(a3, _mm512_loadu_pd(x + i + 24), 0xFF);
+  }
+  if (int64_t r = n - i) {
+    __m512d* a[4] = {&a0, &a1, &a2, &a3};
+    for (int v = 0; v < 4 && r > 8 * v; ++v) {
+      __mmask8 m = tail8(r - 8 * v);
+      step(*a[v], _mm512_maskz_loadu_pd(m, x + i + 8 * v), m);
+    }
+  }
+  nan = ext && _mm512_cmpgt_epu64_mask(mag, _mm512_set1_epi64(0x7FF0000000000000)) != 0;
+  a0 = comb<C>(a0, a2), a1 = comb<C>(a1, a3);  // w = 16
+  return comb<C>(a0, a1);                      // w = 8
+}
+
+// lanes_wide<Pre>'s 32 double lanes (cpu/lanes.h says in which order each adds its float
+// trees of 8, 4 or 2 elements) after the levels w = 16, 8.
+template <bool Pre>
+inline __m512d partial_wide(const float* x, int64_t n) {
+  constexpr int L = 32;
+  __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+  // Adds the 32 floats of lanes 0-15 (lo) and 16-31 (hi), widened, into the lanes.
+  auto add = [&](__m512 lo, __m512 hi) {
+    a0 = _mm512_add_pd(a0, _mm512_cvtps_pd(_mm512_castps512_ps256(lo)));
+    a1 = _mm512_add_pd(a1, _mm512_cvtps_pd(_mm512_extractf32x8_ps(lo, 1)));
+    a2 = _mm512_add_pd(a2, _mm512_cvtps_pd(_mm512_castps512_ps256(hi)));
+    a3 = _mm512_add_pd(a3, _mm512_cvtps_pd(_mm512_extractf32x8_ps(hi, 1)));
+  };
+  auto ld = [&](int64_t j) { return _mm512_loadu_ps(x + j); };
+  // q(j) of cpu/lanes.h for the 16 lanes from j: (x[j] + x[j+L]) + (x[j+2L] + x[j+3L]).
+  auto q = [&](int64_t j) {
+    return _mm512_add_ps(_mm512_add_ps(ld(j), ld(j + L)),
+                         _mm512_add_ps(ld(j + 2 * L), ld(j + 3 * L)));
+  };
+  int64_t i = 0;
+  if constexpr (Pre) {
+    for (; i + 8 * L <= n; i += 8 * L)
+      add(_mm512_add_ps(q(i), q(i + 4 * L)), _mm512_add_ps(q(i + 16), q(i + 4 * L + 16)));
+    for (; i + 4 * L <= n; i += 4 * L) add(q(i), q(i + 16));
+    for (; i + 2 * L <= n; i += 2 * L)
+      add(_mm512_add_ps(ld(i), ld(i + L)), _mm512_add_ps(ld(i + 16), ld(i + L + 16)));
+  }
+  for (; i + L <= n; i += L) add(ld(i), ld(i + 16));
+  if (int64_t r = n - i) {
+    const __m512 z = _mm512_setzero_ps();
+    add(_mm512_mask_loadu_ps(z, tail16(r), x + i),
+        r > 16 ? _mm512_mask_loadu_ps(z, tail16(r - 16), x + i + 16) : z);
+  }
+  a0 = _mm512_add_pd(a0, a2), a1 = _mm512_add_pd(a1, a3);  // w = 16
+  return _mm512_add_pd(a0, a1);                            // w = 8
+}
+
+// The rest of one run's tree: lanes 0-15 (0-7) of a through w = 8, 4, 2, 1 (4, 2, 1).
+template <Comb C>
+inline float tree(__m512 a) {
+  a = comb<C>(a, _mm512_shuffle_f32x4(a, a, 0x4E));  // lanes 8-15 onto 0-7
+  a = comb<C>(a, _mm512_shuffle_f32x4(a, a, 0xB1));  // lanes 4-7 onto 0-3
+  a = comb<C>(a, _mm512_permute_ps(a, 0x4E));        // lanes 2-3 onto 0-1
+  a = comb<C>(a, _mm512_permute_ps(a, 0xB1));        // lane 1 onto 0
+  return _mm512_cvtss_f32(a);
+}
+template <Comb C>
+inline double tree(__m512d a) {
+  a = comb<C>(a, _mm512_shuffle_f64x2(a, a, 0x4E));  // lanes 4-7 onto 0-3
+  a = comb<C>(a, _mm512_shuffle_f64x2(a, a, 0xB1));  // lanes 2-3 onto 0-1
+  a = comb<C>(a, _mm512_permute_pd(a, 0x55));        // lane 1 onto 0
+  return _mm512_cvtsd_f64(a);
+}
+
+// The rest of the trees of 16 runs at once (r[i]: run i's partial): each level pairs lanes k
+// and k + w of every run, the runs packed two (then four, eight, sixteen) to a register.
+// Lane i of the result is run i's value.
+template <Comb C>
+inline __m512 rows16(const __m512* r) {
+  __m512 c[8], e[4], f[2];
+  for (int p = 0; p < 8; ++p)  // w = 8: lanes 0-7 run 2p, 8-15 run 2p + 1
+    c[p] = comb<C>(_mm512_shuffle_f32x4(r[2 * p], r[2 * p + 1], 0x44),
+                   _mm512_shuffle_f32x4(r[2 * p], r[2 * p + 1], 0xEE));
+  for (int q = 0; q < 4; ++q)  // w = 4: 128-bit block j holds run 4q + j
+    e[q] = comb<C>(_mm512_shuffle_f32x4(c[2 * q], c[2 * q + 1], 0x88),
+                   _mm512_shuffle_f32x4(c[2 * q], c[2 * q + 1], 0xDD));
+  for (int s = 0; s < 2; ++s)  // w = 2: block j holds runs 8s + j (lanes 0-1), 8s + 4 + j
+    f[s] = comb<C>(_mm512_shuffle_ps(e[2 * s], e[2 * s + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                   _mm512_shuffle_ps(e[2 * s], e[2 * s + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  // w = 1: lane 4j + m holds run 4m + j
+  __m512 g = comb<C>(_mm512_shuffle_ps(f[0], f[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                     _mm512_shuffle_ps(f[0], f[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  return _mm512_permutexvar_ps(order, g);
+}
+
+// Of 8 double runs: lane i of the result is run i's value.
+template <Comb C>
+inline __m512d rows8(const __m512d* r) {
+  __m512d c[4], e[2];
+  for (int p = 0; p < 4; ++p)  // w = 4: lanes 0-3 run 2p, 4-7 run 2p + 1
+    c[p] = comb<C>(_mm512_shuffle_f64x2(r[2 * p], r[2 * p + 1], 0x44),
+                   _mm512_shuffle_f64x2(r[2 * p], r[2 * p + 1], 0xEE));
+  for (int q = 0; q < 2; ++q)  // w = 2: 128-bit block j holds run 4q + j
+    e[q] = comb<C>(_mm512_shuffle_f64x2(c[2 * q], c[2 * q + 1], 0x88),
+                   _mm512_shuffle_f64x2(c[2 * q], c[2 * q + 1], 0xDD));
+  // w = 1: lane 2j + m holds run 4m + j
+  __m512d g = comb<C>(_mm512_unpacklo_pd(e[0], e[1]), _mm512_unpackhi_pd(e[0], e[1]));
+  const __m512i order = _mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7);
+  return _mm512_permutexvar_pd(order, g);
+}
+
+// ---- one run (cpu/lanes.h's lanes, lanes_wide and lanes_extreme) ----
+
+template <bool Mul>
+double lanes_f32(const float* x, int64_t n) {
+  bool nan;
+  constexpr Comb C = Mul ? Comb::Mul : Comb::Add;
+  return double(tree<C>(partial_f32<C>(x, n, nan)));
+}
+template <bool Mul>
+double lanes_f64(const double* x, int64_t n) {
+  bool nan;
+  constexpr Comb C = Mul ? Comb::Mul : Comb::Add;
+  return tree<C>(partial_f64<C>(x, n, nan));
+}
+template <bool Pre>
+double lanes_wide(const float* x, int64_t n) {
+  return tree<Comb::Add>(partial_wide<Pre>(x, n));
+}
+template <bool Max>
+float extreme_f32(const float* x, int64_t n) {
+  bool nan;
+  constexpr Comb C = Max ? Comb::Max : Comb::Min;
+  float v = tree<C>(partial_f32<C>(x, n, nan));
+  return nan ? __builtin_nanf("") : v;
+}
+template <bool Max>
+double extreme_f64(const double* x, int64_t n) {
+  bool nan;
+  constexpr Comb C = Max ? Comb::Max : Comb::Min;
+  double v = tree<C>(partial_f64<C>(x, n, nan));
+  return nan ? __builtin_nan("") : v;
+}
+
+// ---- runs of n at a stride of n, each as its one-run fold gives it ----
+
+// 16 float runs from x: out[i] = lanes_f32 (or extreme_f32) of run i, as a double.
+template <Comb C>
+void runs16_f32(const float* x, int64_t n, double* out) {
+  __m512 r[16];
+  uint32_t nans = 0;
+  for (int i = 0; i < 16; ++i) {
+    bool nan;
+    r[i] = partial_f32<C>(x + i * n, n, nan);
+    nans |= uint32_t(nan) << i;
+  }
+  __m512 v = rows16<C>(r);
+  if (nans) v = _mm512_mask_mov_ps(v, __mmask16(nans), _mm512_set1_ps(__builtin_nanf("")));
+  _mm512_storeu_pd(out, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+  _mm512_storeu_pd(out + 8, _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1)));
+}
+
+// 8 double runs.
+template <Comb C>
+void runs8_f64(const double* x, int64_t n, double* out) {
+  __m512d r[8];
+  uint32_t nans = 0;
+  for (int i = 0; i < 8; ++i) {
+    bool nan;
+    r[i] = partial_f64<C>(x + i * n, n, nan);
+    nans |= uint32_t(nan) << i;
+  }
+  __m512d v = rows8<C>(r);
+  if (nans) v = _mm512_mask_mov_pd(v, __mmask8(nans), _mm512_set1_pd(__builtin_nan("")));
+  _mm512_storeu_pd(out, v);
+}
+
+// 8 float runs' lanes_wide<true>.
+inline void runs8_wide(const float* x, int64_t n, double* out) {
+  __m512d r[8];
+  for (int i = 0; i < 8; ++i) r[i] = partial_wide<true>(x + i * n, n);
+  _mm512_storeu_pd(out, rows8<Comb::Add>(r));
+}
+
+}  // namespace loom::cpu::avx512
