@@ -23,7 +23,8 @@ void run_program(const Program& p, const Group& g) {
   const int64_t rows = job.rows, cols = job.cols;
   if (rows == 0) return;
   if (cols <= kWholeRow) {
-    int64_t nr = std::max<int64_t>(1, kRowBlock / std::max<int64_t>(cols, 1));
+    const int64_t elems = std::min(kRowBlock, kTileBytes / p.tile_bytes);
+    int64_t nr = std::max<int64_t>(1, elems / std::max<int64_t>(cols, 1));
     nr = std::min(nr, rows);
     int64_t blocks = (rows + nr - 1) / nr;
     if (blocks == 1) {

@@ -1,5 +1,7 @@
 // The evaluation of one node of a tile program: over a tile (Full nodes) or over the task's
 // rows (Row nodes), by the instruction its op and folds pick.
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -115,6 +117,34 @@ void index_values(const Job& job, const GNode& n, const int64_t* idx, void* out,
     philox_normal(idx, seed, off, static_cast<float*>(out), len);
 }
 
+// d (nr rows of nc) = each row's value src[i] over its row: full-width vector stores, a
+// masked one for a row's remainder, as a short row's tile does it once a row operand.
+template <typename T>
+void spread_rows(const T* src, int64_t nr, int64_t nc, T* d) {
+#if defined(__AVX512F__)
+  if constexpr (sizeof(T) == 4 || sizeof(T) == 8) {
+    constexpr int64_t L = 64 / sizeof(T);
+    const __mmask16 tail = __mmask16((1u << (nc % L)) - 1);
+    for (int64_t i = 0; i < nr; ++i, d += nc) {
+      uint64_t bits = 0;
+      std::memcpy(&bits, src + i, sizeof(T));
+      __m512i v =
+          sizeof(T) == 4 ? _mm512_set1_epi32(int32_t(bits)) : _mm512_set1_epi64(int64_t(bits));
+      int64_t j = 0;
+      for (; j + L <= nc; j += L) _mm512_storeu_si512(d + j, v);
+      if (j < nc) {
+        if constexpr (sizeof(T) == 4)
+          _mm512_mask_storeu_epi32(d + j, tail, v);
+        else
+          _mm512_mask_storeu_epi64(d + j, __mmask8(tail), v);
+      }
+    }
+    return;
+  }
+#endif
+  for (int64_t i = 0; i < nr; ++i) std::fill_n(d + i * nc, nc, src[i]);  // vector stores
+}
+
 }  // namespace
 
 void eval_row(const Job& job, RowState& rs, int id) {
@@ -186,7 +216,26 @@ const void* eval_full(const Job& job, Scratch& s, const RowState& rs,
   }
   Operand ops[4];
   int k = 0;
-  for (int a : {n.a, n.b, n.c, p.tail_arg[id]}) {
+  const int args[4] = {n.a, n.b, n.c, p.tail_arg[id]};
+  if (rs.nr > 1 && !job.col_layout && nc >= kRowCall) {
+    bool per_row = false;
+    for (int a : args) per_row |= a >= 0 && p.nodes[a].space != Space::Full;
+    if (per_row) {  // long enough rows: one call a row, its per-row values as scalars
+      for (int64_t i = 0; i < rs.nr; ++i) {
+        k = 0;
+        for (int a : args) {
+          if (a < 0) continue;
+          size_t w = ct_width(p.ct[a]);
+          ops[k++] = p.nodes[a].space == Space::Full
+                         ? Operand{static_cast<const char*>(full[a]) + i * nc * int64_t(w), 1}
+                         : Operand{reinterpret_cast<const char*>(rs.val(a)) + i * int64_t(w), 0};
+        }
+        apply(job, n, ct, ops, static_cast<char*>(out) + i * nc * int64_t(ct_width(ct)), nc, nt);
+      }
+      return out;
+    }
+  }
+  for (int a : args) {
     if (a < 0) continue;
     if (p.nodes[a].space == Space::Full) {
       ops[k] = {full[a], 1};
@@ -200,8 +249,8 @@ const void* eval_full(const Job& job, Scratch& s, const RowState& rs,
         T* d = static_cast<T*>(dst);
         if (job.col_layout)  // each column of the tile is the rows' values in order
           for (int64_t j = 0; j < nc; ++j) std::copy_n(src, rs.nr, d + j * rs.nr);
-        else  // a typed fill per row: vector stores, not a call per element
-          for (int64_t i = 0; i < rs.nr; ++i) std::fill_n(d + i * nc, nc, src[i]);
+        else
+          spread_rows(src, rs.nr, nc, d);
       });
       ops[k] = {dst, 1};
     }

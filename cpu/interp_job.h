@@ -15,8 +15,12 @@
 
 namespace loom::cpu::interp {
 
-constexpr int64_t kChunk = 2048;      // elements a chunk of a long row (L1-sized registers)
-constexpr int64_t kRowBlock = 4096;   // short rows are packed into tiles of about this size
+constexpr int64_t kChunk = 2048;       // elements a chunk of a long row (L1-sized registers)
+constexpr int64_t kRowBlock = 4096;    // short rows are packed into tiles of about this size,
+constexpr int64_t kTileBytes = 32768;  // or fewer, so that the memory a tile touches fits in L1
+// An op of a tile of rows at least this long with a per-row operand runs one call a row with
+// that operand a scalar; shorter rows spread the values over the tile first (fewer calls).
+constexpr int64_t kRowCall = 256;
 constexpr int64_t kWholeRow = 16384;  // rows up to this long stay in registers: one read
 constexpr int64_t kSegment = 32;  // chunks per parallel task in a long row (fixed: deterministic)
 // A pass of few steps runs a long row in chunks of kWideChunk: its registers (kWideSteps of
@@ -259,21 +263,24 @@ inline void plan_prefetch(const Job& job, Prefetch& pf, int64_t r0, int64_t nr, 
                           int64_t nc) {
   const int rank = job.rank;
   if (rank - job.nk != 1 || nc <= 0) return;
-  auto lines = [&](const char* p, int64_t bytes, bool write) { pf.add(p, bytes, write); };
-  for (int64_t i = 0; i < nr; ++i) {
-    for (auto& l : job.g.leaves) {
-      if (!l.st || l.strides[rank - 1] != 1 || l.space != Space::Full) continue;
-      int64_t isz = int64_t(itemsize(l.dtype));
-      lines(leaf_ptr(l) + (job.row_base(l.strides, l.offset, r0 + i) + c0) * isz, nc * isz, false);
+  // The tile's rows of one tensor: one range where they follow each other in memory.
+  auto rows = [&](const char* base, const Strides& st, int64_t off, int64_t isz, bool write) {
+    if (job.one_run(st, nr, c0, nc)) {
+      pf.add(base + (job.row_base(st, off, r0) + c0) * isz, nr * nc * isz, write);
+      return;
     }
-    for (auto& o : job.g.outputs) {
-      if (o.strides[rank - 1] != 1 || job.p.nodes[o.node].space != Space::Full || streams(job, o))
-        continue;
-      int64_t isz = int64_t(itemsize(job.g.nodes[o.node].dtype));
-      lines(static_cast<const char*>(o.st->data()) +
-                (job.row_base(o.strides, o.offset, r0 + i) + c0) * isz,
-            nc * isz, true);
-    }
+    for (int64_t i = 0; i < nr && pf.n < Prefetch::kMax; ++i)
+      pf.add(base + (job.row_base(st, off, r0 + i) + c0) * isz, nc * isz, write);
+  };
+  for (auto& l : job.g.leaves) {
+    if (!l.st || l.strides[rank - 1] != 1 || l.space != Space::Full) continue;
+    rows(leaf_ptr(l), l.strides, l.offset, int64_t(itemsize(l.dtype)), false);
+  }
+  for (auto& o : job.g.outputs) {
+    if (o.strides[rank - 1] != 1 || job.p.nodes[o.node].space != Space::Full || streams(job, o))
+      continue;
+    rows(static_cast<const char*>(o.st->data()), o.strides, o.offset,
+         int64_t(itemsize(job.g.nodes[o.node].dtype)), true);
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstdlib>
 #include <sstream>
 
@@ -335,6 +336,31 @@ void forward_copies(Program& p, const Group& g) {
 
 }  // namespace
 
+namespace {
+
+int64_t tile_bytes(const Program& p) {
+  size_t width = 1;
+  int64_t buffers = p.single.slots;
+  unsigned spread = 0;  // operand positions that spread a per-row value (one buffer each)
+  for (int id : p.single.nodes) {
+    const GNode& n = p.nodes[id];
+    width = std::max(width, ct_width(p.ct[id]));
+    if (is_load(n)) {
+      ++buffers;
+      continue;
+    }
+    int k = 0;
+    for (int a : {n.a, n.b, n.c, p.tail_arg[id]}) {
+      if (a < 0) continue;
+      if (p.nodes[a].space == Space::Row) spread |= 1u << k;
+      ++k;
+    }
+  }
+  return std::max<int64_t>(1, buffers + std::popcount(spread)) * int64_t(width);
+}
+
+}  // namespace
+
 Program build_program(const Group& g) {
   Program p;
   p.nodes = g.nodes;
@@ -384,6 +410,7 @@ Program build_program(const Group& g) {
     }
   p.single.nodes = closure(p, all_targets);
   allocate(p, p.single);
+  p.tile_bytes = tile_bytes(p);
   p.per_pass.resize(g.passes);
   p.row_nodes.resize(g.passes);
   for (int k = 0; k < g.passes; ++k) {

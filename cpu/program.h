@@ -64,6 +64,10 @@ struct Program {
   int last = 0;  // final pass
   // Rows short enough to stay in registers: every pass over one tile, each node once.
   StepList single;
+  // Bytes of memory one element of such a tile touches: its registers, its loads and the
+  // per-row values spread over it (cpu/interp_eval.cpp), at the widest compute type. The
+  // interpreter sizes tiles by it to keep them in L1 (cpu/interp.cpp).
+  int64_t tile_bytes = 4;
   // Long rows: each pass re-walks the row in chunks, recomputing what it needs.
   std::vector<StepList> per_pass;
   std::vector<std::vector<int>> row_nodes;  // Row nodes computed at the start of each pass
