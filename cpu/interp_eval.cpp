@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "cpu/arith.h"
 #include "cpu/interp_job.h"
 #include "cpu/math.h"
 #include "cpu/vmath.h"
@@ -117,6 +118,28 @@ void index_values(const Job& job, const GNode& n, const int64_t* idx, void* out,
     philox_normal(idx, seed, off, static_cast<float*>(out), len);
 }
 
+#if defined(__AVX512F__)
+// out = x op r (r op x where row_first) for Add, Sub, Mul, Div of float32, x a tile of nr rows
+// of nc and r one value per row, held in a register for its row: what binary() gives on the
+// values spread over the tile, without the spread (a write and a read of the tile).
+void rows_binary_f32(Op op, const float* x, const float* r, bool row_first, int64_t nr, int64_t nc,
+                     float* out) {
+  with_op<true>(op, row_first, [&](auto o, auto swap) {
+    constexpr Op O = decltype(o)::value;
+    constexpr bool Swap = decltype(swap)::value;
+    const __mmask16 tail = __mmask16((1u << (nc % 16)) - 1);
+    for (int64_t i = 0; i < nr; ++i, x += nc, out += nc) {
+      const __m512 v = _mm512_set1_ps(r[i]);
+      int64_t j = 0;
+      for (; j + 16 <= nc; j += 16)
+        _mm512_storeu_ps(out + j, arith<O, Swap>(_mm512_loadu_ps(x + j), v));
+      if (j < nc)
+        _mm512_mask_storeu_ps(out + j, tail, arith<O, Swap>(_mm512_maskz_loadu_ps(tail, x + j), v));
+    }
+  });
+}
+#endif
+
 // d (nr rows of nc) = each row's value src[i] over its row: full-width vector stores, a
 // masked one for a row's remainder, as a short row's tile does it once a row operand.
 template <typename T>
@@ -217,6 +240,21 @@ const void* eval_full(const Job& job, Scratch& s, const RowState& rs,
   Operand ops[4];
   int k = 0;
   const int args[4] = {n.a, n.b, n.c, p.tail_arg[id]};
+#if defined(__AVX512F__)
+  // A plain float32 Add/Sub/Mul/Div of tile values and per-row values over short rows.
+  if (rs.nr > 1 && !job.col_layout && ct == CT::F32 && n.c < 0 && p.tail_arg[id] < 0 &&
+      p.pair_op[id] == Op::Const && p.pair_f[id] == Op::Const && !p.pair_relu[id] &&
+      (n.op == Op::Add || n.op == Op::Sub || n.op == Op::Mul || n.op == Op::Div) &&
+      p.ct[n.a] == CT::F32 && p.ct[n.b] == CT::F32) {
+    const bool ra = p.nodes[n.a].space != Space::Full, rb = p.nodes[n.b].space != Space::Full;
+    if (ra != rb) {
+      rows_binary_f32(n.op, static_cast<const float*>(full[ra ? n.b : n.a]),
+                      reinterpret_cast<const float*>(rs.val(ra ? n.a : n.b)), ra, rs.nr, nc,
+                      static_cast<float*>(out));
+      return out;
+    }
+  }
+#endif
   if (rs.nr > 1 && !job.col_layout && nc >= kRowCall) {
     bool per_row = false;
     for (int a : args) per_row |= a >= 0 && p.nodes[a].space != Space::Full;

@@ -86,6 +86,18 @@ struct Job {
     return true;
   }
 
+  // Whether consecutive rows sit at consecutive elements under strides st (a row output laid
+  // out row-major over the kept dims).
+  bool rows_follow(const Strides& st) const {
+    int64_t expect = 1;
+    for (int d = nk - 1; d >= 0; --d) {
+      if (g.space[d] == 1) continue;
+      if (st[d] != expect) return false;
+      expect *= g.space[d];
+    }
+    return true;
+  }
+
   // The element offset of row `row` (over the kept dims) under strides st, from `off`.
   int64_t row_base(const Strides& st, int64_t off, int64_t row) const {
     for (int d = nk - 1; d >= 0; --d) {

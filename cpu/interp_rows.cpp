@@ -143,6 +143,11 @@ void store_rows(const Job& job, RowState& rs) {
                      o.strides[job.nk - 1], v, rs.nr);
         return;
       }
+      if (job.rows_follow(o.strides)) {  // one run for the task's rows
+        store_run<T>(base + job.row_base(o.strides, o.offset, rs.r0) * int64_t(itemsize(dt)), dt, 1,
+                     v, rs.nr);
+        return;
+      }
       for (int64_t i = 0; i < rs.nr; ++i)
         store_run<T>(base + job.row_base(o.strides, o.offset, rs.r0 + i) * int64_t(itemsize(dt)),
                      dt, 1, v + i, 1);

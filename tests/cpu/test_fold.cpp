@@ -121,3 +121,35 @@ TEST_CASE("cpu fold: division pairs match fusion-off bit for bit and float64") {
               }
         }
 }
+
+// A plain op of tile values and one value per row (the row's max, in the same kernel) in either
+// argument order: rows short enough to pack many into a tile (the value held in a register per
+// row, or spread over the tile), rows of kRowCall and more (a call a row) and odd lengths with
+// a remainder. Bit for bit against fusion-off (each op rounds once), and close to float64.
+TEST_CASE("cpu fold: plain ops of per-row values in both orders match fusion-off and float64") {
+  uint32_t seed = 9700;
+  for (const Shape& s : {Shape{300, 16}, Shape{97, 64}, Shape{40, 45}, Shape{33, 300},
+                         Shape{9, 1000}, Shape{2, 3, 129}})
+    for (DType dt : {DType::Float32, DType::Float64})
+      for (char op : {'+', '-', '*', '/'})
+        for (bool row_first : {false, true}) {
+          INFO(numel(s) << " elements, rows of " << s.back() << ", " << dtype_name(dt) << ", op "
+                        << op << ", row value first " << row_first);
+          seed += 2;
+          Tensor x = lt::random(s, dt, seed, 0.5, 2), z = lt::random(s, dt, seed + 1, 0.5, 2);
+          const int64_t last = int64_t(s.size()) - 1;
+          auto f = [&] {
+            Tensor m = z.amax({last}, true);
+            return row_first ? arith(op, m, x) : arith(op, x, m);
+          };
+          std::vector<double> got = lt::check_fused_matches_unfused(f, {}, true);
+          std::vector<double> hx = lt::host(x), hz = lt::host(z), want(hx.size());
+          const size_t cols = size_t(s.back());
+          for (size_t r0 = 0; r0 < hx.size(); r0 += cols) {
+            double m = *std::max_element(hz.begin() + long(r0), hz.begin() + long(r0 + cols));
+            for (size_t j = r0; j < r0 + cols; ++j)
+              want[j] = row_first ? arith(op, m, hx[j]) : arith(op, hx[j], m);
+          }
+          lt::check_close(lt::make(got, s, DType::Float64), want, lt::tol(dt));
+        }
+}
