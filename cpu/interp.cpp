@@ -13,6 +13,19 @@
 
 namespace loom::cpu {
 
+namespace {
+
+// Whether a Full leaf of the job is a transposed view (Job::transposed) big enough to matter.
+bool transposed_input(const interp::Job& job) {
+  for (auto& l : job.g.leaves)
+    if (l.st && l.space == Space::Full && job.transposed(l.strides, 0, 2) &&
+        l.st->nbytes >= (size_t(1) << 20))
+      return true;
+  return false;
+}
+
+}  // namespace
+
 void run_program(const Program& p, const Group& g) {
   using namespace interp;
   if (g.rows() > 0 && use_col_layout(g)) {
@@ -25,6 +38,10 @@ void run_program(const Program& p, const Group& g) {
   if (cols <= kWholeRow) {
     const int64_t elems = std::min(kRowBlock, kTileBytes / p.tile_bytes);
     int64_t nr = std::max<int64_t>(1, elems / std::max<int64_t>(cols, 1));
+    // A transposed input is read a column of kTransRows rows at a time (one cache line of
+    // floats): such tiles are that tall, and held in L2 rather than L1.
+    if (nr < kTransRows && transposed_input(job))
+      nr = std::clamp<int64_t>(kTransTileBytes / (cols * p.tile_bytes), nr, kTransRows);
     nr = std::min(nr, rows);
     int64_t blocks = (rows + nr - 1) / nr;
     if (blocks == 1) {

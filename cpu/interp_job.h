@@ -18,6 +18,8 @@ namespace loom::cpu::interp {
 constexpr int64_t kChunk = 2048;       // elements a chunk of a long row (L1-sized registers)
 constexpr int64_t kRowBlock = 4096;    // short rows are packed into tiles of about this size,
 constexpr int64_t kTileBytes = 32768;  // or fewer, so that the memory a tile touches fits in L1
+constexpr int64_t kTransRows = 16;     // rows of a tile that reads a transposed view
+constexpr int64_t kTransTileBytes = 1 << 20;  // the memory such a tile touches, at the most
 // An op of a tile of rows at least this long with a per-row operand runs one call a row with
 // that operand a scalar; shorter rows spread the values over the tile first (fewer calls).
 constexpr int64_t kRowCall = 256;
@@ -96,6 +98,15 @@ struct Job {
       expect *= g.space[d];
     }
     return true;
+  }
+
+  // Whether the rows [r0, r0 + nr) under strides st are a transposed view's: one reduced dim
+  // not of unit stride, and the rows consecutive elements of the innermost kept dim (which
+  // has unit stride), so a column of them is one run of memory.
+  bool transposed(const Strides& st, int64_t r0, int64_t nr) const {
+    if (rank - nk != 1 || nk < 1 || nr < 2 || st[rank - 1] == 1 || st[nk - 1] != 1) return false;
+    const int64_t inner = g.space[nk - 1];
+    return r0 % inner + nr <= inner;
   }
 
   // The element offset of row `row` (over the kept dims) under strides st, from `off`.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "cpu/interp_job.h"
 #include "tensor/convert.h"
@@ -73,10 +74,76 @@ void for_cols(const Job& job, int64_t r0, int64_t c0, int64_t nc, const Strides&
   });
 }
 
+#if defined(__AVX512F__)
+// out rows 0-15, columns 0-15 (row stride nc) = the transpose of the 16 runs of 16 floats at
+// src + k * sl: run k holds column k's values of the 16 rows.
+inline void transpose16(const float* src, int64_t sl, float* out, int64_t nc) {
+  __m512 r[16], a[16], b[16];
+  for (int k = 0; k < 16; ++k) r[k] = _mm512_loadu_ps(src + k * sl);
+  for (int p = 0; p < 8; ++p) {  // per 128-bit lane: element pairs of runs 2p, 2p + 1
+    a[2 * p] = _mm512_unpacklo_ps(r[2 * p], r[2 * p + 1]);
+    a[2 * p + 1] = _mm512_unpackhi_ps(r[2 * p], r[2 * p + 1]);
+  }
+  for (int q = 0; q < 4; ++q) {  // b[4q + e], lane L: element 4L + e of runs 4q .. 4q + 3
+    b[4 * q] = _mm512_shuffle_ps(a[4 * q], a[4 * q + 2], 0x44);
+    b[4 * q + 1] = _mm512_shuffle_ps(a[4 * q], a[4 * q + 2], 0xEE);
+    b[4 * q + 2] = _mm512_shuffle_ps(a[4 * q + 1], a[4 * q + 3], 0x44);
+    b[4 * q + 3] = _mm512_shuffle_ps(a[4 * q + 1], a[4 * q + 3], 0xEE);
+  }
+  for (int e = 0; e < 4; ++e) {  // row 4L + e: lane L of b[e], b[4 + e], b[8 + e], b[12 + e]
+    __m512 c = _mm512_shuffle_f32x4(b[e], b[4 + e], 0x88),
+           d = _mm512_shuffle_f32x4(b[e], b[4 + e], 0xDD);
+    __m512 c2 = _mm512_shuffle_f32x4(b[8 + e], b[12 + e], 0x88),
+           d2 = _mm512_shuffle_f32x4(b[8 + e], b[12 + e], 0xDD);
+    _mm512_storeu_ps(out + e * nc, _mm512_shuffle_f32x4(c, c2, 0x88));
+    _mm512_storeu_ps(out + (4 + e) * nc, _mm512_shuffle_f32x4(d, d2, 0x88));
+    _mm512_storeu_ps(out + (8 + e) * nc, _mm512_shuffle_f32x4(c, c2, 0xDD));
+    _mm512_storeu_ps(out + (12 + e) * nc, _mm512_shuffle_f32x4(d, d2, 0xDD));
+  }
+}
+#endif
+
+// Rows [0, nr) x columns [0, nc) of a tile whose rows are consecutive in memory and whose
+// columns are sl apart (a transposed view; src: row 0, column 0): each column's nr values are
+// one run, read whole and written down the tile, so every cache line read is used whole (read
+// row by row, a line would give each row one element, and lines sl apart share a cache set).
+template <typename T>
+void load_transposed(const char* src, DType dt, int64_t sl, T* out, int64_t nr, int64_t nc) {
+  const int64_t isz = int64_t(itemsize(dt));
+  int64_t i0 = 0;
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>)
+    if (dt == DType::Float32)
+      for (; i0 + 16 <= nr; i0 += 16) {
+        int64_t j = 0;
+        const float* f = reinterpret_cast<const float*>(src) + i0;
+        for (; j + 16 <= nc; j += 16) transpose16(f + j * sl, sl, out + i0 * nc + j, nc);
+        for (; j < nc; ++j)
+          for (int64_t i = i0; i < i0 + 16; ++i)
+            out[i * nc + j] = reinterpret_cast<const float*>(src)[j * sl + i];
+      }
+#endif
+  if (i0 == nr) return;
+  T col[64];
+  for (int64_t j = 0; j < nc; ++j)
+    for (int64_t i = i0; i < nr; i += 64) {
+      int64_t k = std::min<int64_t>(64, nr - i);
+      load_run<T>(src + (j * sl + i) * isz, dt, 1, col, k);
+      for (int64_t m = 0; m < k; ++m) out[(i + m) * nc + j] = col[m];
+    }
+}
+
 template <typename T>
 void load_full_t(const Job& job, const GLeaf& l, T* out, int64_t r0, int64_t nr, int64_t c0,
                  int64_t nc) {
   size_t isz = itemsize(l.dtype);
+  if (!job.col_layout && job.transposed(l.strides, r0, nr)) {
+    const int64_t sl = l.strides[job.rank - 1];
+    load_transposed<T>(
+        leaf_ptr(l) + (job.row_base(l.strides, l.offset, r0) + c0 * sl) * int64_t(isz), l.dtype, sl,
+        out, nr, nc);
+    return;
+  }
   if (job.col_layout) {
     int64_t sk = l.strides[job.nk - 1];
     for_cols(job, r0, c0, nc, l.strides, l.offset, [&](int64_t j, int64_t off) {
