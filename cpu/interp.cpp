@@ -1,6 +1,7 @@
 // The interpreter's driver: spreads the row blocks of a group (or the segments of each long
 // row) over oneTBB. Short rows are packed into tiles of about kRowBlock elements; rows up to
-// kWholeRow stay in registers for every pass; longer rows run pass by pass in chunks.
+// kWholeRow (or kWholeRowBytes) stay in registers for every pass; longer rows run pass by pass
+// in chunks, split into segments where they are few.
 #include "cpu/interp.h"
 
 #include <immintrin.h>
@@ -35,7 +36,7 @@ void run_program(const Program& p, const Group& g) {
   const Job job(p, g);
   const int64_t rows = job.rows, cols = job.cols;
   if (rows == 0) return;
-  if (cols <= kWholeRow) {
+  if (cols <= kWholeRow || (rows >= kRowsSpread && cols * p.tile_bytes <= kWholeRowBytes)) {
     const int64_t elems = std::min(kRowBlock, kTileBytes / p.tile_bytes);
     int64_t nr = std::max<int64_t>(1, elems / std::max<int64_t>(cols, 1));
     // A transposed input is read a column of kTransRows rows at a time (one cache line of
@@ -63,7 +64,7 @@ void run_program(const Program& p, const Group& g) {
     });
     return;
   }
-  if (rows >= 8) {
+  if (rows >= kRowsSpread) {
     tbb::parallel_for(tbb::blocked_range<int64_t>(0, rows), [&](auto r) {
       Scratch& s = local_scratch();
       for (int64_t row = r.begin(); row < r.end(); ++row) rows_block(job, s, row, 1, false);

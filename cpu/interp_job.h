@@ -24,6 +24,11 @@ constexpr int64_t kTransTileBytes = 1 << 20;  // the memory such a tile touches,
 // that operand a scalar; shorter rows spread the values over the tile first (fewer calls).
 constexpr int64_t kRowCall = 256;
 constexpr int64_t kWholeRow = 16384;  // rows up to this long stay in registers: one read
+// So do longer ones, where there are rows enough to spread (kRowsSpread) and the tile (cols x
+// Program::tile_bytes) fits in this many bytes, L2-resident: each pass re-reading the row in
+// chunks cost 1.2x (figures: bench/RESULTS.md). Fewer rows split each row instead.
+constexpr int64_t kWholeRowBytes = int64_t(1) << 20;
+constexpr int64_t kRowsSpread = 8;
 constexpr int64_t kSegment = 32;  // chunks per parallel task in a long row (fixed: deterministic)
 // A pass of few steps runs a long row in chunks of kWideChunk: its registers (kWideSteps of
 // them at the most, 128 KiB each in f32) stay in L2, and the fixed cost of a chunk (the step
