@@ -232,6 +232,7 @@ const void* eval_full(const Job& job, Scratch& s, const RowState& rs,
     load_full(job, ct, job.g.leaves[n.leaf], out, rs.r0, rs.nr, c0, nc);
     return out;
   }
+  if (p.store_cast[id]) return full[n.a];  // the store rounds (Program::store_cast)
   if (n.leaf >= 0) {
     index_full(job, job.g.leaves[n.leaf], s.idx.data(), rs.r0, rs.nr, c0, nc);
     index_values(job, n, s.idx.data(), out, len);

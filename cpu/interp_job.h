@@ -35,6 +35,7 @@ constexpr int64_t kSegment = 32;  // chunks per parallel task in a long row (fix
 // loop, the fold's lane tree) is spread over 16x the elements; a pass of many steps keeps
 // kChunk, L1-resident, as its registers are reread by every step (figures: bench/RESULTS.md).
 constexpr int64_t kWideChunk = 32768;
+constexpr int64_t kConvChunk = 4096;  // ... unless a load converts (interp_rows.cpp chunk_of)
 constexpr int kWideSteps = 4;
 // The column layout (cpu/interp_cols.cpp); every split depends on the shape alone. A tile is
 // a block of rows (the elements of one read of a column: long, so the reads stream) by a few

@@ -12,10 +12,18 @@
 namespace loom::cpu::interp {
 namespace {
 
-// Elements of a chunk of a long row in a pass of step list sl (kWideChunk or kChunk): it depends
-// on the program alone, so the order of a reduction's sums does not depend on the shape's split.
-int64_t chunk_of(const StepList& sl) {
-  return int64_t(sl.nodes.size()) <= kWideSteps ? kWideChunk : kChunk;
+// Elements of a chunk of a long row in a pass of step list sl: kWideChunk for few steps, but
+// kConvChunk where one converts a load (a bfloat16 or float16 leaf widened into a register,
+// which an L2-sized chunk writes to L2 and reads back), else kChunk. It depends on the program
+// alone, so the order of a reduction's sums does not depend on the shape's split.
+int64_t chunk_of(const Job& job, const StepList& sl) {
+  if (int64_t(sl.nodes.size()) > kWideSteps) return kChunk;
+  for (int id : sl.nodes) {
+    const GNode& n = job.p.nodes[id];
+    if (is_load(n) && compute_dtype(job.g.leaves[n.leaf].dtype) != job.g.leaves[n.leaf].dtype)
+      return kConvChunk;
+  }
+  return kWideChunk;
 }
 
 // Folds node id's values v into the reductions that read it and stores the outputs it is.
@@ -79,7 +87,7 @@ void rows_block_run(const Job& job, Scratch& s, RowState& rs, int64_t nr, bool w
     row_pass_start(job, rs, pass);
     const StepList& sl = p.per_pass[pass];
     if (sl.nodes.empty()) continue;
-    const int64_t chunk = chunk_of(sl);
+    const int64_t chunk = chunk_of(job, sl);
     s.fit(sl.slots, nr * chunk);
     for (int64_t c0 = 0; c0 < cols; c0 += chunk)
       run_steps(job, s, rs, sl, pass, false, nullptr, c0, std::min(chunk, cols - c0));
@@ -180,7 +188,7 @@ void long_row_parallel(const Job& job, int64_t row) {
     row_pass_start(job, rs, pass);
     const StepList& sl = p.per_pass[pass];
     if (sl.nodes.empty()) continue;
-    const int64_t chunk = chunk_of(sl);
+    const int64_t chunk = chunk_of(job, sl);
     const int64_t per_seg = std::max<int64_t>(1, kSegment * kChunk / chunk);
     const int64_t nchunks = (cols + chunk - 1) / chunk;
     const int64_t nseg = (nchunks + per_seg - 1) / per_seg;

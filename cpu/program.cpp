@@ -315,6 +315,23 @@ void mark_load_copies(Program& p, const Group& g, const StepList& sl) {
   }
 }
 
+// A float32 value's Cast to float16 / bfloat16 that only outputs read (a reduced-precision
+// op's last step): the store into the output rounds the same way, so the Cast's own rounding
+// pass is skipped (Program::store_cast).
+void mark_store_casts(Program& p, const Group& g) {
+  p.store_cast.assign(p.nodes.size(), 0);
+  std::vector<int> uses = count_uses(p, g), outs(p.nodes.size(), 0);
+  for (auto& o : g.outputs) outs[size_t(o.node)]++;
+  for (int i = 0; i < int(p.nodes.size()); ++i) {
+    const GNode& n = p.nodes[i];
+    if (n.op != Op::Cast || n.a < 0 || n.space != Space::Full || outs[i] == 0 || uses[i] != outs[i])
+      continue;
+    if ((n.dtype == DType::Float16 || n.dtype == DType::BFloat16) && p.ct[i] == CT::F32 &&
+        p.ct[n.a] == CT::F32 && p.nodes[n.a].space == Space::Full)
+      p.store_cast[i] = 1;
+  }
+}
+
 // A Copy of a Full value into its own dtype that is no output (the value an in-place op hands
 // on: m.mul_(b1) before .add_ of the same m) is its input: its readers read the input and the
 // Copy leaves the steps (a pass over the tile each; LOOM_CPU_PAIRS=0 keeps them, for A/B).
@@ -328,9 +345,16 @@ void forward_copies(Program& p, const Group& g) {
     for (int* a : {&n.a, &n.b, &n.c})
       if (*a >= 0) *a = to[size_t(*a)];
     to[size_t(i)] = i;
-    if (n.op != Op::Copy || n.a < 0 || out[size_t(i)] || n.space != Space::Full) continue;
+    if (n.a < 0 || out[size_t(i)] || n.space != Space::Full) continue;
     const GNode& src = p.nodes[n.a];
-    if (src.space == Space::Full && src.dtype == n.dtype) to[size_t(i)] = n.a;
+    if (src.space != Space::Full) continue;
+    // A Cast into a type that holds its input's computed values as they are (the float32 of a
+    // bfloat16 load, whose load already widened it): a copy too.
+    bool same = n.op == Op::Copy   ? src.dtype == n.dtype
+                : n.op == Op::Cast ? p.ct[n.a] == p.ct[i] && compute_dtype(n.dtype) == n.dtype &&
+                                         n.dtype != DType::Bool
+                                   : false;
+    if (same) to[size_t(i)] = n.a;
   }
 }
 
@@ -399,8 +423,9 @@ Program build_program(const Group& g) {
     const GNode& n = g.nodes[i];
     if (is_reduce(n.op)) {
       p.reduces.push_back(i);
-      targets[g.nodes[n.a].pass].push_back(n.a);
-      all_targets.push_back(n.a);
+      const int a = p.nodes[i].a;  // a forwarded copy's input (forward_copies)
+      targets[p.nodes[a].pass].push_back(a);
+      all_targets.push_back(a);
     }
   }
   for (auto& o : g.outputs)
@@ -419,6 +444,7 @@ Program build_program(const Group& g) {
   }
   for (int i = 0; i < int(g.nodes.size()); ++i)
     if (g.nodes[i].space == Space::Row) p.row_nodes[g.nodes[i].pass].push_back(i);
+  mark_store_casts(p, g);
   p.load_copy.assign(p.nodes.size(), 0);
   mark_load_copies(p, g, p.single);
   for (auto& sl : p.per_pass) mark_load_copies(p, g, sl);
@@ -462,6 +488,8 @@ std::string Program::text() const {
   os << "\n";
   for (int i = 0; i < int(nodes.size()); ++i)
     if (load_copy[i]) os << "  %" << i << " copied (an output overwrites its leaf)\n";
+  for (size_t i = 0; i < store_cast.size(); ++i)
+    if (store_cast[i]) os << "  %" << i << " rounded by its store\n";
   for (int k = 0; k < passes; ++k) {
     os << "  pass " << k << " rows:";
     for (int r : row_nodes[k]) os << " %" << r;

@@ -59,6 +59,9 @@ struct Program {
   // a step after the output's store still reads (a fold moved the reader there): the load
   // copies the leaf's values at its own step instead of pointing into its memory.
   std::vector<uint8_t> load_copy;
+  // Per node: 1 for a float32 value's Cast to float16 / bfloat16 that only outputs read: its
+  // values are its input's, as the store rounds them (cpu/program.cpp mark_store_casts).
+  std::vector<uint8_t> store_cast;
   int n_row = 0;
   int passes = 1;
   int last = 0;  // final pass

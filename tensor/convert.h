@@ -15,4 +15,7 @@ void load_run(const void* src, DType dt, int64_t stride, T* dst, int64_t n);
 template <typename T>
 void store_run(void* dst, DType dt, int64_t stride, const T* src, int64_t n);
 
+// dst[j] = src[j] rounded to float16 or bfloat16 (dt) and back to float32, for j < n.
+void round_to(DType dt, const float* src, float* dst, int64_t n);
+
 }  // namespace loom
