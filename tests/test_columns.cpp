@@ -55,9 +55,11 @@ Tensor in_cols(const std::function<Tensor()>& f) {
 }
 
 // Shapes reduced over dim 0 that take each split of the layout: one task; few rows many
-// columns; narrow tall (segments); a width over the block limit (16384) and an odd one.
-const std::vector<Shape> kShapes = {{7, 16},    {3, 4, 5},   {300, 257},
-                                    {70000, 5}, {40, 20001}, {1500, 4097}};
+// columns; narrow tall (segments); a width over the block limit (16384) and an odd one; few
+// reduced rows (<= kColStreams) over a long kept dim (narrower blocks, one tile each, the last
+// one partial).
+const std::vector<Shape> kShapes = {{7, 16},     {3, 4, 5},    {300, 257}, {70000, 5},
+                                    {40, 20001}, {1500, 4097}, {20, 5000}, {31, 3001}};
 
 }  // namespace
 

@@ -270,6 +270,33 @@ TEST_CASE("reduce: long rows and many rows (tiles, chunks, threads)") {
   check_close(sum(y, {0}), lt::ref_reduce(host(y), y.shape(), {0}, r_sum), lt::Tol{1e-4, 1e-4});
 }
 
+// Few long rows run split: each pass in chunks (32768 elements for a pass of few steps, 4096
+// where a load converts, 2048 otherwise), a fixed number of chunks a parallel segment. Lengths
+// that leave several segments and a short last chunk, for each chunk size; and rows as long
+// but enough of them to stay whole.
+TEST_CASE("reduce: long rows in chunks and segments, each chunk size, match float64") {
+  struct Case {
+    Shape s;
+    DType dt;
+  };
+  for (const Case& c :
+       {Case{{1, 3 * 32768 + 100}, DType::Float32}, Case{{3, 40000}, DType::Float32},
+        Case{{9, 40000}, DType::Float32},  // enough rows: whole, L2-sized
+        Case{{2, 2 * 16 * 4096 + 77}, DType::BFloat16},
+        Case{{1, 5 * 32 * 2048 + 5}, DType::Float16}}) {
+    INFO(dtype_name(c.dt) << " " << shape_str(c.s));
+    Tensor x = lt::random(c.s, c.dt, 71);
+    auto v = host(x);
+    const lt::Tol t = c.dt == DType::Float32 ? lt::Tol{1e-5, 1e-5} : lt::Tol{2e-3, 2e-3};
+    check_close(sum(x, {1}), lt::ref_reduce(v, c.s, {1}, r_sum), t);
+    check_close(amax(x, {1}), lt::ref_reduce(v, c.s, {1}, r_max), lt::Tol{0, 0});
+    check_close(mean(x, {1}), lt::ref_reduce(v, c.s, {1}, r_mean), t);
+    // several passes of several steps (kChunk): x - logsumexp, summed back
+    Tensor ls = log_softmax(x.to(DType::Float32), 1).exp().sum({1});
+    check_close(ls, std::vector<double>(size_t(c.s[0]), 1.0), lt::Tol{1e-4, 1e-4});
+  }
+}
+
 TEST_CASE("reduce: logsumexp is stable and handles -inf rows") {
   Tensor x = lt::make({1000, 1000, -1000, -1000}, {2, 2});
   check_close(logsumexp(x, {1}), {1000 + std::log(2.0), -1000 + std::log(2.0)});
