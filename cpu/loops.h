@@ -2,6 +2,7 @@
 // The loops the CPU's pointwise instructions share (cpu/prims.cpp, cpu/math.cpp), written so the
 // compiler vectorizes them, and the sinks that an op's case in cpu/prims.cpp hands its loop to.
 #include <Eigen/Core>
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 
@@ -74,6 +75,8 @@ using VmathFn = void (*)(const float*, float*, int64_t);
 //   scalar(f)    float math, f: T -> T per element
 //   eigen(f, fix, vm)  float math as an Eigen expression f(x) of the run, then fix(a, out, n);
 //                vm: the op's own float32 kernel (cpu/vmath.h), used where vmath_on()
+//   wide(f)      float32 math as an Eigen expression f(x) of the run widened to float64 (its
+//                vector exp and log), rounded once at the end: float32 inputs only
 //   pred(f)      f: T -> bool
 //   arith(f)     f: (T, T) -> T
 //   test(f)      f: (T, T) -> bool
@@ -88,6 +91,8 @@ struct Sink {
   void scalar(F) {}
   template <typename F, typename Fix = NoFix>
   void eigen(F, Fix = {}, VmathFn = nullptr) {}
+  template <typename F>
+  void wide(F) {}
   template <typename F>
   void pred(F) {}
   template <typename F>
@@ -133,6 +138,22 @@ struct FloatSink : Sink {
     Arr<T> o(out, n);
     o = f(x);
     fix(a, out, n);
+  }
+  template <typename F>
+  [[gnu::always_inline]] void wide(F f) {
+    if constexpr (std::is_same_v<T, float>) {
+      // Widened a run at a time, in L1. The conversions are loops of their own: Eigen has no
+      // packet cast between the widths, and one inside the expression made all of it scalar.
+      constexpr int64_t kRun = 256;
+      Eigen::Array<double, kRun, 1> w, r;
+      for (int64_t i = 0; i < n; i += kRun) {
+        const int64_t m = std::min(kRun, n - i);
+        for (int64_t k = 0; k < m; ++k) w[k] = double(a[i + k]);
+        for (int64_t k = m; k < kRun; ++k) w[k] = 0;
+        r = f(w);
+        for (int64_t k = 0; k < m; ++k) out[i + k] = float(r[k]);
+      }
+    }
   }
 };
 

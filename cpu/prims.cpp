@@ -310,6 +310,11 @@ void lower(Op op, K& k) {
         });
       return k.identity();
     case Op::GeluTanh:
+      if constexpr (kF32)  // the same form in float64 vectors (Eigen's exp): one rounding
+        return k.wide([](const auto& x) {
+          auto u = 0.797884560802865355879892119868763737 * (x + 0.044715 * x * x * x);
+          return x / (1 + (-2 * u).exp());
+        });
       if constexpr (kFloat)
         return k.scalar([](T v) {
           using W = sm::Wide<T>;
@@ -318,6 +323,7 @@ void lower(Op op, K& k) {
         });
       return k.identity();
     case Op::Silu:
+      if constexpr (kF32) return k.wide([](const auto& x) { return x * (1 / (1 + (-x).exp())); });
       if constexpr (kFloat)
         return k.scalar([](T v) {
           using W = sm::Wide<T>;
