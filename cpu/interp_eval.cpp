@@ -241,14 +241,19 @@ const void* eval_full(const Job& job, Scratch& s, const RowState& rs,
   Operand ops[4];
   int k = 0;
   const int args[4] = {n.a, n.b, n.c, p.tail_arg[id]};
+  // A per-row operand whose rows differ: a Row node but a Const (the same in every row, read
+  // as one value broadcast).
+  auto varies = [&](int a) {
+    return a >= 0 && p.nodes[a].space != Space::Full && p.nodes[a].op != Op::Const;
+  };
 #if defined(__AVX512F__)
   // A plain float32 Add/Sub/Mul/Div of tile values and per-row values over short rows.
   if (rs.nr > 1 && !job.col_layout && ct == CT::F32 && n.c < 0 && p.tail_arg[id] < 0 &&
       p.pair_op[id] == Op::Const && p.pair_f[id] == Op::Const && !p.pair_relu[id] &&
       (n.op == Op::Add || n.op == Op::Sub || n.op == Op::Mul || n.op == Op::Div) &&
       p.ct[n.a] == CT::F32 && p.ct[n.b] == CT::F32) {
-    const bool ra = p.nodes[n.a].space != Space::Full, rb = p.nodes[n.b].space != Space::Full;
-    if (ra != rb) {
+    const bool ra = varies(n.a), rb = varies(n.b);
+    if (ra != rb && p.nodes[ra ? n.b : n.a].space == Space::Full) {
       rows_binary_f32(n.op, static_cast<const float*>(full[ra ? n.b : n.a]),
                       reinterpret_cast<const float*>(rs.val(ra ? n.a : n.b)), ra, rs.nr, nc,
                       static_cast<float*>(out));
@@ -258,7 +263,7 @@ const void* eval_full(const Job& job, Scratch& s, const RowState& rs,
 #endif
   if (rs.nr > 1 && !job.col_layout && nc >= kRowCall) {
     bool per_row = false;
-    for (int a : args) per_row |= a >= 0 && p.nodes[a].space != Space::Full;
+    for (int a : args) per_row |= varies(a);
     if (per_row) {  // long enough rows: one call a row, its per-row values as scalars
       for (int64_t i = 0; i < rs.nr; ++i) {
         k = 0;
@@ -267,7 +272,9 @@ const void* eval_full(const Job& job, Scratch& s, const RowState& rs,
           size_t w = ct_width(p.ct[a]);
           ops[k++] = p.nodes[a].space == Space::Full
                          ? Operand{static_cast<const char*>(full[a]) + i * nc * int64_t(w), 1}
-                         : Operand{reinterpret_cast<const char*>(rs.val(a)) + i * int64_t(w), 0};
+                         : Operand{reinterpret_cast<const char*>(rs.val(a)) +
+                                       (varies(a) ? i * int64_t(w) : 0),
+                                   0};
         }
         apply(job, n, ct, ops, static_cast<char*>(out) + i * nc * int64_t(ct_width(ct)), nc, nt);
       }
@@ -278,7 +285,7 @@ const void* eval_full(const Job& job, Scratch& s, const RowState& rs,
     if (a < 0) continue;
     if (p.nodes[a].space == Space::Full) {
       ops[k] = {full[a], 1};
-    } else if (rs.nr == 1) {
+    } else if (rs.nr == 1 || !varies(a)) {
       ops[k] = {rs.val(a), 0};
     } else {  // one value per row: spread each over its row of the tile
       void* dst = s.bc[k].data();

@@ -115,6 +115,32 @@ struct Job {
     return r0 % inner + nr <= inner;
   }
 
+  // The element offsets of rows r0, r0 + 1, ... under strides st, from `off`, one after the
+  // other without row_base's division per kept dim: next() moves to the following row.
+  struct Rows {
+    const Job& job;
+    const Strides& st;
+    int64_t off;
+    SmallVec<int64_t, 6> idx;
+    Rows(const Job& j, const Strides& s, int64_t off0, int64_t r0)
+        : job(j), st(s), off(off0), idx(size_t(j.nk)) {
+      for (int d = job.nk - 1; d >= 0; --d) {
+        int64_t sz = job.g.space[d];
+        idx[d] = r0 % sz;
+        off += idx[d] * st[d];
+        r0 /= sz;
+      }
+    }
+    void next() {
+      for (int d = job.nk - 1; d >= 0; --d) {
+        off += st[d];
+        if (++idx[d] < job.g.space[d] || d == 0) return;
+        off -= st[d] * job.g.space[d];
+        idx[d] = 0;
+      }
+    }
+  };
+
   // The element offset of row `row` (over the kept dims) under strides st, from `off`.
   int64_t row_base(const Strides& st, int64_t off, int64_t row) const {
     for (int d = nk - 1; d >= 0; --d) {

@@ -41,6 +41,10 @@ void for_runs(const Job& job, int64_t c0, int64_t nc, const Strides& st, F f) {
     f(0, int64_t(0), nc);
     return;
   }
+  if (cr == 1) {  // one reduced dim: the tile's columns are one run of it (no divisions)
+    f(0, c0 * st[rank - 1], nc);
+    return;
+  }
   int64_t idx[16];
   int64_t c = c0;
   for (int k = cr - 1; k >= 0; --k) {
@@ -152,8 +156,9 @@ void load_full_t(const Job& job, const GLeaf& l, T* out, int64_t r0, int64_t nr,
     return;
   }
   int64_t sl = job.rank > job.nk ? l.strides[job.rank - 1] : 0;
-  for (int64_t i = 0; i < nr; ++i) {
-    int64_t base = job.row_base(l.strides, l.offset, r0 + i);
+  Job::Rows rows(job, l.strides, l.offset, r0);
+  for (int64_t i = 0; i < nr; ++i, rows.next()) {
+    const int64_t base = rows.off;
     for_runs(job, c0, nc, l.strides, [&](int64_t pos, int64_t off, int64_t len) {
       load_run<T>(leaf_ptr(l) + (base + off) * int64_t(isz), l.dtype, sl, out + i * nc + pos, len);
     });
@@ -175,8 +180,9 @@ void store_full_t(const Job& job, const GOutput& o, const T* src, int64_t r0, in
   }
   int64_t sl = job.rank > job.nk ? o.strides[job.rank - 1] : 0;
   bool nt = streams(job, o);
-  for (int64_t i = 0; i < nr; ++i) {
-    int64_t base = job.row_base(o.strides, o.offset, r0 + i);
+  Job::Rows rows(job, o.strides, o.offset, r0);
+  for (int64_t i = 0; i < nr; ++i, rows.next()) {
+    const int64_t base = rows.off;
     for_runs(job, c0, nc, o.strides, [&](int64_t pos, int64_t off, int64_t len) {
       char* dst = base_ptr + (base + off) * int64_t(isz);
       if (nt)
@@ -207,8 +213,9 @@ void index_full(const Job& job, const GLeaf& l, int64_t* out, int64_t r0, int64_
     return;
   }
   int64_t sl = job.rank > job.nk ? l.strides[job.rank - 1] : 0;
-  for (int64_t i = 0; i < nr; ++i) {
-    int64_t base = job.row_base(l.strides, l.offset, r0 + i);
+  Job::Rows rows(job, l.strides, l.offset, r0);
+  for (int64_t i = 0; i < nr; ++i, rows.next()) {
+    const int64_t base = rows.off;
     for_runs(job, c0, nc, l.strides, [&](int64_t pos, int64_t off, int64_t len) {
       int64_t* o = out + i * nc + pos;
       for (int64_t j = 0; j < len; ++j) o[j] = base + off + j * sl;

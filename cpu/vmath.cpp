@@ -129,17 +129,22 @@ inline __m512 v_exp_poly(__m512 r) {
 // so pair_unary_loop can run the first stage of one vector beside the second of the one
 // before (see there); f(x) = second(first(x)), the same operations either way.
 // max(lo, y) and min(hi, y) return y itself when y is NaN (the second operand).
+// Lanes below kExpLo (-inf: a masked attention score) are 0 without computing them: the clamped
+// value's 2^-150 scaling underflowed, and an underflowing result costs a microcode assist of
+// ~100 cycles a vector (half of a causal mask's scores: 7x the time of the softmax).
 struct ExpF {
   struct S {
     __m512 p, kf;
+    __mmask16 live;
   };
   static S first(__m512 x) {
-    __m512 y = _mm512_min_ps(set(kExpHi), _mm512_max_ps(set(kExpLo), x));
+    __mmask16 live = _mm512_cmp_ps_mask(x, set(kExpLo), _CMP_NLT_UQ);  // NaN stays live
+    __m512 y = _mm512_maskz_mov_ps(live, _mm512_min_ps(set(kExpHi), x));
     __m512 r;
     __m512 kf = v_reduce(y, r);
-    return {v_exp_poly(r), kf};
+    return {v_exp_poly(r), kf, live};
   }
-  static __m512 second(const S& s) { return _mm512_scalef_ps(s.p, s.kf); }
+  static __m512 second(const S& s) { return _mm512_maskz_scalef_ps(s.live, s.p, s.kf); }
 };
 
 // e^-y = 2^k e^r: nk = -k and r' = -r straight from y (no negations), e^r = E(-r').
