@@ -123,6 +123,28 @@ struct Operand {
     }
     base = static_cast<const char*>(x.st->data());
   }
+  // Whether every batch entry is the same matrix (its batch dims broadcast).
+  bool stacks_none() const {
+    if (copy) return false;
+    const View& v = in->view;
+    for (int d = 0; d + 2 < int(v.shape.size()); ++d)
+      if (v.shape[d] != 1 && v.strides[d] != 0) return false;
+    return true;
+  }
+  // Whether the batch entries' R rows follow each other at the leading dimension, so the
+  // whole batch is one matrix of batch * R rows (row-major operands only).
+  bool stacks(int64_t R) const {
+    if (trans) return false;
+    if (copy) return true;  // gathered as [batch, R, C]
+    const View& v = in->view;
+    int64_t expect = R * ld;
+    for (int d = int(v.shape.size()) - 3; d >= 0; --d) {
+      if (v.shape[d] == 1) continue;
+      if (v.strides[d] != expect) return false;
+      expect *= v.shape[d];
+    }
+    return true;
+  }
   // Element (0, 0) of batch entry b's [R, C] matrix.
   const T* matrix(int64_t b, int64_t R, int64_t C) const {
     if (copy) return copy.get() + b * R * C;
@@ -155,6 +177,26 @@ void matmul_blas(const Node& n, void* out_mem) {
   }
   Operand<T> A(n.in[0], s.batch, s.M, s.K), B(n.in[1], s.batch, s.K, s.N);
   bool direct_out = n.dtype == (sizeof(T) == 8 ? DType::Float64 : DType::Float32);
+  // One B for every batch entry (a linear layer's weight) and the A matrices one after the
+  // other: one GEMM of batch * M rows, split into a block of rows per TBB thread, each
+  // single-threaded (B packed once a thread instead of once an entry: x [32, 64, 128] @
+  // w [128, 384] as 32 GEMMs of 64 rows took 1.6x the time). Not OpenBLAS's own threads:
+  // they spin after each call and slow the fused kernels that follow (bench/RESULTS.md).
+  if (s.batch > 1 && direct_out && !A.trans && B.stacks_none() && A.stacks(s.M) &&
+      s.batch * s.M <= INT_MAX) {
+    const int64_t rows = s.batch * s.M;
+    const int parts = tbb::this_task_arena::max_concurrency();
+    const int64_t per = (rows + parts - 1) / parts;
+    const T* a = A.matrix(0, s.M, s.K);
+    const T* b = B.matrix(0, s.K, s.N);
+    T* c = reinterpret_cast<T*>(out);
+    blas_threads(1);
+    tbb::parallel_for(0, parts, [&](int t) {
+      const int64_t r0 = t * per, m = std::min(per, rows - r0);
+      if (m > 0) gemm(false, B.trans, m, s.N, s.K, a + r0 * A.ld, A.ld, b, B.ld, c + r0 * s.N, s.N);
+    });
+    return;
+  }
   auto one = [&](int64_t b, T* tmp) {
     T* c = direct_out ? reinterpret_cast<T*>(out) + b * s.M * s.N : tmp;
     gemm(A.trans, B.trans, s.M, s.N, s.K, A.matrix(b, s.M, s.K), A.ld, B.matrix(b, s.K, s.N), B.ld,

@@ -273,6 +273,15 @@ TEST_CASE("matmul: broadcast batch dims with strided operands") {
   Tensor x = lt::random({4, 70, 96}, DType::Float32, 407),
          w = lt::random({96, 80}, DType::Float32, 408);
   check_mm(x, w.expand({4, 96, 80}), matmul(x, w));
+  // a weight every batch entry shares: one GEMM of batch * M rows where A's entries follow each
+  // other (here a slice of wider rows, ld 200 > K, and B a transposed view), one per entry
+  // where they do not (A's batch dim permuted)
+  Tensor xs = lt::random({3, 50, 200}, DType::Float32, 412).slice(2, 10, 106);  // [3, 50, 96]
+  Tensor wt = lt::random({80, 96}, DType::Float32, 413).t();                    // [96, 80]
+  check_mm(xs, wt.expand({3, 96, 80}), matmul(xs, wt));
+  Tensor xp = lt::random({50, 3, 96}, DType::Float64, 414).permute({1, 0, 2});  // [3, 50, 96]
+  Tensor w64 = lt::random({96, 80}, DType::Float64, 415);
+  check_mm(xp, w64.expand({3, 96, 80}), matmul(xp, w64));
 }
 
 TEST_CASE("matmul: x @ w + b then relu, fused, equals fusion off and the float64 loops") {
