@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -87,6 +88,34 @@ inline float s_sigmoid(float x) {
   q = std::fma(q, r, -1.f);
   q = std::fma(q, r, 1.f);
   return scalef(1.f / (scalef(1.f, nk) + q), nk);
+}
+
+// gelu(x), tanh form, = x sigmoid(t), t = 2 sqrt(2/pi) (x + 0.044715 x^3), as s_sigmoid
+// computes it with x folded into the division: scalef(x / (2^nk + E), nk). t and its
+// reduction (nk, r) in float64: t reaches -150 where x is about -11, and t's float32 rounding
+// (3 ulp of 150) would move e^t by 250 ulp. Clamps: below -150 the result is 0 (of x's sign),
+// above 80 it is x.
+constexpr double kGeluC = 1.5957691216057307117597842397375;  // 2 sqrt(2 / pi)
+constexpr double kGeluLo = -150.0, kGeluHi = 80.0;
+constexpr double kLog2eD = 1.4426950408889634074, kLn2D = 0.69314718055994530942;
+
+inline float s_gelu_tanh(float x) {
+  double xd = x;
+  double t = kGeluC * (xd + 0.044715 * (xd * xd * xd));
+  if (t < kGeluLo) return x * 0.f;  // 0 of x's sign (x e^t underflows even for x = -FLT_MAX)
+  t = t < kGeluLo ? kGeluLo : t;
+  t = t > kGeluHi ? kGeluHi : t;
+  double nkd = std::nearbyint(t * kLog2eD);
+  float r = float(std::fma(nkd, -kLn2D, t));
+  float nk = float(nkd);
+  float q = std::fma(kC6, r, -kC5);
+  q = std::fma(q, r, kC4);
+  q = std::fma(q, r, -kC3);
+  q = std::fma(q, r, kC2);
+  q = std::fma(q, r, -1.f);
+  q = std::fma(q, r, 1.f);
+  float v = scalef(x / (scalef(1.f, nk) + q), nk);
+  return x == -std::numeric_limits<float>::infinity() ? std::numeric_limits<float>::quiet_NaN() : v;
 }
 
 // tanh |x| = -m / (2 + m) with m = expm1(-2|x|) = 2^k (1 + p) - 1 (no cancellation near 0);
@@ -210,6 +239,38 @@ inline __m512 v_exp(__m512 x) { return v_f<ExpF>(x); }
 inline __m512 v_sigmoid(__m512 x) { return v_f<SigmoidF>(x); }
 inline __m512 v_tanh(__m512 x) { return v_f<TanhF>(x); }
 
+// s_gelu_tanh for 16 floats: t, nk and r in two halves of float64 lanes.
+inline __m512 v_gelu_tanh(__m512 x) {
+  auto half = [](__m256 h, __m256& r, __m256& nk, __mmask8& low) {
+    __m512d xd = _mm512_cvtps_pd(h);
+    __m512d c3 = _mm512_mul_pd(_mm512_mul_pd(_mm512_mul_pd(xd, xd), xd), _mm512_set1_pd(0.044715));
+    __m512d t = _mm512_mul_pd(_mm512_set1_pd(kGeluC), _mm512_add_pd(xd, c3));
+    low = _mm512_cmp_pd_mask(t, _mm512_set1_pd(kGeluLo), _CMP_LT_OQ);
+    t = _mm512_min_pd(_mm512_set1_pd(kGeluHi), _mm512_max_pd(_mm512_set1_pd(kGeluLo), t));
+    __m512d nkd = _mm512_roundscale_pd(_mm512_mul_pd(t, _mm512_set1_pd(kLog2eD)),
+                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    r = _mm512_cvtpd_ps(_mm512_fmadd_pd(nkd, _mm512_set1_pd(-kLn2D), t));
+    nk = _mm512_cvtpd_ps(nkd);
+  };
+  __m256 r0, r1, n0, n1;
+  __mmask8 l0, l1;
+  half(_mm512_castps512_ps256(x), r0, n0, l0);
+  half(_mm512_extractf32x8_ps(x, 1), r1, n1, l1);
+  __m512 r = _mm512_insertf32x8(_mm512_castps256_ps512(r0), r1, 1);
+  __m512 nk = _mm512_insertf32x8(_mm512_castps256_ps512(n0), n1, 1);
+  __m512 q = _mm512_fmadd_ps(set(kC6), r, set(-kC5));
+  q = _mm512_fmadd_ps(q, r, set(kC4));
+  q = _mm512_fmadd_ps(q, r, set(-kC3));
+  q = _mm512_fmadd_ps(q, r, set(kC2));
+  q = _mm512_fmadd_ps(q, r, set(-1.f));
+  q = _mm512_fmadd_ps(q, r, set(1.f));
+  __m512 d = _mm512_add_ps(_mm512_scalef_ps(set(1.f), nk), q);
+  __m512 v = _mm512_scalef_ps(_mm512_div_ps(x, d), nk);
+  v = _mm512_mask_mul_ps(v, __mmask16(l0 | (unsigned(l1) << 8)), x, _mm512_setzero_ps());
+  __mmask16 ninf = _mm512_cmp_ps_mask(x, set(-INFINITY), _CMP_EQ_OQ);
+  return _mm512_mask_mov_ps(v, ninf, set(std::numeric_limits<float>::quiet_NaN()));
+}
+
 // Applies f to n floats, 16 at a time; the tail through masked loads and stores, so every
 // element is computed by the same instructions whatever its position.
 template <typename F>
@@ -242,11 +303,15 @@ bool vmath_on() {
 void exp_f32(const float* a, float* out, int64_t n) { LOOM_VMATH_MAP(v_exp, s_exp); }
 void tanh_f32(const float* a, float* out, int64_t n) { LOOM_VMATH_MAP(v_tanh, s_tanh); }
 void sigmoid_f32(const float* a, float* out, int64_t n) { LOOM_VMATH_MAP(v_sigmoid, s_sigmoid); }
+void gelu_tanh_f32(const float* a, float* out, int64_t n) {
+  LOOM_VMATH_MAP(v_gelu_tanh, s_gelu_tanh);
+}
 #undef LOOM_VMATH_MAP
 
 float exp_scalar(float x) { return s_exp(x); }
 float tanh_scalar(float x) { return s_tanh(x); }
 float sigmoid_scalar(float x) { return s_sigmoid(x); }
+float gelu_tanh_scalar(float x) { return s_gelu_tanh(x); }
 
 void exp_sub_f32(const float* a, int sa, const float* b, int sb, float* out, int64_t n) {
 #if defined(__AVX512F__)

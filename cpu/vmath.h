@@ -20,6 +20,8 @@ bool vmath_on();
 void exp_f32(const float* a, float* out, int64_t n);
 void tanh_f32(const float* a, float* out, int64_t n);
 void sigmoid_f32(const float* a, float* out, int64_t n);
+// gelu(x) of the tanh form (torch's approximate="tanh"), within 3 ulp.
+void gelu_tanh_f32(const float* a, float* out, int64_t n);
 // out = exp(a - b); sa, sb: 1 an array, 0 one value broadcast. Rounds a - b first, as
 // exp_f32 of a computed difference would.
 void exp_sub_f32(const float* a, int sa, const float* b, int sb, float* out, int64_t n);
@@ -50,5 +52,6 @@ void pair_unary_f32(Op inner, const float* a, int sa, const float* c, int sc, Op
 float exp_scalar(float x);
 float tanh_scalar(float x);
 float sigmoid_scalar(float x);
+float gelu_tanh_scalar(float x);
 
 }  // namespace loom::cpu

@@ -17,17 +17,24 @@ struct Fn {
   float (*scalar)(float);
   double (*ref)(double);
   Op op;
-  double max_ulp;  // the bound tests/cpu/test_vmath.cpp checks against ref
+  double max_ulp;     // the bound tests/cpu/test_vmath.cpp checks against ref
+  bool folds = true;  // pair_unary_f32 takes it as f (cpu/program.cpp folds it into an op)
 };
 
 inline double ref_tanh(double x) { return std::tanh(x); }
 inline double ref_sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 inline double ref_exp(double x) { return std::exp(x); }
+inline double ref_gelu_tanh(double x) {  // torch's NaN at -inf
+  if (std::isinf(x) && x < 0) return std::nan("");
+  double t = 1.5957691216057307117597842397375 * (x + 0.044715 * x * x * x);
+  return x / (1.0 + std::exp(-t));
+}
 
 inline const Fn kFns[] = {
     {"tanh", tanh_f32, tanh_scalar, ref_tanh, Op::Tanh, 3},
     {"sigmoid", sigmoid_f32, sigmoid_scalar, ref_sigmoid, Op::Sigmoid, 3},
     {"exp", exp_f32, exp_scalar, ref_exp, Op::Exp, 2},
+    {"gelu_tanh", gelu_tanh_f32, gelu_tanh_scalar, ref_gelu_tanh, Op::GeluTanh, 3, false},
 };
 
 // |got - want| in units of the float ulp at want (subnormal spacing below FLT_MIN); a result
