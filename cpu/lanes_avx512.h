@@ -40,78 +40,92 @@ inline __m512d comb(__m512d lo, __m512d hi) {
   return _mm512_min_pd(hi, lo);
 }
 
+// The register operations the folds use, by element type: W lanes a register.
+template <typename T>
+struct Vec;
+template <>
+struct Vec<float> {
+  using V = __m512;
+  using M = __mmask16;
+  static constexpr int W = 16;
+  static V set1(float v) { return _mm512_set1_ps(v); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static V loadz(M m, const float* p) { return _mm512_maskz_loadu_ps(m, p); }
+  static M tail(int64_t r) { return tail16(r); }
+  static V mask_mov(V a, M m, V b) { return _mm512_mask_mov_ps(a, m, b); }
+  static V mask_max(V a, M m, V v) { return _mm512_mask_max_ps(a, m, v, a); }
+  static V mask_min(V a, M m, V v) { return _mm512_mask_min_ps(a, m, v, a); }
+  static __m512i mag(__m512i acc, V v) {  // the largest magnitude bits seen
+    return _mm512_max_epu32(
+        acc, _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7FFFFFFF)));
+  }
+  static bool nan_in(__m512i mag) {
+    return _mm512_cmpgt_epu32_mask(mag, _mm512_set1_epi32(0x7F800000)) != 0;
+  }
+};
+template <>
+struct Vec<double> {
+  using V = __m512d;
+  using M = __mmask8;
+  static constexpr int W = 8;
+  static V set1(double v) { return _mm512_set1_pd(v); }
+  static V load(const double* p) { return _mm512_loadu_pd(p); }
+  static V loadz(M m, const double* p) { return _mm512_maskz_loadu_pd(m, p); }
+  static M tail(int64_t r) { return tail8(r); }
+  static V mask_mov(V a, M m, V b) { return _mm512_mask_mov_pd(a, m, b); }
+  static V mask_max(V a, M m, V v) { return _mm512_mask_max_pd(a, m, v, a); }
+  static V mask_min(V a, M m, V v) { return _mm512_mask_min_pd(a, m, v, a); }
+  static __m512i mag(__m512i acc, V v) {
+    return _mm512_max_epu64(
+        acc, _mm512_and_si512(_mm512_castpd_si512(v), _mm512_set1_epi64(0x7FFFFFFFFFFFFFFF)));
+  }
+  static bool nan_in(__m512i mag) {
+    return _mm512_cmpgt_epu64_mask(mag, _mm512_set1_epi64(0x7FF0000000000000)) != 0;
+  }
+};
+
 // A fold's lanes after the first two levels of its tree (w = 32, 16 for 64 float lanes; w =
-// 16, 8 for 32 double lanes): one register whose lane k holds lanes k, k + 16, k + 32, k + 48
-// (floats) combined. `nan`: whether an element was a NaN (extremes only).
-template <Comb C>
-inline __m512 partial_f32(const float* x, int64_t n, bool& nan) {
+// 16, 8 for 32 double lanes): one register whose lane k holds lanes k, k + W, k + 2W, k + 3W
+// combined. `nan`: whether an element was a NaN (extremes only).
+template <Comb C, typename T>
+inline typename Vec<T>::V partial(const T* x, int64_t n, bool& nan) {
+  using F = Vec<T>;
+  using V = typename F::V;
+  using M = typename F::M;
+  constexpr int W = F::W;
   constexpr bool ext = C == Comb::Max || C == Comb::Min;
-  const __m512 id =
-      ext ? _mm512_set1_ps(n > 0 ? x[0] : 0.f) : _mm512_set1_ps(C == Comb::Mul ? 1.f : 0.f);
-  __m512 a0 = id, a1 = id, a2 = id, a3 = id;
+  const V id = ext ? F::set1(n > 0 ? x[0] : T(0)) : F::set1(C == Comb::Mul ? T(1) : T(0));
+  V a0 = id, a1 = id, a2 = id, a3 = id;
   // An extreme's NaNs: the largest magnitude bits seen (a NaN's are above infinity's), an
   // integer max beside each select rather than a compare into a mask register and out of it.
   __m512i mag = _mm512_setzero_si512();
-  const __m512i abs_bits = _mm512_set1_epi32(0x7FFFFFFF);
   // An element v into lane register a (masked-off lanes, m, unchanged): acc OP v for a sum or
   // product, the compare-select of lanes_extreme for an extreme (v first: v replaces a where
   // it is strictly better; a NaN never does).
-  auto step = [&](__m512& a, __m512 v, __mmask16 m) {
+  auto step = [&](V& a, V v, M m) {
     if constexpr (ext) {
-      mag = _mm512_max_epu32(mag, _mm512_and_si512(_mm512_castps_si512(v), abs_bits));
-      a = C == Comb::Max ? _mm512_mask_max_ps(a, m, v, a) : _mm512_mask_min_ps(a, m, v, a);
+      mag = F::mag(mag, v);
+      a = C == Comb::Max ? F::mask_max(a, m, v) : F::mask_min(a, m, v);
     } else {
-      a = _mm512_mask_mov_ps(a, m, comb<C>(a, v));
+      a = F::mask_mov(a, m, comb<C>(a, v));
     }
   };
+  const M all = M(~M(0));
   int64_t i = 0;
-  for (; i + 64 <= n; i += 64) {
-    step(a0, _mm512_loadu_ps(x + i), 0xFFFF), step(a1, _mm512_loadu_ps(x + i + 16), 0xFFFF);
-    step(a2, _mm512_loadu_ps(x + i + 32), 0xFFFF), step(a3, _mm512_loadu_ps(x + i + 48), 0xFFFF);
+  for (; i + 4 * W <= n; i += 4 * W) {
+    step(a0, F::load(x + i), all), step(a1, F::load(x + i + W), all);
+    step(a2, F::load(x + i + 2 * W), all), step(a3, F::load(x + i + 3 * W), all);
   }
   if (int64_t r = n - i) {
-    __m512* a[4] = {&a0, &a1, &a2, &a3};
-    for (int v = 0; v < 4 && r > 16 * v; ++v) {
-      __mmask16 m = tail16(r - 16 * v);
-      step(*a[v], _mm512_maskz_loadu_ps(m, x + i + 16 * v), m);
+    V* a[4] = {&a0, &a1, &a2, &a3};
+    for (int v = 0; v < 4 && r > W * v; ++v) {
+      M m = F::tail(r - W * v);
+      step(*a[v], F::loadz(m, x + i + W * v), m);
     }
   }
-  nan = ext && _mm512_cmpgt_epu32_mask(mag, _mm512_set1_epi32(0x7F800000)) != 0;
-  a0 = comb<C>(a0, a2), a1 = comb<C>(a1, a3);  // w = 32
-  return comb<C>(a0, a1);                      // w = 16
-}
-
-template <Comb C>
-inline __m512d partial_f64(const double* x, int64_t n, bool& nan) {
-  constexpr bool ext = C == Comb::Max || C == Comb::Min;
-  const __m512d id =
-      ext ? _mm512_set1_pd(n > 0 ? x[0] : 0.0) : _mm512_set1_pd(C == Comb::Mul ? 1.0 : 0.0);
-  __m512d a0 = id, a1 = id, a2 = id, a3 = id;
-  __m512i mag = _mm512_setzero_si512();
-  const __m512i abs_bits = _mm512_set1_epi64(0x7FFFFFFFFFFFFFFF);
-  auto step = [&](__m512d& a, __m512d v, __mmask8 m) {
-    if constexpr (ext) {
-      mag = _mm512_max_epu64(mag, _mm512_and_si512(_mm512_castpd_si512(v), abs_bits));
-      a = C == Comb::Max ? _mm512_mask_max_pd(a, m, v, a) : _mm512_mask_min_pd(a, m, v, a);
-    } else {
-      a = _mm512_mask_mov_pd(a, m, comb<C>(a, v));
-    }
-  };
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    step(a0, _mm512_loadu_pd(x + i), 0xFF), step(a1, _mm512_loadu_pd(x + i + 8), 0xFF);
-    step(a2, _mm512_loadu_pd(x + i + 16), 0xFF), step(a3, _mm512_loadu_pd(x + i + 24), 0xFF);
-  }
-  if (int64_t r = n - i) {
-    __m512d* a[4] = {&a0, &a1, &a2, &a3};
-    for (int v = 0; v < 4 && r > 8 * v; ++v) {
-      __mmask8 m = tail8(r - 8 * v);
-      step(*a[v], _mm512_maskz_loadu_pd(m, x + i + 8 * v), m);
-    }
-  }
-  nan = ext && _mm512_cmpgt_epu64_mask(mag, _mm512_set1_epi64(0x7FF0000000000000)) != 0;
-  a0 = comb<C>(a0, a2), a1 = comb<C>(a1, a3);  // w = 16
-  return comb<C>(a0, a1);                      // w = 8
+  nan = ext && F::nan_in(mag);
+  a0 = comb<C>(a0, a2), a1 = comb<C>(a1, a3);  // w = 2W
+  return comb<C>(a0, a1);                      // w = W
 }
 
 // lanes_wide<Pre>'s 32 double lanes (cpu/lanes.h says in which order each adds its float
@@ -212,13 +226,13 @@ template <bool Mul>
 double lanes_f32(const float* x, int64_t n) {
   bool nan;
   constexpr Comb C = Mul ? Comb::Mul : Comb::Add;
-  return double(tree<C>(partial_f32<C>(x, n, nan)));
+  return double(tree<C>(partial<C>(x, n, nan)));
 }
 template <bool Mul>
 double lanes_f64(const double* x, int64_t n) {
   bool nan;
   constexpr Comb C = Mul ? Comb::Mul : Comb::Add;
-  return tree<C>(partial_f64<C>(x, n, nan));
+  return tree<C>(partial<C>(x, n, nan));
 }
 template <bool Pre>
 double lanes_wide(const float* x, int64_t n) {
@@ -228,14 +242,14 @@ template <bool Max>
 float extreme_f32(const float* x, int64_t n) {
   bool nan;
   constexpr Comb C = Max ? Comb::Max : Comb::Min;
-  float v = tree<C>(partial_f32<C>(x, n, nan));
+  float v = tree<C>(partial<C>(x, n, nan));
   return nan ? __builtin_nanf("") : v;
 }
 template <bool Max>
 double extreme_f64(const double* x, int64_t n) {
   bool nan;
   constexpr Comb C = Max ? Comb::Max : Comb::Min;
-  double v = tree<C>(partial_f64<C>(x, n, nan));
+  double v = tree<C>(partial<C>(x, n, nan));
   return nan ? __builtin_nan("") : v;
 }
 
@@ -248,7 +262,7 @@ void runs16_f32(const float* x, int64_t n, double* out) {
   uint32_t nans = 0;
   for (int i = 0; i < 16; ++i) {
     bool nan;
-    r[i] = partial_f32<C>(x + i * n, n, nan);
+    r[i] = partial<C>(x + i * n, n, nan);
     nans |= uint32_t(nan) << i;
   }
   __m512 v = rows16<C>(r);
@@ -264,7 +278,7 @@ void runs8_f64(const double* x, int64_t n, double* out) {
   uint32_t nans = 0;
   for (int i = 0; i < 8; ++i) {
     bool nan;
-    r[i] = partial_f64<C>(x + i * n, n, nan);
+    r[i] = partial<C>(x + i * n, n, nan);
     nans |= uint32_t(nan) << i;
   }
   __m512d v = rows8<C>(r);

@@ -64,6 +64,16 @@ inline float exp_poly(float r) {
   return std::fma(q, r, 1.f);
 }
 
+// e^-r, |r| <= ln(2) / 2: exp_poly's polynomial with the odd terms negated.
+inline float exp_neg_poly(float r) {
+  float q = std::fma(kC6, r, -kC5);
+  q = std::fma(q, r, kC4);
+  q = std::fma(q, r, -kC3);
+  q = std::fma(q, r, kC2);
+  q = std::fma(q, r, -1.f);
+  return std::fma(q, r, 1.f);
+}
+
 // Comparisons written so a NaN x is kept (false compares), as the vector max/min keep it.
 inline float s_exp(float x) {
   float y = x < kExpLo ? kExpLo : x;
@@ -81,12 +91,7 @@ inline float s_sigmoid(float x) {
   float nk = kShift - std::fma(y, -kLog2e, kShift);
   float r = std::fma(nk, -kLn2Hi, y);
   r = std::fma(nk, -kLn2Lo, r);
-  float q = std::fma(kC6, r, -kC5);
-  q = std::fma(q, r, kC4);
-  q = std::fma(q, r, -kC3);
-  q = std::fma(q, r, kC2);
-  q = std::fma(q, r, -1.f);
-  q = std::fma(q, r, 1.f);
+  float q = exp_neg_poly(r);
   return scalef(1.f / (scalef(1.f, nk) + q), nk);
 }
 
@@ -108,12 +113,7 @@ inline float s_gelu_tanh(float x) {
   double nkd = std::nearbyint(t * kLog2eD);
   float r = float(std::fma(nkd, -kLn2D, t));
   float nk = float(nkd);
-  float q = std::fma(kC6, r, -kC5);
-  q = std::fma(q, r, kC4);
-  q = std::fma(q, r, -kC3);
-  q = std::fma(q, r, kC2);
-  q = std::fma(q, r, -1.f);
-  q = std::fma(q, r, 1.f);
+  float q = exp_neg_poly(r);
   float v = scalef(x / (scalef(1.f, nk) + q), nk);
   return x == -std::numeric_limits<float>::infinity() ? std::numeric_limits<float>::quiet_NaN() : v;
 }
@@ -154,6 +154,16 @@ inline __m512 v_exp_poly(__m512 r) {
   return _mm512_fmadd_ps(q, r, set(1.f));
 }
 
+// exp_neg_poly of 16 floats.
+inline __m512 v_exp_neg_poly(__m512 r) {
+  __m512 q = _mm512_fmadd_ps(set(kC6), r, set(-kC5));
+  q = _mm512_fmadd_ps(q, r, set(kC4));
+  q = _mm512_fmadd_ps(q, r, set(-kC3));
+  q = _mm512_fmadd_ps(q, r, set(kC2));
+  q = _mm512_fmadd_ps(q, r, set(-1.f));
+  return _mm512_fmadd_ps(q, r, set(1.f));
+}
+
 // Each function in two stages, the reduction and polynomial (first) and what follows (second),
 // so pair_unary_loop can run the first stage of one vector beside the second of the one
 // before (see there); f(x) = second(first(x)), the same operations either way.
@@ -186,12 +196,7 @@ struct SigmoidF {
     __m512 nk = _mm512_sub_ps(set(kShift), _mm512_fmadd_ps(y, set(-kLog2e), set(kShift)));
     __m512 r = _mm512_fmadd_ps(nk, set(-kLn2Hi), y);
     r = _mm512_fmadd_ps(nk, set(-kLn2Lo), r);
-    __m512 q = _mm512_fmadd_ps(set(kC6), r, set(-kC5));
-    q = _mm512_fmadd_ps(q, r, set(kC4));
-    q = _mm512_fmadd_ps(q, r, set(-kC3));
-    q = _mm512_fmadd_ps(q, r, set(kC2));
-    q = _mm512_fmadd_ps(q, r, set(-1.f));
-    q = _mm512_fmadd_ps(q, r, set(1.f));
+    __m512 q = v_exp_neg_poly(r);
     return {q, nk};
   }
   static __m512 second(const S& s) {
@@ -258,12 +263,7 @@ inline __m512 v_gelu_tanh(__m512 x) {
   half(_mm512_extractf32x8_ps(x, 1), r1, n1, l1);
   __m512 r = _mm512_insertf32x8(_mm512_castps256_ps512(r0), r1, 1);
   __m512 nk = _mm512_insertf32x8(_mm512_castps256_ps512(n0), n1, 1);
-  __m512 q = _mm512_fmadd_ps(set(kC6), r, set(-kC5));
-  q = _mm512_fmadd_ps(q, r, set(kC4));
-  q = _mm512_fmadd_ps(q, r, set(-kC3));
-  q = _mm512_fmadd_ps(q, r, set(kC2));
-  q = _mm512_fmadd_ps(q, r, set(-1.f));
-  q = _mm512_fmadd_ps(q, r, set(1.f));
+  __m512 q = v_exp_neg_poly(r);
   __m512 d = _mm512_add_ps(_mm512_scalef_ps(set(1.f), nk), q);
   __m512 v = _mm512_scalef_ps(_mm512_div_ps(x, d), nk);
   v = _mm512_mask_mul_ps(v, __mmask16(l0 | (unsigned(l1) << 8)), x, _mm512_setzero_ps());
