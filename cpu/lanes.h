@@ -73,8 +73,7 @@ double lanes_wide(const float* x, int64_t n) {
 template <typename T, bool Mul>
 double lanes(const T* x, int64_t n) {
 #if LOOM_LANES_AVX512
-  if constexpr (std::is_same_v<T, float>) return avx512::lanes_f32<Mul>(x, n);
-  if constexpr (std::is_same_v<T, double>) return avx512::lanes_f64<Mul>(x, n);
+  if constexpr (std::is_floating_point_v<T>) return avx512::lanes<Mul>(x, n);
 #endif
   return portable::lanes<T, Mul>(x, n);
 }
@@ -134,8 +133,7 @@ T lanes_extreme(const T* x, int64_t n) {
 template <typename T, bool Max>
 T lanes_extreme(const T* x, int64_t n) {
 #if LOOM_LANES_AVX512
-  if constexpr (std::is_same_v<T, float>) return avx512::extreme_f32<Max>(x, n);
-  if constexpr (std::is_same_v<T, double>) return avx512::extreme_f64<Max>(x, n);
+  if constexpr (std::is_floating_point_v<T>) return avx512::extreme<Max>(x, n);
 #endif
   return portable::lanes_extreme<T, Max>(x, n);
 }

@@ -6,12 +6,13 @@
 // rows) fold one row per 64-256 elements. Here the 64 (or 32) lanes are four registers, the
 // remainder is one masked step and the tree is register halvings; short rows go 16 (or 8) at a
 // time through the tree's last levels, each level one shuffle and one op for all of them
-// (rows16, rows8) instead of a chain of dependent steps for each.
+// (rows_tree) instead of a chain of dependent steps for each.
 //
 // The remainder's masked-off lanes keep their values (a masked move, not an added zero).
 #include <immintrin.h>
 
 #include <cstdint>
+#include <limits>
 
 namespace loom::cpu::avx512 {
 
@@ -62,6 +63,10 @@ struct Vec<float> {
   static bool nan_in(__m512i mag) {
     return _mm512_cmpgt_epu32_mask(mag, _mm512_set1_epi32(0x7F800000)) != 0;
   }
+  static void store_wide(double* out, V v) {  // the 16 lanes as doubles
+    _mm512_storeu_pd(out, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+    _mm512_storeu_pd(out + 8, _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1)));
+  }
 };
 template <>
 struct Vec<double> {
@@ -82,6 +87,7 @@ struct Vec<double> {
   static bool nan_in(__m512i mag) {
     return _mm512_cmpgt_epu64_mask(mag, _mm512_set1_epi64(0x7FF0000000000000)) != 0;
   }
+  static void store_wide(double* out, V v) { _mm512_storeu_pd(out, v); }
 };
 
 // A fold's lanes after the first two levels of its tree (w = 32, 16 for 64 float lanes; w =
@@ -186,7 +192,7 @@ inline double tree(__m512d a) {
 // and k + w of every run, the runs packed two (then four, eight, sixteen) to a register.
 // Lane i of the result is run i's value.
 template <Comb C>
-inline __m512 rows16(const __m512* r) {
+inline __m512 rows_tree(const __m512* r) {
   __m512 c[8], e[4], f[2];
   for (int p = 0; p < 8; ++p)  // w = 8: lanes 0-7 run 2p, 8-15 run 2p + 1
     c[p] = comb<C>(_mm512_shuffle_f32x4(r[2 * p], r[2 * p + 1], 0x44),
@@ -206,7 +212,7 @@ inline __m512 rows16(const __m512* r) {
 
 // Of 8 double runs: lane i of the result is run i's value.
 template <Comb C>
-inline __m512d rows8(const __m512d* r) {
+inline __m512d rows_tree(const __m512d* r) {
   __m512d c[4], e[2];
   for (int p = 0; p < 4; ++p)  // w = 4: lanes 0-3 run 2p, 4-7 run 2p + 1
     c[p] = comb<C>(_mm512_shuffle_f64x2(r[2 * p], r[2 * p + 1], 0x44),
@@ -220,77 +226,49 @@ inline __m512d rows8(const __m512d* r) {
   return _mm512_permutexvar_pd(order, g);
 }
 
-// ---- one run (cpu/lanes.h's lanes, lanes_wide and lanes_extreme) ----
+// ---- one run (cpu/lanes.h's lanes, lanes_wide and lanes_extreme), T float or double ----
 
-template <bool Mul>
-double lanes_f32(const float* x, int64_t n) {
+template <bool Mul, typename T>
+double lanes(const T* x, int64_t n) {
   bool nan;
   constexpr Comb C = Mul ? Comb::Mul : Comb::Add;
   return double(tree<C>(partial<C>(x, n, nan)));
-}
-template <bool Mul>
-double lanes_f64(const double* x, int64_t n) {
-  bool nan;
-  constexpr Comb C = Mul ? Comb::Mul : Comb::Add;
-  return tree<C>(partial<C>(x, n, nan));
 }
 template <bool Pre>
 double lanes_wide(const float* x, int64_t n) {
   return tree<Comb::Add>(partial_wide<Pre>(x, n));
 }
-template <bool Max>
-float extreme_f32(const float* x, int64_t n) {
+template <bool Max, typename T>
+T extreme(const T* x, int64_t n) {
   bool nan;
   constexpr Comb C = Max ? Comb::Max : Comb::Min;
-  float v = tree<C>(partial<C>(x, n, nan));
-  return nan ? __builtin_nanf("") : v;
-}
-template <bool Max>
-double extreme_f64(const double* x, int64_t n) {
-  bool nan;
-  constexpr Comb C = Max ? Comb::Max : Comb::Min;
-  double v = tree<C>(partial<C>(x, n, nan));
-  return nan ? __builtin_nan("") : v;
+  T v = tree<C>(partial<C>(x, n, nan));
+  return nan ? std::numeric_limits<T>::quiet_NaN() : v;
 }
 
 // ---- runs of n at a stride of n, each as its one-run fold gives it ----
 
-// 16 float runs from x: out[i] = lanes_f32 (or extreme_f32) of run i, as a double.
-template <Comb C>
-void runs16_f32(const float* x, int64_t n, double* out) {
-  __m512 r[16];
+// Vec<T>::W runs from x (16 floats or 8 doubles): out[i] = lanes (or extreme) of run i.
+template <Comb C, typename T>
+void runs(const T* x, int64_t n, double* out) {
+  using F = Vec<T>;
+  typename F::V r[F::W];
   uint32_t nans = 0;
-  for (int i = 0; i < 16; ++i) {
+  for (int i = 0; i < F::W; ++i) {
     bool nan;
     r[i] = partial<C>(x + i * n, n, nan);
     nans |= uint32_t(nan) << i;
   }
-  __m512 v = rows16<C>(r);
-  if (nans) v = _mm512_mask_mov_ps(v, __mmask16(nans), _mm512_set1_ps(__builtin_nanf("")));
-  _mm512_storeu_pd(out, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
-  _mm512_storeu_pd(out + 8, _mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1)));
-}
-
-// 8 double runs.
-template <Comb C>
-void runs8_f64(const double* x, int64_t n, double* out) {
-  __m512d r[8];
-  uint32_t nans = 0;
-  for (int i = 0; i < 8; ++i) {
-    bool nan;
-    r[i] = partial<C>(x + i * n, n, nan);
-    nans |= uint32_t(nan) << i;
-  }
-  __m512d v = rows8<C>(r);
-  if (nans) v = _mm512_mask_mov_pd(v, __mmask8(nans), _mm512_set1_pd(__builtin_nan("")));
-  _mm512_storeu_pd(out, v);
+  typename F::V v = rows_tree<C>(r);
+  if (nans) v = F::mask_mov(v, typename F::M(nans), F::set1(std::numeric_limits<T>::quiet_NaN()));
+  F::store_wide(out, v);
 }
 
 // 8 float runs' lanes_wide<true>.
 inline void runs8_wide(const float* x, int64_t n, double* out) {
   __m512d r[8];
   for (int i = 0; i < 8; ++i) r[i] = partial_wide<true>(x + i * n, n);
-  _mm512_storeu_pd(out, rows8<Comb::Add>(r));
+  _mm512_storeu_pd(out, rows_tree<Comb::Add>(r));
 }
 
 }  // namespace loom::cpu::avx512

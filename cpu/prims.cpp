@@ -827,31 +827,29 @@ int64_t fold_runs(Op op, CT in, CT out, const void* x, int64_t rows, int64_t n, 
   const bool sum = op == Op::Sum, mx = op == Op::Max;
   if (n <= 0 || (!sum && !mx && op != Op::Min) || (in != CT::F32 && in != CT::F64)) return 0;
   const bool wide = in == CT::F32 && out == CT::F64;  // the mean's float64 sum (sum_wide)
-  const int64_t g = in == CT::F32 && !wide ? 16 : 8;
   double val[16];
   int64_t i = 0;
-  for (; i + g <= rows; i += g) {
-    if (in == CT::F32) {
-      const float* r = static_cast<const float*>(x) + i * n;
-      if (wide) {
-        v::runs8_wide(r, n, val);
-        for (int k = 0; k < 8; ++k)  // sum_wide: a float partial sum overflowed
-          if (!std::isfinite(val[k])) val[k] = lanes_wide<false>(r + k * n, n);
-      } else if (sum) {
-        v::runs16_f32<Comb::Add>(r, n, val);
-      } else {
-        mx ? v::runs16_f32<Comb::Max>(r, n, val) : v::runs16_f32<Comb::Min>(r, n, val);
+  auto each = [&](auto t) {
+    using T = decltype(t);
+    const int64_t g = wide ? 8 : v::Vec<T>::W;
+    for (; i + g <= rows; i += g) {
+      const T* r = static_cast<const T*>(x) + i * n;
+      if constexpr (std::is_same_v<T, float>)
+        if (wide) {
+          v::runs8_wide(r, n, val);
+          for (int k = 0; k < 8; ++k)  // sum_wide: a float partial sum overflowed
+            if (!std::isfinite(val[k])) val[k] = lanes_wide<false>(r + k * n, n);
+        }
+      if (!wide) {
+        sum  ? v::runs<Comb::Add>(r, n, val)
+        : mx ? v::runs<Comb::Max>(r, n, val)
+             : v::runs<Comb::Min>(r, n, val);
       }
-    } else {
-      const double* r = static_cast<const double*>(x) + i * n;
-      if (sum)
-        v::runs8_f64<Comb::Add>(r, n, val);
-      else
-        mx ? v::runs8_f64<Comb::Max>(r, n, val) : v::runs8_f64<Comb::Min>(r, n, val);
+      for (int64_t k = 0; k < g; ++k)
+        sum ? void(acc[i + k].f += val[k]) : fold_extreme(acc[i + k], val[k], mx);
     }
-    for (int64_t k = 0; k < g; ++k)
-      sum ? void(acc[i + k].f += val[k]) : fold_extreme(acc[i + k], val[k], mx);
-  }
+  };
+  in == CT::F32 ? each(float{}) : each(double{});
   return i;
 }
 #endif
