@@ -97,6 +97,117 @@ const Snippet kSnippets[] = {
      "template <class T>\n__device__ __forceinline__ T lm_sinc(T x) {\n"
      "  if (x == 0) return 1;\n  if (isinf(x)) return x - x;\n"
      "  return sinpi(x) / ((T)3.141592653589793238 * x);\n}\n"},
+    // The activations: forms that hold the library's bounds over the whole range. Where a
+    // rounded argument's error is scaled by the result's slope (the tails of gelu, gelu_tanh)
+    // it is carried as a second word or the argument is formed in double; where a result is
+    // subnormal, the last step is the only rounding (a product with a subnormal factor would
+    // scale that factor's rounding by the other). At -inf torch's formulas give NaN.
+    {"tsum", "",  // s + e == a + b exactly
+     R"(__device__ __forceinline__ double lm_two_sum(double a, double b, double* e) {
+  double s = a + b, bb = s - a;
+  *e = (a - (s - bb)) + (b - bb);
+  return s;
+}
+)"},
+    {"exptail", "tsum",  // m e^(h + l) for |l| << ulp(h); below e^-700 scaled by 2^64 first
+     R"(__device__ __forceinline__ double lm_exp_tail(double h, double l, double m) {
+  if (h > -700.0) return m * (exp(h) * (1.0 + l));
+  double e, s = lm_two_sum(h, 44.361419555836498, &e);  // + 64 ln 2 as a pair
+  e += l + 1.4841899608616317e-15;
+  return (m * (exp(s) * (1.0 + e))) * 0x1p-64;
+}
+)"},
+    {"sigmoid", "",  // e^-|x| cannot overflow; below 0, e^x / (1 + e^x)
+     R"(template <class T>
+__device__ __forceinline__ T lm_sigmoid(T x) {
+  T t = exp(-fabs(x));
+  return (x >= 0 ? (T)1 : t) / ((T)1 + t);
+}
+)"},
+    {"silu", "exptail",
+     R"(__device__ __forceinline__ double lm_silu(double x) {
+  if (x >= 0) return x / (1.0 + exp(-x));
+  if (!(x == x) || isinf(x)) return x - x;
+  if (x > -700.0) {
+    double t = exp(x);
+    return x * t / (1.0 + t);
+  }
+  return lm_exp_tail(x, 0.0, x);
+}
+__device__ __forceinline__ float lm_silu(float x) {
+  if (x >= 0) return x / (1.0f + expf(-x));
+  if (!(x == x) || isinf(x)) return x - x;
+  if (x > -80.0f) {
+    float t = expf(x);
+    return x * t / (1.0f + t);
+  }
+  return (float)((double)x * exp((double)x));  // e^x subnormal in float: x e^x in double
+}
+)"},
+    {"gelu", "exptail",  // x/2 erfc(-x/sqrt 2), the argument's rounding as its own word
+     R"(__device__ __forceinline__ double lm_gelu(double x) {
+  if (isinf(x)) return x > 0 ? x : x - x;
+  double zh = -x * 0.70710678118654757;
+  double zl = fma(-x, 0.70710678118654757, -zh) + x * 4.8336466567264567e-17;
+  if (zh < 26.0)  // erfc(zh + zl) = erfc(zh) - 2/sqrt(pi) e^-zh^2 zl
+    return 0.5 * x * (erfc(zh) - 1.1283791670955126 * exp(-zh * zh) * zl);
+  // erfc(z) subnormal: erfcx(z) e^-z^2, with z^2 as a pair
+  double s = zh * zh, sl = fma(zh, zh, -s) + 2.0 * zh * zl;
+  return lm_exp_tail(-s, -sl, 0.5 * x * erfcx(zh));
+}
+__device__ __forceinline__ float lm_gelu(float x) {
+  if (isinf(x)) return x > 0 ? x : x - x;
+  float zh = -x * 0.707106769f;
+  float zl = fmaf(-x, 0.707106769f, -zh) - x * 1.21016171e-08f;
+  if (zh < 9.0f) return 0.5f * x * (erfcf(zh) - 1.12837923f * expf(-zh * zh) * zl);
+  double xd = x;  // near float's underflow (and NaN): in double, rounded once
+  return (float)(0.5 * xd * erfc(-xd * 0.70710678118654757));
+}
+)"},
+    {"gelutanh", "tsum exptail",  // x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3)
+     R"(__device__ __forceinline__ double lm_gelu_tanh(double x) {
+  if (!(x == x)) return x;
+  if (x > 10.0) return x;        // 1 - sigmoid(2u) < 2^-120
+  if (x < -30.0) return x * 0.0; // below the smallest subnormal
+  // 2u as a pair (a, al): its rounding, scaled by up to |2u| in the tail, would cost
+  // hundreds of ulps
+  double x2 = x * x, x2l = fma(x, x, -x2);
+  double x3 = x2 * x, x3l = fma(x2, x, -x3) + x2l * x;
+  double t = 0.044714999999999998 * x3;
+  double tl = fma(0.044714999999999998, x3, -t) +
+              (0.044714999999999998 * x3l + 2.1955093992831465e-18 * x3);
+  double wl, w = lm_two_sum(x, t, &wl);
+  wl += tl;
+  double a = 1.5957691216057308 * w;
+  double al = fma(1.5957691216057308, w, -a) + (1.5957691216057308 * wl - 9.9693088091109202e-17 * w);
+  if (x >= 0) return x / (1.0 + exp(-a) * (1.0 - al));
+  if (a > -700.0) {
+    double e = exp(a) * (1.0 + al);
+    return x * e / (1.0 + e);
+  }
+  return lm_exp_tail(a, al, x);
+}
+__device__ __forceinline__ float lm_gelu_tanh(float x) {
+  if (!(x == x)) return x;
+  if (isinf(x)) return x > 0 ? x : x - x;
+  // -|2u| log2(e) in double, split into 2^k 2^f: float's rounding of 2u would be scaled by |2u|
+  double xd = x;
+  double y = -fabs(2.3022081981443249 * (xd + 0.044715 * xd * xd * xd));
+  y = fmax(y, -400.0);
+  double k = rint(y);
+  float ef = exp2f((float)(y - k));
+  if (k < -120.0)  // 1 above 0; below, subnormal: one rounding, of x 2^f 2^k in double
+    return x >= 0 ? x : (float)((double)x * ef * exp2(k));
+  float e = ldexpf(ef, (int)k);
+  return x >= 0 ? x / (1.0f + e) : x * e / (1.0f + e);
+}
+)"},
+    {"softplus", "",  // torch's threshold: x itself above 20
+     R"(template <class T>
+__device__ __forceinline__ T lm_softplus(T x) {
+  return x > (T)20 ? x : log1p(exp(x));
+}
+)"},
     {"digamma", "",  // as cpu/scalar_math.h: reflection below 0, recurrence, asymptotic series
      "template <class T>\n__device__ T lm_digamma(T x) {\n"
      "  if (x != x) return x;\n  if (x == 0) return "

@@ -46,6 +46,11 @@ struct Expr {
     return fn(name) + "(" + v + ")";
   }
   std::string math(const char* name) const { return call(name, X); }
+  // f(X) in double, rounded once for a float input: for functions whose float forms miss the
+  // bounds and that no kernel's speed depends on.
+  std::string in_double(const std::string& f) const {
+    return dbl ? f + "(" + X + ")" : "(" + T + ")" + f + "((double)" + X + ")";
+  }
   // floor and friends: an integer passes through unchanged.
   std::string rounding(const char* name) const { return fp ? call(name, x) : x; }
   // `logical`: on bools the operator is a logical or / and (torch's bool + and *): kept 0 or 1
@@ -185,34 +190,19 @@ CudaPrim lowering(Op op) {
       return {kLibm, 0, [](const Expr& c) { return c.math("cosh"); }};
     case Op::Erf:
       return {kLibm, 0, [](const Expr& c) { return c.math("erf"); }};
-    case Op::Sigmoid:
-      return {kLibm, 0, [](const Expr& c) {
-                return "(" + c.one + " / (" + c.one + " + " + c.call("exp", "-" + c.X) + "))";
-              }};
+    case Op::Sigmoid:  // the activations: device helpers (cuda/codegen_prelude.cpp)
+      return {kLibm, 0,
+              [](const Expr& c) { return c.helper("sigmoid", "lm_sigmoid(" + c.X + ")"); }};
     case Op::Gelu:
-      return {kLibm, 0, [](const Expr& c) {
-                return "(" + c.half + " * " + c.X + " * (" + c.one + " + " +
-                       c.call("erf", c.X + " * " + c.lit(0.70710678118654752)) + "))";
-              }};
+      return {kLibm, 0, [](const Expr& c) { return c.helper("gelu", "lm_gelu(" + c.X + ")"); }};
     case Op::GeluTanh:
-      return {kLibm, 0, [](const Expr& c) {
-                const S& X = c.X;
-                return "(" + c.half + " * " + X + " * (" + c.one + " + " +
-                       c.call("tanh", c.lit(0.7978845608028654) + " * (" + X + " + " +
-                                          c.lit(0.044715) + " * " + X + " * " + X + " * " + X +
-                                          ")") +
-                       "))";
-              }};
+      return {kLibm, 0,
+              [](const Expr& c) { return c.helper("gelutanh", "lm_gelu_tanh(" + c.X + ")"); }};
     case Op::Silu:
-      return {kLibm, 0, [](const Expr& c) {
-                return "(" + c.X + " * (" + c.one + " / (" + c.one + " + " +
-                       c.call("exp", "-" + c.X) + ")))";
-              }};
+      return {kLibm, 0, [](const Expr& c) { return c.helper("silu", "lm_silu(" + c.X + ")"); }};
     case Op::Softplus:
-      return {kLibm, 0, [](const Expr& c) {
-                return "(" + c.X + " > " + c.lit(20) + " ? " + c.X + " : " +
-                       c.call("log1p", c.call("exp", c.X)) + ")";
-              }};
+      return {kLibm, 0,
+              [](const Expr& c) { return c.helper("softplus", "lm_softplus(" + c.X + ")"); }};
     case Op::IsNan:
       return {kSimple, 0,
               [](const Expr& c) { return "(unsigned char)(" + c.x + " != " + c.x + ")"; }};
@@ -243,12 +233,12 @@ CudaPrim lowering(Op op) {
     case Op::Erfinv:
       return {kLibm, 0, [](const Expr& c) { return c.math("erfinv"); }};
     case Op::Lgamma:
-      return {kTrig, 0, [](const Expr& c) { return c.math("lgamma"); }};
+      return {kTrig, 0, [](const Expr& c) { return c.in_double("lgamma"); }};
     case Op::Digamma:
       return {kTrig, 0,
-              [](const Expr& c) { return c.helper("digamma", "lm_digamma(" + c.X + ")"); }};
+              [](const Expr& c) { return c.helper("digamma", c.in_double("lm_digamma")); }};
     case Op::Sinc:
-      return {kTrig, 0, [](const Expr& c) { return c.helper("sinc", "lm_sinc(" + c.X + ")"); }};
+      return {kTrig, 0, [](const Expr& c) { return c.helper("sinc", c.in_double("lm_sinc")); }};
     case Op::Deg2rad:
       return {kSimple, 0,
               [](const Expr& c) { return "(" + c.X + " * " + c.lit(0.017453292519943295) + ")"; }};

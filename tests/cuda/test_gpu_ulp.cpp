@@ -1,0 +1,146 @@
+// The unary ulp sweep of tests/test_math_ulp.cpp on the GPU: every float unary row over the whole
+// float32 and float64 range (specials, every binade, a dense [-20, 20]), one kernel per op and
+// fused between two exact multiplications, against the same wide references. The bound of a row
+// is the CUDA math library's documented maximum error of the function it calls (CUDA C++
+// Programming Guide, "Mathematical Functions": those are against the correctly rounded result,
+// so half an ulp more against the exact one); a composite row's bound follows from its parts
+// and is stated beside it. A row missing from the table fails: a new row needs its bound.
+// LOOM_ULP_REPORT=1 prints every row's worst error. Skips itself where CUDA is unavailable.
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <sstream>
+
+#include "../math_ulp.h"
+
+using namespace loom;
+using namespace lt::ulp;
+
+namespace {
+
+const Device kGPU{DeviceKind::CUDA, 0};
+
+struct Bound {
+  double f32, f64;
+};
+
+// Against the exact value. Library functions: the documented bound + 0.5. Composites: the sum
+// of their parts' errors, each term named.
+const std::map<std::string, Bound>& bounds() {
+  static const std::map<std::string, Bound> b = {
+      // exact or one IEEE operation (correctly rounded): half an ulp
+      {"neg", {0, 0}},
+      {"abs", {0, 0}},
+      {"sign", {0, 0}},
+      {"relu", {0, 0}},
+      {"floor", {0, 0}},
+      {"ceil", {0, 0}},
+      {"round", {0, 0}},
+      {"trunc", {0, 0}},
+      {"frac", {0, 0}},  // x - trunc(x) is exact
+      {"square", {0.5, 0.5}},
+      {"sqrt", {0.5, 0.5}},
+      {"reciprocal", {0.5, 0.5}},
+      {"rsqrt", {1.5, 1.5}},  // 1 / sqrt(x): two correctly rounded steps
+      {"deg2rad", {1, 1}},    // x * c: c's rounding and the product's
+      {"rad2deg", {1, 1}},
+      // the library's documented bounds (+ 0.5)
+      {"exp", {2.5, 1.5}},
+      {"exp2", {2.5, 1.5}},
+      {"expm1", {1.5, 1.5}},
+      {"log", {1.5, 1.5}},
+      {"log2", {1.5, 1.5}},
+      {"log10", {2.5, 1.5}},
+      {"log1p", {1.5, 1.5}},
+      {"sin", {2.5, 2.5}},
+      {"cos", {2.5, 2.5}},
+      {"tan", {4.5, 2.5}},
+      {"asin", {2.5, 2.5}},
+      {"acos", {2.5, 2.5}},
+      {"atan", {2.5, 2.5}},
+      {"sinh", {3.5, 2.5}},
+      {"cosh", {2.5, 1.5}},
+      {"tanh", {2.5, 1.5}},
+      {"asinh", {3.5, 3.5}},
+      {"acosh", {4.5, 3.5}},
+      {"atanh", {3.5, 2.5}},
+      {"cbrt", {1.5, 1.5}},
+      {"erf", {2.5, 2.5}},
+      {"erfc", {4.5, 5.5}},
+      {"erfinv", {2.5, 5.5}},
+      {"lgamma", {6.5, 4.5}},  // outside (-10.001, -2.264) / (-11.0001, -2.2637): see below
+      // composites in float32 are computed in double and rounded once
+      {"sigmoid", {1, 2.5}},   // f64: e^-|x| 1, the sum and the quotient 0.5 each
+      {"silu", {1, 3}},        // f64: sigmoid's 2.5 and the product's 0.5
+      {"softplus", {1, 2.5}},  // f64: exp 1, log1p 1, and log1p's argument's rounding
+      {"gelu", {1, 6.5}},      // f64: erfc 5.5, the product's 0.5 and the argument's correction
+      {"gelu_tanh", {1, 3}},   // f64: exp 1, sigmoid's steps 1, the compensated argument
+      {"digamma", {1, 4}},     // f64: the series and recurrence sums, log 1, the reflection
+      {"sinc", {1, 3}},        // f64: sinpi 1 (+ 0.5), pi x 0.5, the quotient 0.5
+  };
+  return b;
+}
+
+// The intervals the library states no lgamma bound for (its documented bound holds outside).
+bool lgamma_unbounded(double x, bool f64) {
+  return f64 ? (x > -11.0001 && x < -2.2637) : (x > -10.001 && x < -2.264);
+}
+
+template <typename T, typename M>
+void gpu_sweep(DType dt, uint32_t seed) {
+  if (!backend_available(DeviceKind::CUDA)) {
+    MESSAGE("CUDA unavailable, skipping the GPU ulp sweep");
+    return;
+  }
+  const bool f64 = sizeof(T) == 8;
+  const bool report = std::getenv("LOOM_ULP_REPORT") != nullptr;
+  std::vector<double> xs = sweep_values<T>(seed);
+  std::vector<T> tv(xs.size());
+  for (size_t i = 0; i < xs.size(); ++i) tv[i] = T(xs[i]);
+  Tensor x = loom::tensor<T>(tv, {int64_t(tv.size())}).to(kGPU);
+  for (const Row& r : rows()) {
+    bool known;
+    reference<M>(r.name, 0, known);
+    if (!known || r.kind == UnaryKind::BoolOut) continue;
+    INFO("op " << r.name << ", " << dtype_name(dt));
+    auto it = bounds().find(r.name);
+    CHECK_MESSAGE(it != bounds().end(), "no CUDA ulp bound for " << r.name);
+    if (it == bounds().end()) continue;
+    const double bound = f64 ? it->second.f64 : it->second.f32;
+    // The values the library bounds: all but lgamma's stated intervals.
+    std::vector<double> keep_x;
+    std::vector<size_t> keep_i;
+    for (size_t i = 0; i < xs.size(); ++i)
+      if (r.name != "lgamma" || !lgamma_unbounded(xs[i], f64))
+        keep_x.push_back(xs[i]), keep_i.push_back(i);
+    for (bool fused : {false, true}) {
+      std::vector<double> all;
+      if (fused) {
+        all = lt::host(r.fn(x * 1.0) * 1.0);
+      } else {
+        lt::FusionOff off;
+        all = lt::host(r.fn(x));
+      }
+      std::vector<double> got;
+      for (size_t i : keep_i) got.push_back(all[i]);
+      Worst w = measure<T, M>(r.name, keep_x, got, bound);
+      std::ostringstream os;
+      os.precision(17);
+      os << "cuda " << r.name << " " << dtype_name(dt) << (fused ? " fused" : " fusion-off")
+         << ": max " << w.ulp << " ulp at x = " << w.x << " (got " << w.got << ", want " << w.want
+         << "); " << w.bad << " of " << keep_x.size() << " values past " << bound << " ulp";
+      if (report) std::printf("%s\n", os.str().c_str());
+      CHECK_MESSAGE(w.bad == 0, os.str());
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("gpu: ulp: every float unary row within the device library's bounds in float32") {
+  gpu_sweep<float, LMath>(DType::Float32, 1);
+}
+
+TEST_CASE("gpu: ulp: every float unary row within the device library's bounds in float64") {
+  gpu_sweep<double, QMath>(DType::Float64, 2);
+}
