@@ -68,23 +68,23 @@ const std::map<std::string, Bound>& bounds() {
       {"erf", {2.5, 2.5}},
       {"erfc", {4.5, 5.5}},
       {"erfinv", {2.5, 5.5}},
-      {"lgamma", {6.5, 4.5}},  // outside (-10.001, -2.264) / (-11.0001, -2.2637): see below
-      // composites in float32 are computed in double and rounded once
-      {"sigmoid", {1, 2.5}},   // f64: e^-|x| 1, the sum and the quotient 0.5 each
-      {"silu", {1, 3}},        // f64: sigmoid's 2.5 and the product's 0.5
-      {"softplus", {1, 2.5}},  // f64: exp 1, log1p 1, and log1p's argument's rounding
-      {"gelu", {1, 6.5}},      // f64: erfc 5.5, the product's 0.5 and the argument's correction
-      {"gelu_tanh", {1, 3}},   // f64: exp 1, sigmoid's steps 1, the compensated argument
-      {"digamma", {1, 4}},     // f64: the series and recurrence sums, log 1, the reflection
-      {"sinc", {1, 3}},        // f64: sinpi 1 (+ 0.5), pi x 0.5, the quotient 0.5
+      {"lgamma", {1, 4.5}},  // float: in double, rounded once; double: outside the intervals
+                             // its bound is stated for (lgamma_unbounded)
+      // composites: the sum of their steps' errors (library calls as above, IEEE steps 0.5)
+      {"sigmoid", {3.5, 2.5}},  // e^-|x|, the sum, the quotient
+      {"silu", {4, 3}},         // sigmoid's and the product's
+      {"softplus", {4, 3}},     // exp, log1p (whose argument's error passes through)
+      {"gelu", {5.5, 6.5}},     // erfc, the product, the argument's correction term
+      {"gelu_tanh", {4.5, 3}},  // exp2f / exp, sum and quotient (argument in double / a pair)
+      {"digamma", {1, 4}},      // float: in double; double: log, the series and recurrence sums
+      {"sinc", {1, 3}},         // float: in double; double: sinpi, pi x, the quotient
   };
   return b;
 }
 
-// The intervals the library states no lgamma bound for (its documented bound holds outside).
-bool lgamma_unbounded(double x, bool f64) {
-  return f64 ? (x > -11.0001 && x < -2.2637) : (x > -10.001 && x < -2.264);
-}
+// The interval the library states no double lgamma bound for (its documented bound holds
+// outside; float lgamma is evaluated in double).
+bool lgamma_unbounded(double x, bool f64) { return f64 && x > -11.0001 && x < -2.2637; }
 
 template <typename T, typename M>
 void gpu_sweep(DType dt, uint32_t seed) {
