@@ -102,16 +102,17 @@ const Snippet kSnippets[] = {
     // it is carried as a second word or the argument is formed in double; where a result is
     // subnormal, the last step is the only rounding (a product with a subnormal factor would
     // scale that factor's rounding by the other). At -inf torch's formulas give NaN.
-    {"tsum", "",  // s + e == a + b exactly
+    {"tsum", "",  // s + e == a + b exactly (_rn: never contracted into an fma with a's product)
      R"(__device__ __forceinline__ double lm_two_sum(double a, double b, double* e) {
-  double s = a + b, bb = s - a;
-  *e = (a - (s - bb)) + (b - bb);
+  double s = __dadd_rn(a, b), bb = __dsub_rn(s, a);
+  *e = __dadd_rn(__dsub_rn(a, __dsub_rn(s, bb)), __dsub_rn(b, bb));
   return s;
 }
 )"},
     {"exptail", "tsum",  // m e^(h + l) for |l| << ulp(h); below e^-700 scaled by 2^64 first
      R"(__device__ __forceinline__ double lm_exp_tail(double h, double l, double m) {
   if (h > -700.0) return m * (exp(h) * (1.0 + l));
+  if (h < -1500.0) return m * 0.0;  // below the smallest subnormal (and e below is not small)
   double e, s = lm_two_sum(h, 44.361419555836498, &e);  // + 64 ln 2 as a pair
   e += l + 1.4841899608616317e-15;
   return (m * (exp(s) * (1.0 + e))) * 0x1p-64;
@@ -147,6 +148,7 @@ __device__ __forceinline__ float lm_silu(float x) {
     {"gelu", "exptail",  // x/2 erfc(-x/sqrt 2), the argument's rounding as its own word
      R"(__device__ __forceinline__ double lm_gelu(double x) {
   if (isinf(x)) return x > 0 ? x : x - x;
+  if (x < -40.0) return x * 0.0;  // below the smallest subnormal
   double zh = -x * 0.70710678118654757;
   double zl = fma(-x, 0.70710678118654757, -zh) + x * 4.8336466567264567e-17;
   if (zh < 26.0)  // erfc(zh + zl) = erfc(zh) - 2/sqrt(pi) e^-zh^2 zl
@@ -208,18 +210,53 @@ __device__ __forceinline__ T lm_softplus(T x) {
   return x > (T)20 ? x : log1p(exp(x));
 }
 )"},
-    {"digamma", "",  // as cpu/scalar_math.h: reflection below 0, recurrence, asymptotic series
-     "template <class T>\n__device__ T lm_digamma(T x) {\n"
-     "  if (x != x) return x;\n  if (x == 0) return "
-     "copysign((T)__longlong_as_double(0x7ff0000000000000ll), -x);\n"
-     "  if (isinf(x)) return x > 0 ? x : x - x;\n  T acc = 0;\n"
-     "  if (x < 0) {\n    if (x == floor(x)) return x - x + "
-     "(T)__longlong_as_double(0x7ff8000000000000ll);\n"
-     "    acc = -(T)3.141592653589793238 * cospi(x) / sinpi(x);\n    x = 1 - x;\n  }\n"
-     "  while (x < 10) {\n    acc -= 1 / x;\n    x += 1;\n  }\n  T r = 1 / (x * x);\n"
-     "  T s = r * ((T)(1.0 / 12) - r * ((T)(1.0 / 120) - r * ((T)(1.0 / 252) -\n"
-     "      r * ((T)(1.0 / 240) - r * (T)(1.0 / 132)))));\n"
-     "  return acc + log(x) - (T)0.5 / x - s;\n}\n"},
+    {"digamma", "",  // float64 (float goes through it); as cpu/scalar_math.h
+     R"(// zeta(s, a) = sum_k (a + k)^-s for a >= 60, by Euler-Maclaurin
+__device__ double lm_hurwitz_tail(int s, double a) {
+  double r = 1.0 / a, as = r;
+  for (int i = 1; i < s; ++i) as *= r;
+  return as * (a / (s - 1) + 0.5 + s * r / 12 - (double)s * (s + 1) * (s + 2) * r * r * r / 720 +
+               (double)s * (s + 1) * (s + 2) * (s + 3) * (s + 4) * r * r * r * r * r / 30240);
+}
+// x in [1, 2): digamma(x) - digamma(x0) = (x - x0) sum_k 1 / ((x + k)(x0 + k)) about the
+// positive root x0, which keeps its relative precision where the result is small; the sum past
+// k = 60 as zetas in m = (x + x0)/2, h = (x - x0)/2.
+__device__ double lm_digamma_12(double x) {
+  const double x0 = 1.4616321449683622, x0lo = 9.5499954299656974e-17;
+  double d = (x - x0) - x0lo;
+  double m = x - d / 2, h = d / 2, h2 = h * h, sum = 0;
+  for (int k = 59; k >= 0; --k) sum += 1.0 / ((x + k) * (x0 + k));
+  sum += lm_hurwitz_tail(2, m + 60) + h2 * lm_hurwitz_tail(4, m + 60) +
+         h2 * h2 * lm_hurwitz_tail(6, m + 60);
+  return d * sum;
+}
+__device__ double lm_digamma(double x) {
+  if (x != x) return x;
+  if (x == 0) return copysign(__longlong_as_double(0x7ff0000000000000ll), -x);
+  if (isinf(x)) return x > 0 ? x : x - x;
+  double acc = 0;
+  if (x < 0) {  // reflection: digamma(1 - x) - pi cot(pi x)
+    if (x == floor(x)) return x - x + __longlong_as_double(0x7ff8000000000000ll);
+    acc = -3.141592653589793238 * cospi(x) / sinpi(x);
+    x = 1 - x;
+  }
+  if (x < 1) {
+    acc -= 1 / x;
+    x += 1;
+  }
+  if (x >= 20) {  // ln x - 1/(2x) - sum B_2k / (2k x^2k), k = 1..8
+    double r = 1 / (x * x);
+    double s = r * (1.0 / 12 - r * (1.0 / 120 - r * (1.0 / 252 - r * (1.0 / 240 - r * (1.0 / 132 -
+               r * (691.0 / 32760 - r * (1.0 / 12 - r * 3617.0 / 8160)))))));
+    return acc + (log(x) - 0.5 / x - s);
+  }
+  // x in [1, 20): digamma(xf) + sum_j 1 / (xf + j), xf = x - floor(x) + 1 exact; the small
+  // terms first
+  double n = floor(x) - 1, xf = x - n, up = 0;
+  for (double j = n - 1; j >= 0; --j) up += 1 / (xf + j);
+  return acc + (up + lm_digamma_12(xf));
+}
+)"},
     {"ipow", "",
      "template <class T>\n__device__ __forceinline__ T lm_ipow(T a, T e) {\n"
      "  if (e < 0) return a == 1 ? (T)1 : a == -1 ? (T)((e & 1) ? -1 : 1) : (T)0;\n"

@@ -36,7 +36,8 @@ void sweep(DType dt, double bound, uint32_t seed) {
         lt::FusionOff off;
         got = lt::host(r.fn(x));
       }
-      Worst w = measure<T, M>(r.name, xs, got, bound);
+      // float64 digamma near its negative roots: in ulps of the reflection's terms
+      Worst w = measure<T, M>(r.name, xs, got, bound, sizeof(T) == 8 ? 0x1p-6 : 0);
       std::ostringstream os;
       os.precision(17);
       os << r.name << " " << dtype_name(dt) << (fused ? " fused" : " fusion-off") << ": max "
