@@ -26,6 +26,9 @@ std::string binary_doc(const char* api, BinaryKind k) {
     case BinaryKind::TrueDiv:
       d += " Integer inputs give float32.";
       break;
+    case BinaryKind::Floating:
+      d += " Floating tensors only.";
+      break;
     case BinaryKind::Compare:
       d += " The result is bool.";
       break;

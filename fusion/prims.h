@@ -67,6 +67,8 @@
 
 // Binary rows: X(Name, api_name, Kind)
 //   Arith:   promoted dtype.       TrueDiv: promoted, integers to float32.
+//   Floating: floating tensors only (torch has no integer kernel for them; nextafter's next
+//            value of an int is no int).
 //   Compare: bool result.          Logical: bool result of truthiness.
 //   Bitwise: integers and bool only (the shifts: integers only).
 //   Fmod follows C's fmod (the dividend's sign); Remainder Python's (the divisor's). Integer
@@ -97,11 +99,11 @@
   X(BitwiseXor, bitwise_xor, Bitwise)                \
   X(BitwiseLeftShift, bitwise_left_shift, Bitwise)   \
   X(BitwiseRightShift, bitwise_right_shift, Bitwise) \
-  X(Hypot, hypot, TrueDiv)                           \
+  X(Hypot, hypot, Floating)                          \
   X(Copysign, copysign, TrueDiv)                     \
-  X(Nextafter, nextafter, TrueDiv)                   \
-  X(Logaddexp, logaddexp, TrueDiv)                   \
-  X(Logaddexp2, logaddexp2, TrueDiv)                 \
+  X(Nextafter, nextafter, Floating)                  \
+  X(Logaddexp, logaddexp, Floating)                  \
+  X(Logaddexp2, logaddexp2, Floating)                \
   X(Xlogy, xlogy, TrueDiv)                           \
   X(Fmod, fmod, Arith)
 
@@ -157,7 +159,7 @@ enum class PrimClass : uint8_t {
 };
 
 enum class UnaryKind : uint8_t { Same, FloatOut, BoolOut };
-enum class BinaryKind : uint8_t { Arith, TrueDiv, Compare, Logical, Bitwise };
+enum class BinaryKind : uint8_t { Arith, TrueDiv, Floating, Compare, Logical, Bitwise };
 enum class ReduceKind : uint8_t { Sum, Keep, Index, Bool };
 enum class Identity : uint8_t { None, Zero, One, Lowest, Highest };
 enum class Combine : uint8_t { None, Add, Mul, Max, Min, ArgMax, ArgMin, Or, And };

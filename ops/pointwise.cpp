@@ -46,7 +46,7 @@ BinaryTypes binary_types(Op op, const char* name, const Shape& sa, DType da, con
     LOOM_CHECK(!is_floating(da) && !is_floating(db), Type, name,
                ": needs integer or bool tensors, got ", dtype_name(da), " ", shape_str(sa), " and ",
                dtype_name(db), " ", shape_str(sb));
-  if (op == Op::Nextafter)  // torch: floating tensors only (an int's next value is no int)
+  if (k == BinaryKind::Floating)
     LOOM_CHECK(is_floating(da) && is_floating(db), Type, name, ": needs floating tensors, got ",
                dtype_name(da), " ", shape_str(sa), " and ", dtype_name(db), " ", shape_str(sb));
   if (out) *out = broadcast_shapes(name, sa, sb);

@@ -450,22 +450,18 @@ trunc = _l.trunc
 
 
 def acosh(x, /):
-    """Inverse hyperbolic cosine: log(x + sqrt(x*x - 1))."""
-    x = _floating(x)
-    return _l.log(x + _l.sqrt(x * x - 1))
+    """Inverse hyperbolic cosine (loom.acosh)."""
+    return _l.acosh(_floating(x))
 
 
 def asinh(x, /):
-    """Inverse hyperbolic sine, odd-symmetric: sign(x) * log(|x| + sqrt(x*x + 1))."""
-    x = _floating(x)
-    a = _l.abs(x)
-    return _l.where(x < 0, -1.0, 1.0).to(x.dtype) * _l.log1p(a + a * a / (1 + _l.sqrt(a * a + 1)))
+    """Inverse hyperbolic sine (loom.asinh)."""
+    return _l.asinh(_floating(x))
 
 
 def atanh(x, /):
-    """Inverse hyperbolic tangent: log1p(2x / (1 - x)) / 2."""
-    x = _floating(x)
-    return 0.5 * _l.log1p(2 * x / (1 - x))
+    """Inverse hyperbolic tangent (loom.atanh)."""
+    return _l.atanh(_floating(x))
 
 
 def bitwise_left_shift(x1, x2, /):
@@ -507,32 +503,23 @@ def imag(x, /):
 
 
 def copysign(x1, x2, /):
-    """|x1| with the sign of x2 (including -0.0)."""
-    x1, x2 = promote(x1, x2)
-    return _l.where(signbit(x2), -_l.abs(x1), _l.abs(x1))
+    """|x1| with the sign of x2, -0.0 and NaN's sign included (loom.copysign)."""
+    return _l.copysign(*promote(x1, x2))
 
 
 def hypot(x1, x2, /):
-    """sqrt(x1**2 + x2**2) without undue overflow."""
-    x1, x2 = promote(x1, x2)
-    a, b = _l.abs(_floating(x1)), _l.abs(_floating(x2))
-    m, n = _l.maximum(a, b), _l.minimum(a, b)
-    r = n / _l.where(m == 0, 1.0, m)
-    return _l.where(_l.isinf(a) | _l.isinf(b), inf, m * _l.sqrt(1 + r * r))
+    """sqrt(x1**2 + x2**2) without undue overflow (loom.hypot; floating arrays)."""
+    return _l.hypot(*promote(x1, x2))
 
 
 def log10(x, /):
-    """Base-10 logarithm."""
-    return _l.log(_floating(x)) * (1 / math.log(10))
+    """Base-10 logarithm (loom.log10)."""
+    return _l.log10(_floating(x))
 
 
 def logaddexp(x1, x2, /):
-    """log(exp(x1) + exp(x2)) computed stably."""
-    x1, x2 = promote(x1, x2)
-    a, b = _floating(x1), _floating(x2)
-    m = _l.maximum(a, b)
-    r = m + _l.log1p(_l.exp(-_l.abs(a - b)))
-    return _l.where(_l.isinf(m) & (a == b), m, r)
+    """log(exp(x1) + exp(x2)) without overflow (loom.logaddexp; floating arrays)."""
+    return _l.logaddexp(*promote(x1, x2))
 
 
 def positive(x, /):
@@ -541,10 +528,8 @@ def positive(x, /):
 
 
 def signbit(x, /):
-    """True where the sign bit is set (x < 0, and -0.0)."""
-    if not _is_float(x.dtype):
-        return x < 0
-    return (x < 0) | ((x == 0) & ((1 / x) < 0))
+    """True where the sign bit is set: x < 0, -0.0 and -NaN (loom.signbit)."""
+    return _l.signbit(x)
 
 
 # ---- indexing ----------------------------------------------------------------------------

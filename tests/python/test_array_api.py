@@ -270,3 +270,27 @@ def test_dlpack_through_the_namespace(rng):
     x = xp.from_dlpack(a)
     assert x.data_ptr() == a.__array_interface__["data"][0]
     assert x.to_device("cpu").device == "cpu"
+
+
+def test_elementwise_math_is_the_primitives(rng):
+    # the namespace's math functions are loom's correctly rounded rows, special values included
+    x = np.concatenate([rng.normal(size=64) * 4, [0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan,
+                                                 1e-310, 0.5, 1.0, 1000.0, 1e22]])
+    a = xp.asarray(x, dtype=xp.float64)
+    for name in ("acosh", "asinh", "atanh", "log10", "signbit"):
+        got = np.asarray(getattr(xp, name)(a))
+        want = np.asarray(getattr(loom, name)(loom.tensor(x)))
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8), err_msg=name)
+    assert np.asarray(xp.signbit(xp.asarray([-np.nan, np.nan, -0.0]))).tolist() == [True, False,
+                                                                                    True]
+    assert np.asarray(xp.log10(xp.asarray([1000.0, 1e22]))).tolist() == [3.0, 22.0]
+    assert np.signbit(np.asarray(xp.asinh(xp.asarray([-0.0]))))[0]
+    assert np.isnan(np.asarray(xp.acosh(xp.asarray([0.5]))))[0]
+    b = np.concatenate([rng.normal(size=64) * 4, [0.0, -0.0, np.inf, np.nan, -3.0, 5.0]])
+    ta, tb = xp.asarray(x[:70], dtype=xp.float64), xp.asarray(b, dtype=xp.float64)
+    for name in ("copysign", "hypot", "logaddexp"):
+        got = np.asarray(getattr(xp, name)(ta, tb))
+        want = np.asarray(getattr(loom, name)(loom.tensor(x[:70]), loom.tensor(b)))
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8), err_msg=name)
+    with pytest.raises(TypeError, match="hypot"):
+        xp.hypot(xp.asarray([3]), xp.asarray([4]))
