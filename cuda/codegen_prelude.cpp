@@ -189,19 +189,32 @@ __device__ __forceinline__ float lm_gelu(float x) {
   }
   return lm_exp_tail(a, al, x);
 }
+__device__ __forceinline__ float lm_two_sumf(float a, float b, float* e) {
+  float s = __fadd_rn(a, b), bb = __fsub_rn(s, a);
+  *e = __fadd_rn(__fsub_rn(a, __fsub_rn(s, bb)), __fsub_rn(b, bb));
+  return s;
+}
+// The same pair arithmetic in float (a double form made the kernel compute-bound).
 __device__ __forceinline__ float lm_gelu_tanh(float x) {
   if (!(x == x)) return x;
-  if (isinf(x)) return x > 0 ? x : x - x;
-  // -|2u| log2(e) in double, split into 2^k 2^f: float's rounding of 2u would be scaled by |2u|
-  double xd = x;
-  double y = -fabs(2.3022081981443249 * (xd + 0.044715 * xd * xd * xd));
-  y = fmax(y, -400.0);
-  double k = rint(y);
-  float ef = exp2f((float)(y - k));
-  if (k < -120.0)  // 1 above 0; below, subnormal: one rounding, of x 2^f 2^k in double
-    return x >= 0 ? x : (float)((double)x * ef * exp2(k));
-  float e = ldexpf(ef, (int)k);
-  return x >= 0 ? x / (1.0f + e) : x * e / (1.0f + e);
+  if (x > 6.0f) return x;          // 1 - sigmoid(2u) < 2^-35
+  if (x < -14.0f) return x * 0.0f;  // below the smallest subnormal (and -inf: NaN)
+  float x2 = x * x, x2l = fmaf(x, x, -x2);
+  float x3 = x2 * x, x3l = fmaf(x2, x, -x3) + x2l * x;
+  float t = 0.0447149985f * x3;
+  float tl = fmaf(0.0447149985f, x3, -t) + (0.0447149985f * x3l + 1.54614443e-09f * x3);
+  float wl, w = lm_two_sumf(x, t, &wl);
+  wl += tl;
+  float a = 1.59576917f * w;
+  float al = fmaf(1.59576917f, w, -a) + (1.59576917f * wl - 4.53406805e-08f * w);
+  if (x >= 0) return x / (1.0f + expf(-a) * (1.0f - al));
+  if (a > -85.0f) {
+    float e = expf(a) * (1.0f + al);
+    return x * e / (1.0f + e);
+  }
+  float el, s = lm_two_sumf(a, 44.3614197f, &el);  // subnormal: scaled by 2^64, rounded once
+  el += al - 1.2189787e-07f;
+  return (x * (expf(s) * (1.0f + el))) * 0x1p-64f;
 }
 )"},
     {"softplus", "",  // torch's threshold: x itself above 20
