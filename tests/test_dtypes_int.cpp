@@ -137,7 +137,7 @@ void expect(const Tensor& t, const std::vector<T>& want, const std::string& what
       first = bad++ ? first : i;
   if (bad)
     FAIL_CHECK(bad << " of " << got.size() << " differ; first at " << first << ": got "
-                   << show(got[first]) << ", want " << show(want[first]));
+                   << show(T(got[first])) << ", want " << show(T(want[first])));
 }
 
 template <typename S, typename R, typename F>
@@ -411,6 +411,9 @@ void check_casts(uint64_t seed) {
     }
     expect(y, want, "from another dtype");
     if (from != DType::Bool) expect(y2, want, "from another dtype (after an op)");
+    // the cast's value as a later op of its kernel reads it: wrapped to S already
+    Tensor w = tensor<S>(want, {int64_t(want.size())});
+    expect(eq(cast(src, dt), w), std::vector<bool>(want.size(), true), "read after the cast");
   }
 }
 
