@@ -38,6 +38,7 @@ struct ListParse {
   Shape shape;
   bool leaf_seen = false;
   int category = 0;
+  bool u64 = false;  // an integer past int64's range: the tensor is uint64
   std::vector<double> f;
   std::vector<int64_t> i;
 };
@@ -78,6 +79,7 @@ void walk(nb::handle h, size_t depth, ListParse& p) {
                               .c_str());
   p.leaf_seen = true;
   p.category = std::max(p.category, s.category());
+  p.u64 |= s.u64;
   p.f.push_back(s.f);
   p.i.push_back(s.i);
 }
@@ -89,6 +91,9 @@ Tensor from_list(nb::handle data, std::optional<DType> dtype, Device dev) {
   Tensor t;
   if (p.category == 2) {
     t = tensor(p.f, p.shape, Options(DType::Float64, dev)).to(dtype.value_or(kDefaultFloat));
+  } else if (p.category == 1 && p.u64) {  // numpy's choice too; a negative value then wraps
+    std::vector<uint64_t> u(p.i.begin(), p.i.end());
+    t = tensor(u, p.shape, Options(DType::UInt64, dev)).to(dtype.value_or(DType::UInt64));
   } else if (p.category == 1) {
     t = tensor(p.i, p.shape, Options(DType::Int64, dev)).to(dtype.value_or(DType::Int64));
   } else {
@@ -116,15 +121,9 @@ Tensor from_array(nb::handle data, std::optional<DType> dtype, Device dev) {
     throw nb::type_error(
         (std::string("tensor: can't read an array from ") + Py_TYPE(data.ptr())->tp_name).c_str());
   DType dt;
-  if (!dtype_from_dlpack(a.dtype(), &dt)) {
-    // numpy integer types loom lacks (int16, uint16, uint32) widen losslessly.
-    auto widened = widen_dtype(a.dtype());
-    if (!widened)
-      throw nb::type_error(
-          ("tensor: unsupported element type " + dlpack_dtype_str(a.dtype())).c_str());
-    nb::object np = nb::module_::import_("numpy");
-    return from_array(np.attr("asarray")(data).attr("astype")(dtype_name(*widened)), dtype, dev);
-  }
+  if (!dtype_from_dlpack(a.dtype(), &dt))
+    throw nb::type_error(
+        ("tensor: unsupported element type " + dlpack_dtype_str(a.dtype())).c_str());
   LOOM_CHECK(a.device_type() == nb::device::cpu::value, Value,
              "tensor: only CPU arrays can be copied (use loom.from_dlpack)");
   Shape shape(a.ndim());
@@ -162,6 +161,11 @@ bool scalar_from_python(nb::handle h, Scalar* out, bool convert) {
   if (PyLong_Check(o)) {
     int overflow = 0;
     long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (overflow > 0) {  // past int64: a uint64 where it fits (its dtype's values)
+      unsigned long long u = PyLong_AsUnsignedLongLong(o);
+      if (PyErr_Occurred()) return PyErr_Clear(), false;
+      return *out = Scalar(uint64_t(u)), true;
+    }
     if (overflow || (v == -1 && PyErr_Occurred())) return PyErr_Clear(), false;
     return *out = Scalar(int64_t(v)), true;
   }
@@ -173,6 +177,11 @@ bool scalar_from_python(nb::handle h, Scalar* out, bool convert) {
     return *out = Scalar(b != 0), true;
   }
   int64_t i;
+  if (!std::strcmp(tn, "numpy.uint64")) {  // past int64 too
+    unsigned long long u = PyLong_AsUnsignedLongLong(nb::steal(PyNumber_Index(o)).ptr());
+    if (PyErr_Occurred()) return PyErr_Clear(), false;
+    return *out = Scalar(uint64_t(u)), true;
+  }
   if (PyIndex_Check(o)) return int_from_python(o, &i) ? (*out = Scalar(i), true) : false;
   double d = PyFloat_AsDouble(o);
   if (d == -1 && PyErr_Occurred()) return PyErr_Clear(), false;

@@ -23,6 +23,14 @@ inline nb::dlpack::dtype to_dlpack(DType t) {
       return mk(C::Int, 32);
     case DType::Int64:
       return mk(C::Int, 64);
+    case DType::Int16:
+      return mk(C::Int, 16);
+    case DType::UInt16:
+      return mk(C::UInt, 16);
+    case DType::UInt32:
+      return mk(C::UInt, 32);
+    case DType::UInt64:
+      return mk(C::UInt, 64);
     case DType::Float16:
       return mk(C::Float, 16);
     case DType::BFloat16:
@@ -42,16 +50,6 @@ inline bool dtype_from_dlpack(nb::dlpack::dtype d, DType* out) {
     if (e.code == d.code && e.bits == d.bits) return *out = DType(i), true;
   }
   return false;
-}
-
-// Integer types loom lacks, widened losslessly (int16, uint16 -> int32; uint32 -> int64).
-inline std::optional<DType> widen_dtype(nb::dlpack::dtype d) {
-  using C = nb::dlpack::dtype_code;
-  if (d.lanes != 1) return std::nullopt;
-  if (d.code == uint8_t(C::Int) && d.bits == 16) return DType::Int32;
-  if (d.code == uint8_t(C::UInt) && d.bits == 16) return DType::Int32;
-  if (d.code == uint8_t(C::UInt) && d.bits == 32) return DType::Int64;
-  return std::nullopt;
 }
 
 inline std::string dlpack_dtype_str(nb::dlpack::dtype d) {

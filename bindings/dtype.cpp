@@ -18,11 +18,9 @@ bool dtype_from_name(const char* s, DType* out) {
   if (!std::strcmp(s, "bool")) s = "bool_";
   for (int i = 0; i < kNumDTypes; ++i)
     if (!std::strcmp(s, dtype_attr(DType(i)))) return *out = DType(i), true;
-  static const std::pair<const char*, DType> alias[] = {{"float", DType::Float32},
-                                                        {"double", DType::Float64},
-                                                        {"half", DType::Float16},
-                                                        {"int", DType::Int32},
-                                                        {"long", DType::Int64}};
+  static const std::pair<const char*, DType> alias[] = {
+      {"float", DType::Float32}, {"double", DType::Float64}, {"half", DType::Float16},
+      {"int", DType::Int32},     {"short", DType::Int16},    {"long", DType::Int64}};
   for (auto& [n, t] : alias)
     if (!std::strcmp(s, n)) return *out = t, true;
   return false;
@@ -62,7 +60,7 @@ void init_dtype(nb::module_& m) {
               "is_floating_point", [](const PyDType& d) { return is_floating(d.t); },
               "True for float16, bfloat16, float32 and float64.")
           .def_prop_ro(
-              "is_signed", [](const PyDType& d) { return d.t != DType::UInt8 && !is_bool(d.t); },
+              "is_signed", [](const PyDType& d) { return !is_unsigned(d.t) && !is_bool(d.t); },
               "True for signed integer and floating types.")
           .def_prop_ro(
               "itemsize", [](const PyDType& d) { return itemsize(d.t); }, "Bytes per element.")
@@ -95,6 +93,7 @@ void init_dtype(nb::module_& m) {
   m.attr("double") = m.attr("float64");
   m.attr("half") = m.attr("float16");
   m.attr("long") = m.attr("int64");
+  m.attr("short") = m.attr("int16");
 
   auto dev =
       nb::class_<PyDevice>(m, "device", "A device: loom.device('cpu'), loom.device('cuda:0').")

@@ -30,6 +30,7 @@ nb::object tolist(const Tensor& t) {
   int64_t pos = 0;
   if (is_bool(t.dtype())) return nested(t.to_vector<bool>(), t.shape(), 0, pos);
   if (is_floating(t.dtype())) return nested(t.to_vector<double>(), t.shape(), 0, pos);
+  if (t.dtype() == DType::UInt64) return nested(t.to_vector<uint64_t>(), t.shape(), 0, pos);
   return nested(t.to_vector<int64_t>(), t.shape(), 0, pos);
 }
 
@@ -91,6 +92,8 @@ nb::object item_object(const Tensor& t) {
              " elements cannot be converted to a Python scalar (shape ", shape_str(t.shape()), ")");
   if (is_bool(t.dtype())) return nb::bool_(t.item<bool>());
   if (is_floating(t.dtype())) return nb::float_(t.item<double>());
+  if (t.dtype() == DType::UInt64)
+    return nb::steal<nb::int_>(PyLong_FromUnsignedLongLong(t.item<uint64_t>()));
   return nb::int_(t.item<int64_t>());
 }
 
@@ -248,7 +251,8 @@ void init_tensor(nb::module_& m) {
   static const std::pair<const char*, DType> casts[] = {
       {"float", DType::Float32},     {"double", DType::Float64}, {"half", DType::Float16},
       {"bfloat16", DType::BFloat16}, {"int", DType::Int32},      {"long", DType::Int64},
-      {"bool", DType::Bool},         {"byte", DType::UInt8},     {"char", DType::Int8}};
+      {"bool", DType::Bool},         {"byte", DType::UInt8},     {"char", DType::Int8},
+      {"short", DType::Int16}};
   for (auto& [name, dt] : casts) {
     DType t = dt;
     c.def(
@@ -287,16 +291,21 @@ void init_tensor(nb::module_& m) {
           "__float__", [](const Tensor& t) { return t.item<double>(); },
           "The one element as a float (a sync point).")
       .def(
-          "__int__", [](const Tensor& t) { return t.item<int64_t>(); },
+          "__int__",
+          [](const Tensor& t) -> nb::object {
+            if (t.dtype() == DType::UInt64) return item_object(t);  // past int64 too
+            return nb::int_(t.item<int64_t>());
+          },
           "The one element as an int, truncated (a sync point).")
       .def(
           "__index__",
-          [](const Tensor& t) {
+          [](const Tensor& t) -> nb::object {
             LOOM_CHECK(!is_floating(t.dtype()), Type,
                        "only integer tensors of a single element "
                        "can be converted to an index, got ",
                        dtype_name(t.dtype()));
-            return t.item<int64_t>();
+            if (t.dtype() == DType::UInt64) return item_object(t);
+            return nb::int_(t.item<int64_t>());
           },
           "The one element of an integer tensor as an index.")
       .def(

@@ -1,5 +1,5 @@
 #pragma once
-// Compute types of the CPU interpreter: every dtype is computed in one of five, its
+// Compute types of the CPU interpreter: every dtype is computed in one of six, its
 // compute_dtype (tensor/dtype.h).
 #include <cstddef>
 #include <cstdint>
@@ -25,13 +25,22 @@ inline CT ct_of(DType t) {
     LOOM_CPU_CTYPES(LOOM_X)
 #undef LOOM_X
     default:
-      return CT::I32;  // not reached: the compute dtypes are the five above
+      return CT::I32;  // not reached: the compute dtypes are the six above
   }
 }
 
 inline bool is_float(CT c) { return c == CT::F32 || c == CT::F64; }
 // Bytes of one value.
-inline size_t ct_width(CT c) { return c == CT::F64 || c == CT::I64 ? 8 : c == CT::B8 ? 1 : 4; }
+inline size_t ct_width(CT c) {
+  switch (c) {
+#define LOOM_X(ct, type, dtype) \
+  case CT::ct:                  \
+    return sizeof(type);
+    LOOM_CPU_CTYPES(LOOM_X)
+#undef LOOM_X
+  }
+  return 4;
+}
 
 // Calls f(T{}) with the C++ type of compute type `ct`.
 template <typename F>

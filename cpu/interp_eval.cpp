@@ -16,8 +16,8 @@ namespace {
 
 // One pointwise op over `n` elements (Full tile or Row values).
 // nt: `out` is a streamed output's memory (stream_out); only pair_unary_f32 gets it.
-void apply(const Job& job, const GNode& n, CT out_ct, const Operand* a, void* out, int64_t len,
-           bool nt = false) {
+void apply_op(const Job& job, const GNode& n, CT out_ct, const Operand* a, void* out, int64_t len,
+              bool nt) {
   const Program& p = job.p;
   Op op = n.op;
   const int id = int(&n - p.nodes.data());
@@ -103,6 +103,17 @@ void apply(const Job& job, const GNode& n, CT out_ct, const Operand* a, void* ou
     });
     return;
   }
+}
+
+// apply_op, then a narrow integer's values wrapped to its type (cpu/math.h wrap_run), as its
+// store would wrap them: an int8 100 + 100 is -56 to a later op of the same kernel too. Cast
+// and Copy wrap as they convert; Where picks values already of the type (a Const is not
+// applied: eval_row fills it with the scalar as it is).
+void apply(const Job& job, const GNode& n, CT out_ct, const Operand* a, void* out, int64_t len,
+           bool nt = false) {
+  apply_op(job, n, out_ct, a, out, len, nt);
+  if (is_narrow_int(n.dtype) && n.op != Op::Cast && n.op != Op::Copy && n.op != Op::Where)
+    wrap_run(out_ct, n.dtype, out, len);
 }
 
 void index_values(const Job& job, const GNode& n, const int64_t* idx, void* out, int64_t len) {

@@ -116,31 +116,39 @@ void select(const uint8_t* c, int sc, const T* a, int sa, const T* b, int sb, T*
 
 namespace {
 
+// A float as integer dtype `to` (compute type To). C++ leaves out-of-range conversions
+// undefined; loom's: NaN is 0; signed types saturate at their compute type's range, then wrap
+// (int8, int16 inside int32's); unsigned ones wrap like torch's uint8 cast (through int64,
+// clamped to +-9.2e18: -1.0 is the type's max), and uint64 saturates from 2^64.
+template <typename To, typename From>
+inline To float_to_int(From v, DType to) {
+  if (!(v == v)) return 0;
+  if (is_unsigned(to)) {
+    if constexpr (std::is_unsigned_v<To>)
+      if (v >= From(9223372036854775808.0))
+        return v >= From(18446744073709551616.0) ? std::numeric_limits<To>::max() : To(v);
+    return wrap_int(To(int64_t(std::fmax(std::fmin(v, From(9.2e18)), From(-9.2e18)))), to);
+  }
+  if (v >= From(std::numeric_limits<To>::max()))
+    return wrap_int(std::numeric_limits<To>::max(), to);
+  if (v <= From(std::numeric_limits<To>::min()))
+    return wrap_int(std::numeric_limits<To>::min(), to);
+  return wrap_int(To(v), to);
+}
+
 template <typename To, typename From>
 inline To convert(From v, DType to) {
   if constexpr (std::is_same_v<To, uint8_t>) {
     return uint8_t(v != From(0));
   } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
-    // Out-of-range float -> int is undefined in C++; saturate, NaN to 0.
-    if (!(v == v)) return 0;
-    if (to == DType::UInt8) {  // wraps like torch's uint8 cast of in-range values
-      return To(uint8_t(int64_t(std::fmax(std::fmin(v, From(9.2e18)), From(-9.2e18)))));
-    }
-    if (v >= From(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
-    if (v <= From(std::numeric_limits<To>::min())) return std::numeric_limits<To>::min();
-    To r = To(v);
-    if (to == DType::Int8) r = To(int8_t(r));
-    return r;
+    return float_to_int<To>(v, to);
   } else {
     To r = To(v);
     if constexpr (std::is_same_v<To, float>) {
       if (to == DType::Float16) r = f16_to_f32(f32_to_f16(r));
       if (to == DType::BFloat16) r = bf16_to_f32(f32_to_bf16(r));
     }
-    if constexpr (std::is_integral_v<To>) {
-      if (to == DType::Int8) r = To(int8_t(r));
-      if (to == DType::UInt8) r = To(uint8_t(r));
-    }
+    if constexpr (std::is_integral_v<To>) r = wrap_int(r, to);
     return r;
   }
 }
@@ -162,6 +170,24 @@ void cast(CT from, const void* a, int sa, DType to, void* out, int64_t n) {
       T* dst = static_cast<T*>(out);
       for (int64_t i = 0; i < n; ++i) dst[i] = convert<T, F>(src[i * sa], to);
     });
+  });
+}
+
+void wrap_run(CT ct, DType dt, void* out, int64_t n) {
+  dispatch_ct(ct, [&](auto t) {
+    using T = decltype(t);
+    if constexpr (std::is_integral_v<T>) {
+      T* o = static_cast<T*>(out);
+      switch (dt) {  // the dtype chosen once, so each loop vectorizes
+#define LOOM_X(name, text, storage, ...)                                         \
+  case DType::name:                                                              \
+    if constexpr (std::is_integral_v<storage> && !std::is_same_v<storage, bool>) \
+      for (int64_t i = 0; i < n; ++i) o[i] = T(storage(o[i]));                   \
+    return;
+        LOOM_DTYPES(LOOM_X)
+#undef LOOM_X
+      }
+    }
   });
 }
 

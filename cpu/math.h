@@ -23,6 +23,9 @@ void select(const uint8_t* c, int sc, const T* a, int sa, const T* b, int sb, T*
 // out (compute type of `to`) = a (compute type `from`); rounds to float16/bfloat16 when
 // `to` is one of them, since a cast must give the value the narrow type can hold.
 void cast(CT from, const void* a, int sa, DType to, void* out, int64_t n);
+// out[j] (compute type `ct`) wrapped to narrow integer dtype `dt`'s own type (tensor/convert.h
+// wrap_int), for j < n.
+void wrap_run(CT ct, DType dt, void* out, int64_t n);
 // uniform [0,1) (or normal) floats for counters idx[j] + offset under key `seed`.
 void philox_uniform(const int64_t* idx, uint64_t seed, uint64_t offset, float* out, int64_t n);
 void philox_normal(const int64_t* idx, uint64_t seed, uint64_t offset, float* out, int64_t n);

@@ -239,6 +239,8 @@ void run_matmul(const Group& g) {
 #endif
     case CT::I64:
       return matmul_eigen<int64_t>(n, out);
+    case CT::U64:
+      return matmul_eigen<uint64_t>(n, out);
     default:
       return matmul_eigen<int32_t>(n, out);
   }

@@ -551,6 +551,28 @@ void binary_bool(Op op, const T* a, int sa, const T* b, int sb, uint8_t* out, in
 
 namespace {
 
+// The integer accumulator of an extreme (Max, Min, ArgMax, ArgMin) for value v: v itself, but
+// a uint64 with its top bit flipped, so that int64 order (combine()'s compares) is uint64 order
+// and the identities Lowest and Highest (int64's limits) are 0 and 2^64 - 1.
+template <typename T>
+inline int64_t order_key(T v) {
+  if constexpr (std::is_same_v<T, uint64_t>)
+    return int64_t(v ^ (uint64_t(1) << 63));
+  else
+    return int64_t(v);
+}
+// The value of key k as T: a key outside T's range is an identity (int64's limits), which
+// stands for T's own limits (an int32 column min started from int32(INT64_MAX), that is -1).
+template <typename T>
+inline T from_key(int64_t k) {
+  if constexpr (std::is_same_v<T, uint64_t>)
+    return uint64_t(k) ^ (uint64_t(1) << 63);
+  else if constexpr (std::is_integral_v<T> && sizeof(T) < 8)
+    return T(std::clamp<int64_t>(k, std::numeric_limits<T>::min(), std::numeric_limits<T>::max()));
+  else
+    return T(k);
+}
+
 // Is `v` a better arg{max,min} candidate than the current best (NaN beats everything)?
 template <typename T>
 bool better(Op op, T v, T best, bool have) {
@@ -581,13 +603,13 @@ void fold_run(Op op, CT out, const T* x, int64_t n, int64_t col0, Acc& a) {
       if constexpr (std::is_floating_point_v<T>)
         a.f += lanes<T, false>(x, n);
       else
-        for (int64_t j = 0; j < n; ++j) a.i += int64_t(x[j]);
+        for (int64_t j = 0; j < n; ++j) a.i = int64_t(uint64_t(a.i) + uint64_t(x[j]));  // wraps
       break;
     case Op::Prod:
       if constexpr (std::is_floating_point_v<T>)
         a.f *= lanes<T, true>(x, n);
       else
-        for (int64_t j = 0; j < n; ++j) a.i *= int64_t(x[j]);
+        for (int64_t j = 0; j < n; ++j) a.i = int64_t(uint64_t(a.i) * uint64_t(x[j]));
       break;
     case Op::Max:
     case Op::Min: {
@@ -598,8 +620,7 @@ void fold_run(Op op, CT out, const T* x, int64_t n, int64_t col0, Acc& a) {
             a, mx ? double(lanes_extreme<T, true>(x, n)) : double(lanes_extreme<T, false>(x, n)),
             mx);
       } else {
-        int64_t m =
-            mx ? int64_t(lanes_extreme<T, true>(x, n)) : int64_t(lanes_extreme<T, false>(x, n));
+        int64_t m = order_key(mx ? lanes_extreme<T, true>(x, n) : lanes_extreme<T, false>(x, n));
         if (mx ? m > a.i : m < a.i) a.i = m;
       }
       break;
@@ -607,7 +628,7 @@ void fold_run(Op op, CT out, const T* x, int64_t n, int64_t col0, Acc& a) {
     case Op::ArgMax:
     case Op::ArgMin: {
       bool have = a.idx >= 0;
-      T best = have ? (std::is_floating_point_v<T> ? T(a.f) : T(a.i)) : T(0);
+      T best = have ? (std::is_floating_point_v<T> ? T(a.f) : from_key<T>(a.i)) : T(0);
       int64_t bi = a.idx;
       for (int64_t j = 0; j < n; ++j)
         if (better(op, x[j], best, have)) best = x[j], bi = col0 + j, have = true;
@@ -616,7 +637,7 @@ void fold_run(Op op, CT out, const T* x, int64_t n, int64_t col0, Acc& a) {
         if constexpr (std::is_floating_point_v<T>)
           a.f = double(best);
         else
-          a.i = int64_t(best);
+          a.i = order_key(best);
       }
       break;
     }
@@ -722,12 +743,13 @@ void fold_cols_t(Op op, const T* __restrict x, int64_t rows, int64_t n, int64_t 
     else
       iv[i] = v;
   };
-  auto gett = [&](int64_t i) { return fl ? T(f[i]) : T(iv[i]); };
+  // extremes: as order keys (order_key above)
+  auto gett = [&](int64_t i) { return fl ? T(f[i]) : from_key<T>(iv[i]); };
   auto putt = [&](int64_t i, T v) {
     if constexpr (fl)
       f[i] = double(v);
     else
-      iv[i] = int64_t(v);
+      iv[i] = order_key(v);
   };
   switch (op) {
     case Op::Sum:
@@ -788,8 +810,12 @@ T acc_value(ReduceKind k, const Acc& a) {
       return T(a.idx < 0 ? 0 : a.idx);
     case ReduceKind::Bool:
       return T(a.i != 0);
+    case ReduceKind::Keep:  // an extreme: its order key
+      if constexpr (std::is_floating_point_v<T>)
+        return T(a.f);
+      else
+        return from_key<T>(a.i);
     case ReduceKind::Sum:
-    case ReduceKind::Keep:
       break;
   }
   if constexpr (std::is_floating_point_v<T>)

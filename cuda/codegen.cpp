@@ -189,10 +189,13 @@ const char* Emitter::ctype(DType t) {
     case DType::Float64:
       return "double";
     case DType::Int64:
+    case DType::UInt32:  // computed in int64 (tensor/dtype.h)
       return "long long";
+    case DType::UInt64:
+      return "unsigned long long";
     case DType::Bool:
       return "unsigned char";
-    default:
+    default:  // int32, and the narrower integers it computes
       return "int";
   }
 }
@@ -204,10 +207,18 @@ const char* Emitter::storage_type(DType t) {
       return "unsigned char";
     case DType::Int8:
       return "signed char";
+    case DType::Int16:
+      return "short";
+    case DType::UInt16:
+      return "unsigned short";
     case DType::Int32:
       return "int";
+    case DType::UInt32:
+      return "unsigned int";
     case DType::Int64:
       return "long long";
+    case DType::UInt64:
+      return "unsigned long long";
     case DType::Float16:
     case DType::BFloat16:
       return "unsigned short";
@@ -231,7 +242,10 @@ std::string Emitter::load(DType t, const std::string& raw) {
       return "(unsigned char)(" + raw + " != 0)";
     case DType::UInt8:
     case DType::Int8:
-      return "(int)" + raw;
+    case DType::Int16:
+    case DType::UInt16:
+    case DType::UInt32:
+      return "(" + std::string(ctype(t)) + ")" + raw;  // widened to the compute type
     default:
       return raw;
   }
@@ -248,9 +262,11 @@ std::string Emitter::store(DType t, const std::string& v) {
     case DType::Bool:
       return "(unsigned char)(" + v + " != 0)";
     case DType::UInt8:
-      return "(unsigned char)" + v;
     case DType::Int8:
-      return "(signed char)" + v;
+    case DType::Int16:
+    case DType::UInt16:
+    case DType::UInt32:
+      return "(" + std::string(storage_type(t)) + ")" + v;  // truncates
     default:
       return v;
   }
@@ -316,6 +332,8 @@ Acc Emitter::acc(int r) const {
     a.type = wide ? "double" : "float";
   } else if (it == "double") {
     a.type = "double";
+  } else if (it == "unsigned long long") {
+    a.type = it;  // uint64: its extremes compare unsigned
   } else {
     a.type = "long long";
   }

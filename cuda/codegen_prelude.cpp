@@ -55,30 +55,35 @@ const Snippet kSnippets[] = {
     {"min", "",
      "template <class T>\n__device__ __forceinline__ T lm_min(T a, T b) {\n"
      "  if (a != a) return a;\n  if (b != b) return b;\n  return a < b ? a : b;\n}\n"},
-    {"ifdiv", "",  // python floor division; integer division by zero gives 0
+    // v < 0, false for uint64 without a compare (NVRTC warns of a pointless one, #186-D).
+    {"lt0", "",
+     "template <class T>\n__device__ __forceinline__ bool lm_lt0(T v) { return v < (T)0; }\n"
+     "__device__ __forceinline__ bool lm_lt0(unsigned long long) { return false; }\n"},
+    {"ifdiv", "lt0",  // python floor division; integer division by zero gives 0
      "template <class T>\n__device__ __forceinline__ T lm_fdiv(T a, T b) {\n"
      "  if (b == 0) return 0;\n  T q = a / b;\n"
-     "  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;\n  return q;\n}\n"},
-    {"imod", "",
+     "  if ((a % b != 0) && (lm_lt0(a) != lm_lt0(b))) --q;\n  return q;\n}\n"},
+    {"imod", "lt0",
      "template <class T>\n__device__ __forceinline__ T lm_imod(T a, T b) {\n"
      "  if (b == 0) return 0;\n  T r = a % b;\n"
-     "  if (r != 0 && ((r < 0) != (b < 0))) r += b;\n  return r;\n}\n"},
+     "  if (r != 0 && (lm_lt0(r) != lm_lt0(b))) r += b;\n  return r;\n}\n"},
     {"fmodf", "",
      "__device__ __forceinline__ float lm_fmodf(float a, float b) {\n"
      "  float r = fmodf(a, b);\n  if (r != 0 && ((r < 0) != (b < 0))) r += b;\n  return r;\n}\n"},
     {"fmodd", "",
      "__device__ __forceinline__ double lm_fmodd(double a, double b) {\n"
      "  double r = fmod(a, b);\n  if (r != 0 && ((r < 0) != (b < 0))) r += b;\n  return r;\n}\n"},
-    {"ifmod", "",  // C's integer %: the dividend's sign; a zero divisor gives 0 (as the CPU)
+    {"ifmod", "lt0",  // C's integer %: the dividend's sign; a zero divisor gives 0 (as the CPU)
      "template <class T>\n__device__ __forceinline__ T lm_ifmod(T a, T b) {\n"
-     "  if (b == 0 || (b == (T)-1)) return 0;\n  return a % b;\n}\n"},
-    {"shl", "",  // torch: a count < 0 or >= the width gives 0
+     "  if (b == 0 || (lm_lt0((T)-1) && b == (T)-1)) return 0;\n  return a % b;\n}\n"},
+    {"shl", "lt0",  // torch: a count < 0 or >= the width gives 0
      "template <class T>\n__device__ __forceinline__ T lm_shl(T a, T b) {\n"
-     "  if (b < 0 || b >= (T)(sizeof(T) * 8)) return 0;\n"
+     "  if (lm_lt0(b) || b >= (T)(sizeof(T) * 8)) return 0;\n"
      "  return (T)((unsigned long long)a << b);\n}\n"},
-    {"shr", "",  // torch: such a count fills with the sign bit
+    {"shr", "lt0",  // torch: such a count fills with the sign bit (0 for uint64: logical shifts)
      "template <class T>\n__device__ __forceinline__ T lm_shr(T a, T b) {\n"
-     "  if (b < 0 || b >= (T)(sizeof(T) * 8 - 1)) return a < 0 ? (T)-1 : (T)0;\n"
+     "  if (lm_lt0(b) || b >= (T)(sizeof(T) * 8 - (lm_lt0((T)-1) ? 1 : 0)))\n"
+     "    return lm_lt0(a) ? (T)-1 : (T)0;\n"
      "  return a >> b;\n}\n"},
     {"logaddexp", "",
      "template <class T>\n__device__ __forceinline__ T lm_logaddexp(T a, T b) {\n"
@@ -270,20 +275,26 @@ __device__ double lm_digamma(double x) {
   return acc + (up + lm_digamma_12(xf));
 }
 )"},
-    {"ipow", "",
+    {"ipow", "lt0",
      "template <class T>\n__device__ __forceinline__ T lm_ipow(T a, T e) {\n"
-     "  if (e < 0) return a == 1 ? (T)1 : a == -1 ? (T)((e & 1) ? -1 : 1) : (T)0;\n"
+     "  if (lm_lt0(e)) return a == (T)1 ? (T)1 : a == (T)-1 ? (T)((e & 1) ? -1 : 1) : (T)0;\n"
      "  T r = 1;\n  while (e) {\n    if (e & 1) r = (T)(r * a);\n    a = (T)(a * a);\n"
      "    e >>= 1;\n  }\n  return r;\n}\n"},
-    {"f2i", "",  // float -> int saturates, NaN -> 0 (int8 wraps inside the int32 range)
+    {"f2i", "",  // float -> int saturates, NaN -> 0 (int8, int16 then wrap inside int32's range)
      "template <class To, class F>\n"
-     "__device__ __forceinline__ To lm_f2i(F v, To lo, To hi, int wrap8) {\n"
+     "__device__ __forceinline__ To lm_f2i(F v, To lo, To hi) {\n"
      "  if (!(v == v)) return 0;\n  if (v >= (F)hi) return hi;\n  if (v <= (F)lo) return lo;\n"
-     "  To r = (To)v;\n  return wrap8 ? (To)(signed char)r : r;\n}\n"},
-    {"f2u8", "",
-     "template <class F>\n__device__ __forceinline__ int lm_f2u8(F v) {\n"
+     "  return (To)v;\n}\n"},
+    {"f2u", "",  // float -> uint8, uint16, uint32: through int64 (clamped), then wrapped
+     "template <class F>\n__device__ __forceinline__ long long lm_f2u(F v) {\n"
      "  if (!(v == v)) return 0;\n  F c = v < (F)9.2e18 ? v : (F)9.2e18;\n"
-     "  c = c > (F)-9.2e18 ? c : (F)-9.2e18;\n  return (int)(unsigned char)(long long)c;\n}\n"},
+     "  c = c > (F)-9.2e18 ? c : (F)-9.2e18;\n  return (long long)c;\n}\n"},
+    {"f2u64", "f2u",  // float -> uint64: saturates from 2^64; below 2^63 as lm_f2u
+     "template <class F>\n__device__ __forceinline__ unsigned long long lm_f2u64(F v) {\n"
+     "  if (v >= (F)9223372036854775808.0)\n"
+     "    return v >= (F)18446744073709551616.0 ? 18446744073709551615ull : "
+     "(unsigned long long)v;\n"
+     "  return (unsigned long long)lm_f2u(v);\n}\n"},
     {"philox", "",  // Philox-4x32-10, as fusion/philox.h
      "__device__ __forceinline__ void lm_philox(unsigned long long ctr, unsigned long long key,\n"
      "                                          unsigned& r0, unsigned& r1) {\n"

@@ -19,7 +19,7 @@ struct Expr {
       : e(e_), n(e_.g.nodes[id]), args(args_) {
     T = e.ntype(id);
     if (n.a >= 0) IT = Emitter::ctype(e.g.nodes[n.a].dtype);
-    fp = is_fp(IT), dbl = IT == "double";
+    fp = is_fp(IT), dbl = IT == "double", uns = IT == "unsigned long long";
     if (!args.empty()) x = args[0];
     if (args.size() > 1) y = args[1];
     X = fp || !is_fp(T) ? x : "(" + T + ")" + x;  // FloatOut on a stray int
@@ -31,6 +31,7 @@ struct Expr {
   const std::vector<std::string>& args;
   std::string T, IT, x, y, X, one, half;
   bool fp = false, dbl = false;  // IT is float or double; IT is double
+  bool uns = false;              // IT is uint64's: no value is below 0
 
   std::string lit(double v) const {
     std::ostringstream os;
@@ -76,17 +77,27 @@ using S = std::string;
 // simple ops' time, and sin/cos/tan with their slow path's argument reduction many more.
 constexpr int kSimple = 1, kLibm = 6, kTrig = 40;
 
+// v, of the compute type of narrow integer dtype `to`, wrapped to `to`'s own type (the CPU's
+// wrap_int, tensor/convert.h); other dtypes: v itself.
+S wrap_narrow(DType to, const S& v) {
+  if (!is_narrow_int(to)) return v;
+  return "(" + S(Emitter::ctype(to)) + ")(" + Emitter::storage_type(to) + ")(" + v + ")";
+}
+
+// As the CPU's cast (cpu/math.cpp float_to_int): a float into a signed integer saturates at its
+// compute type's range, then wraps; into an unsigned one it wraps through int64 (uint64
+// saturates from 2^64).
 S cast_expr(const Expr& c) {
   const DType to = c.n.dtype;
   const S& x = c.x;
   if (to == DType::Bool) return "(unsigned char)(" + x + " != 0)";
   if (is_integral(to) && c.fp) {
-    if (to == DType::UInt8) return c.helper("f2u8", "lm_f2u8(" + x + ")");
+    if (to == DType::UInt64) return c.helper("f2u64", "lm_f2u64(" + x + ")");
+    if (is_unsigned(to)) return wrap_narrow(to, c.helper("f2u", "lm_f2u(" + x + ")"));
     c.e.need("f2i");
     if (to == DType::Int64)
-      return "lm_f2i<long long>(" + x + ", (-9223372036854775807ll - 1), 9223372036854775807ll, 0)";
-    return "lm_f2i<int>(" + x + ", (-2147483647 - 1), 2147483647, " +
-           (to == DType::Int8 ? "1" : "0") + ")";
+      return "lm_f2i<long long>(" + x + ", (-9223372036854775807ll - 1), 9223372036854775807ll)";
+    return wrap_narrow(to, "lm_f2i<int>(" + x + ", (-2147483647 - 1), 2147483647)");
   }
   // A narrow load already holds a value of its type: copying it needs no rounding.
   const GNode& a = c.e.g.nodes[c.n.a];
@@ -94,9 +105,7 @@ S cast_expr(const Expr& c) {
   S r = c.IT == c.T ? x : "(" + c.T + ")" + x;
   if (to == DType::Float16) r = c.helper("rh", "lm_rh(" + r + ")");
   if (to == DType::BFloat16) r = c.helper("rb", "lm_rb(" + r + ")");
-  if (to == DType::Int8) r = "(int)(signed char)" + r;
-  if (to == DType::UInt8) r = "(int)(unsigned char)" + r;
-  return r;
+  return wrap_narrow(to, r);
 }
 
 S random_expr(const Expr& c, const char* helper) {
@@ -114,14 +123,15 @@ CudaPrim lowering(Op op) {
       return {kSimple, 1, [](const Expr& c) { return "(" + c.T + ")(-" + c.x + ")"; }};
     case Op::Abs:
       return {kSimple, 0, [](const Expr& c) -> S {
-                if (c.IT == "unsigned char") return c.x;  // bool: >= 0
-                if (c.fp) return c.call("fabs", c.x);     // abs(-0.0) is +0.0
+                if (c.IT == "unsigned char" || c.uns) return c.x;  // bool, uint64: >= 0
+                if (c.fp) return c.call("fabs", c.x);              // abs(-0.0) is +0.0
                 return "(" + c.x + " < 0 ? (" + c.T + ")(-" + c.x + ") : " + c.x + ")";
               }};
     case Op::Sign:
       return {kSimple, 0, [](const Expr& c) -> S {
                 const S& x = c.x;
                 if (c.IT == "unsigned char") return "(unsigned char)(" + x + " != 0)";
+                if (c.uns) return "(" + c.T + ")(" + x + " != 0)";
                 S s = "(" + c.T + ")((" + x + " > 0) - (" + x + " < 0))";
                 return c.fp ? "(" + x + " != " + x + " ? " + x + " : " + s + ")" : s;
               }};
@@ -251,7 +261,7 @@ CudaPrim lowering(Op op) {
     case Op::Signbit:
       return {kSimple, 0, [](const Expr& c) -> S {
                 if (c.fp) return "(unsigned char)(signbit(" + c.x + ") != 0)";
-                if (c.IT == "unsigned char") return "(unsigned char)0";
+                if (c.IT == "unsigned char" || c.uns) return "(unsigned char)0";
                 return "(unsigned char)(" + c.x + " < 0)";
               }};
 
@@ -417,7 +427,12 @@ std::string element_expr(Emitter& e, int id, const std::vector<std::string>& arg
   if (!p.expr)
     throw Error(ErrorKind::Runtime,
                 std::string("cuda codegen: no lowering for op ") + op_name(n.op));
-  return p.expr(Expr(e, id, args));
+  S v = p.expr(Expr(e, id, args));
+  // A narrow integer's value wraps to its type after each op, as its store would (the CPU's
+  // wrap_run); Cast and Copy wrap as they convert, Where picks values of the type, and a
+  // Const is used as the scalar is (the CPU's Const rows are not wrapped either).
+  if (n.op == Op::Cast || n.op == Op::Copy || n.op == Op::Where || n.op == Op::Const) return v;
+  return wrap_narrow(n.dtype, v);
 }
 
 std::string acc_identity(Identity id, const std::string& acc) {
@@ -434,6 +449,7 @@ std::string acc_identity(Identity id, const std::string& acc) {
       if (acc == "double")
         return lo ? "__longlong_as_double(-4503599627370496ll)"
                   : "__longlong_as_double(0x7ff0000000000000ll)";
+      if (acc == "unsigned long long") return lo ? "0ull" : "18446744073709551615ull";
       return lo ? "(-9223372036854775807ll - 1)" : "9223372036854775807ll";
     case Identity::None:
       break;

@@ -65,6 +65,17 @@ BinaryTypes binary_types(Op op, const char* name, const Shape& sa, DType da, con
   return {ct, rt};
 }
 
+// result_type(a, b) for op `name`: a promotion with no result (uint64 with a signed integer)
+// raises naming the op and the shapes too.
+DType op_result_type(const char* name, const Tensor& a, const Tensor& b) {
+  try {
+    return result_type(a, b);
+  } catch (const Error& e) {
+    throw Error(e.kind(), std::string(name) + ": " + e.what() + " (shapes " + shape_str(a.shape()) +
+                              " and " + shape_str(b.shape()) + ")");
+  }
+}
+
 Tensor binary_op(Op op, const char* name, const Tensor& a, const Tensor& b, DType pt) {
   RuntimeLock lock;  // the records of this op: inner holds are a thread-local count
   check_same_device(name, a, b);
@@ -90,6 +101,10 @@ Tensor scalar_op(Op op, const char* name, const Tensor& a, Scalar s, DType t, bo
   else
     bt = scalar_first ? binary_types(op, name, kRank0, t, a.shape(), a.dtype(), t, nullptr)
                       : binary_types(op, name, a.shape(), a.dtype(), kRank0, t, t, nullptr);
+  // A Python int past int64's range (2^63 to 2^64) is a uint64's value only.
+  LOOM_CHECK(!s.u64 || bt.ct == DType::UInt64 || is_floating(bt.ct), Value, name, ": the scalar ",
+             uint64_t(s.i), " is out of range for ", dtype_name(bt.ct), " (tensor of shape ",
+             shape_str(a.shape()), ")");
   if (bt.ct != t) {  // the scalar is cast first (integer true division): the general path
     Tensor c = const_tensor(s, t, a.device());
     return scalar_first ? binary_op(op, name, c, a, t) : binary_op(op, name, a, c, t);
@@ -133,18 +148,18 @@ Tensor cast(const Tensor& x, DType t) {
 LOOM_UNARY_OPS(LOOM_X)
 #undef LOOM_X
 
-#define LOOM_X(name, api, kind)                                \
-  Tensor api(const Tensor& a, const Tensor& b) {               \
-    return binary_op(Op::name, #api, a, b, result_type(a, b)); \
-  }                                                            \
-  Tensor api(const Tensor& a, Scalar b) {                      \
-    DType t = result_type(a, b);                               \
-    check_scalar_rhs(Op::name, #api, a, b, t);                 \
-    return scalar_op(Op::name, #api, a, b, t, false);          \
-  }                                                            \
-  Tensor api(Scalar a, const Tensor& b) {                      \
-    DType t = result_type(b, a);                               \
-    return scalar_op(Op::name, #api, b, a, t, true);           \
+#define LOOM_X(name, api, kind)                                         \
+  Tensor api(const Tensor& a, const Tensor& b) {                        \
+    return binary_op(Op::name, #api, a, b, op_result_type(#api, a, b)); \
+  }                                                                     \
+  Tensor api(const Tensor& a, Scalar b) {                               \
+    DType t = result_type(a, b);                                        \
+    check_scalar_rhs(Op::name, #api, a, b, t);                          \
+    return scalar_op(Op::name, #api, a, b, t, false);                   \
+  }                                                                     \
+  Tensor api(Scalar a, const Tensor& b) {                               \
+    DType t = result_type(b, a);                                        \
+    return scalar_op(Op::name, #api, b, a, t, true);                    \
   }
 LOOM_BINARY_OPS(LOOM_X)
 #undef LOOM_X
@@ -172,7 +187,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
              dtype_name(cond.dtype()), " of shape ", shape_str(cond.shape()));
   Shape out =
       broadcast_shapes("where", broadcast_shapes("where", cond.shape(), a.shape()), b.shape());
-  DType t = result_type(a, b);
+  DType t = op_result_type("where", a, b);
   auto n = new_node(Op::Where, t, out, a.device());
   n->in.push_back(as_input(expand_to(cond, out)));
   n->in.push_back(as_input(expand_to(cast(a, t), out)));

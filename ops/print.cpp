@@ -8,14 +8,12 @@
 namespace loom {
 namespace {
 
+// One float as torch prints it, by the tensor's format (sci, ints: every value is whole).
 struct Fmt {
-  bool is_float, sci = false, ints = false;
-  int width = 1;
+  bool sci = false, ints = false;
   std::string one(double v) const {
     std::ostringstream os;
-    if (!is_float) {
-      os << int64_t(v);
-    } else if (std::isnan(v)) {
+    if (std::isnan(v)) {
       os << "nan";
     } else if (std::isinf(v)) {
       os << (v > 0 ? "inf" : "-inf");
@@ -30,10 +28,50 @@ struct Fmt {
   }
 };
 
-void emit(std::ostringstream& os, const std::vector<double>& v, const Shape& s, const Strides& st,
-          int d, int64_t off, const Fmt& f, bool summarize, int indent, DType dt) {
+// The elements as text, row-major, and the width they are padded to. Integers from their exact
+// values (a double would round int64 and uint64 values past 2^53).
+std::vector<std::string> cells(const Tensor& t, int* width) {
+  std::vector<std::string> c;
+  *width = 1;
+  if (is_bool(t.dtype())) {
+    for (bool b : t.to_vector<bool>()) c.push_back(b ? "True" : "False");
+    *width = 5;
+    return c;
+  }
+  if (t.dtype() == DType::UInt64) {
+    for (uint64_t v : t.to_vector<uint64_t>()) c.push_back(std::to_string(v));
+  } else if (is_integral(t.dtype())) {
+    for (int64_t v : t.to_vector<int64_t>()) c.push_back(std::to_string(v));
+  }
+  if (!c.empty() || t.numel() == 0) {
+    for (auto& e : c) *width = std::max<int>(*width, int(e.size()));
+    return c;
+  }
+  std::vector<double> v = t.to_vector<double>();
+  Fmt f;
+  double mx = 0, mn = INFINITY;
+  bool all_int = true;
+  for (double x : v) {
+    if (!std::isfinite(x)) continue;
+    mx = std::max(mx, std::fabs(x));
+    if (x != 0) mn = std::min(mn, std::fabs(x));
+    if (x != std::floor(x)) all_int = false;
+  }
+  f.ints = all_int;
+  f.sci = mx >= 1e8 || (mn < 1e-4 && !all_int) || (mn != INFINITY && mx / mn > 1e3 && !all_int);
+  // Like torch, floats take their width from the nonzero finite values (nan, inf and zeros are
+  // padded to it or overflow it).
+  for (double x : v) {
+    c.push_back(f.one(x));
+    if (std::isfinite(x) && x != 0) *width = std::max<int>(*width, int(c.back().size()));
+  }
+  return c;
+}
+
+void emit(std::ostringstream& os, const std::vector<std::string>& v, const Shape& s,
+          const Strides& st, int d, int64_t off, int width, bool summarize, int indent) {
   if (s.empty()) {
-    os << (dt == DType::Bool ? (v[off] != 0 ? "True" : "False") : f.one(v[off]));
+    os << v[off];
     return;
   }
   os << "[";
@@ -46,16 +84,16 @@ void emit(std::ostringstream& os, const std::vector<double>& v, const Shape& s, 
       i = n - 3;
     }
     if (d + 1 == int(s.size())) {
-      std::string e = dt == DType::Bool ? (v[off + i * st[d]] != 0 ? "True" : "False")
-                                         : f.one(v[off + i * st[d]]);
-      os << std::setw(f.width) << e;
+      os << std::setw(width) << v[off + i * st[d]];
     } else {
-      emit(os, v, s, st, d + 1, off + i * st[d], f, summarize, indent + 1, dt);
+      emit(os, v, s, st, d + 1, off + i * st[d], width, summarize, indent + 1);
     }
     if (i + 1 < n) {
       os << ",";
-      if (d + 1 == int(s.size())) os << " ";
-      else os << std::string(int(s.size()) - d - 1, '\n') << std::string(indent + 1, ' ');
+      if (d + 1 == int(s.size()))
+        os << " ";
+      else
+        os << std::string(int(s.size()) - d - 1, '\n') << std::string(indent + 1, ' ');
     }
   }
   os << "]";
@@ -64,30 +102,12 @@ void emit(std::ostringstream& os, const std::vector<double>& v, const Shape& s, 
 }  // namespace
 
 std::string Tensor::str() const {
-  std::vector<double> v = to_vector<double>();
-  Fmt f{is_floating(dtype_)};
-  double mx = 0, mn = INFINITY;
-  bool all_int = true;
-  for (double x : v) {
-    if (!std::isfinite(x)) continue;
-    mx = std::max(mx, std::fabs(x));
-    if (x != 0) mn = std::min(mn, std::fabs(x));
-    if (x != std::floor(x)) all_int = false;
-  }
-  if (f.is_float) {
-    f.ints = all_int;
-    f.sci = mx >= 1e8 || (mn < 1e-4 && !all_int) || (mn != INFINITY && mx / mn > 1e3 && !all_int);
-  }
+  int width = 1;
+  std::vector<std::string> v = cells(*this, &width);
   bool summarize = numel() > 1000;
-  // Like torch, floats take their width from the nonzero finite values (nan, inf and zeros
-  // are padded to it or overflow it); integers from every value.
-  for (double x : v)
-    if (!f.is_float || (std::isfinite(x) && x != 0))
-      f.width = std::max<int>(f.width, int(f.one(x).size()));
-  if (dtype_ == DType::Bool) f.width = 5;
   std::ostringstream os;
   os << "tensor(";
-  emit(os, v, shape(), contiguous_strides(shape()), 0, 0, f, summarize, 7, dtype_);
+  emit(os, v, shape(), contiguous_strides(shape()), 0, 0, width, summarize, 7);
   if (summarize) os << ", shape=" << shape_str(shape());
   if (dtype_ != DType::Float32 && dtype_ != DType::Int64 && dtype_ != DType::Bool)
     os << ", dtype=" << dtype_name(dtype_);

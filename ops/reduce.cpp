@@ -31,8 +31,8 @@ int64_t reduced_count(const Shape& s, const std::vector<int>& ax) {
 
 DType reduce_dtype(Op op, DType in) {
   switch (reduce_kind(op)) {
-    case ReduceKind::Sum:
-      return is_floating(in) ? in : DType::Int64;
+    case ReduceKind::Sum:  // torch: integers and bool to int64; uint64, which it cannot hold, stays
+      return is_floating(in) || in == DType::UInt64 ? in : DType::Int64;
     case ReduceKind::Index:
       return DType::Int64;
     case ReduceKind::Bool:

@@ -40,7 +40,8 @@ TEST_CASE("math: shifts follow torch for counts out of range, fused and fusion o
     DType dt;
     int bits;
   };
-  for (Case c : {Case{DType::Int8, 8}, Case{DType::Int32, 32}, Case{DType::Int64, 64}}) {
+  for (Case c : {Case{DType::Int8, 8}, Case{DType::Int16, 16}, Case{DType::Int32, 32},
+                 Case{DType::Int64, 64}}) {
     INFO("dtype " << dtype_name(c.dt));
     std::vector<double> counts = {-1, 0, 1, double(c.bits - 1), double(c.bits), 70};
     Tensor a = lt::make({5, 5, 5, 5, 5, 5, -3, -3, -3, -3, -3, -3}, {2, 6}, c.dt);
@@ -54,6 +55,16 @@ TEST_CASE("math: shifts follow torch for counts out of range, fused and fusion o
   Tensor u = lt::make({200, 1}, {2}, DType::UInt8);
   check_equal(u << lt::make({7, 8}, {2}, DType::UInt8), {0, 0});  // 200 << 7 wraps to 0
   check_equal(u >> lt::make({3, 200}, {2}, DType::UInt8), {25, 0});
+  // the wider unsigned types: logical right shifts up to the width - 1, 0 from the width on
+  for (auto [dt, bits] : {std::pair{DType::UInt16, 16}, {DType::UInt32, 32}, {DType::UInt64, 64}}) {
+    INFO("dtype " << dtype_name(dt));
+    const uint64_t top = uint64_t(1) << (bits - 1);
+    Tensor w = tensor<uint64_t>({top, top, top, 3}, {4}, Options(dt));
+    Tensor k = lt::make({double(bits - 1), double(bits), 1, double(bits - 1)}, {4}, dt);
+    CHECK((w >> k).to_vector<uint64_t>() == std::vector<uint64_t>{1, 0, top >> 1, 0});
+    CHECK((w << k).to_vector<uint64_t>() == std::vector<uint64_t>{0, 0, 0, top});
+    lt::check_fused_matches_unfused([&] { return (w >> k) + (w << k); });
+  }
   // dtypes and operators: bool << int promotes to int64, as in torch
   Tensor bl = lt::make({1, 0}, {2}, DType::Bool);
   CHECK((bl << 1).dtype() == DType::Int64);

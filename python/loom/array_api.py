@@ -5,8 +5,7 @@ operators promote types as the standard says (0-d arrays take full part); any lo
 accepted as an argument, and ``x.__array_namespace__()`` returns this module. Work stays lazy
 and fused like the rest of loom. Known deviations:
 
-* no complex dtypes (asking for one raises TypeError), no int16/uint16/uint32/uint64 (loom
-  lacks them: uint8 with int8 promotes to int32);
+* no complex dtypes (asking for one raises TypeError);
 * on a plain loom.Tensor ``x.size`` stays torch's method (an Array has the attribute);
 * integer-array indexing of ``x[...]`` is not supported (``take`` is);
 * ``nonzero``, ``unique_*``, ``sort``, ``argsort`` and boolean-mask reads ``x[mask]`` run on
@@ -28,9 +27,13 @@ __array_api_version__ = "2023.12"
 # ---- data types and constants -------------------------------------------------------------
 bool = _l.bool_  # noqa: A001
 int8 = _l.int8
-uint8 = _l.uint8
+int16 = _l.int16
 int32 = _l.int32
 int64 = _l.int64
+uint8 = _l.uint8
+uint16 = _l.uint16
+uint32 = _l.uint32
+uint64 = _l.uint64
 float16 = _l.float16
 bfloat16 = _l.bfloat16
 float32 = _l.float32
@@ -45,10 +48,12 @@ newaxis = None
 _default_float = float32
 _default_int = int64
 _float_dtypes = (float16, bfloat16, float32, float64)
-_int_dtypes = (int8, uint8, int32, int64)
+_signed_dtypes = (int8, int16, int32, int64)
+_unsigned_dtypes = (uint8, uint16, uint32, uint64)
+_int_dtypes = _signed_dtypes + _unsigned_dtypes
 _all_dtypes = (bool,) + _int_dtypes + _float_dtypes
-# The standard's real dtypes that loom has (float16 and bfloat16 are loom's extras).
-_standard_dtypes = (bool, int8, int32, int64, uint8, float32, float64)
+# The standard's real dtypes (float16 and bfloat16 are loom's extras).
+_standard_dtypes = (bool,) + _int_dtypes + (float32, float64)
 _cpu = _l.device("cpu")
 
 
@@ -111,8 +116,12 @@ def astype(x: Tensor, dtype, /, *, copy: builtins.bool = True, device=None) -> T
 
 _lattice = {
     bool: (bool,),
-    uint8: (uint8, int32, int64),
-    int8: (int8, int32, int64),
+    uint8: (uint8, uint16, uint32, uint64, int16, int32, int64),
+    uint16: (uint16, uint32, uint64, int32, int64),
+    uint32: (uint32, uint64, int64),
+    uint64: (uint64,),
+    int8: (int8, int16, int32, int64),
+    int16: (int16, int32, int64),
     int32: (int32, int64),
     int64: (int64,),
     float16: (float16, float32, float64),
@@ -143,8 +152,9 @@ _finfo = {
     float32: (32, 2.0**-23, 3.4028234663852886e38, 2.0**-126),
     float64: (64, 2.0**-52, 1.7976931348623157e308, 2.0**-1022),
 }
-_iinfo = {int8: (8, 127, -128), uint8: (8, 255, 0), int32: (32, 2**31 - 1, -(2**31)),
-          int64: (64, 2**63 - 1, -(2**63))}
+_iinfo = {t: (t.itemsize * 8, 2 ** (t.itemsize * 8 - 1) - 1, -(2 ** (t.itemsize * 8 - 1)))
+          for t in _signed_dtypes}
+_iinfo.update({t: (t.itemsize * 8, 2 ** (t.itemsize * 8) - 1, 0) for t in _unsigned_dtypes})
 
 
 def finfo(type, /) -> finfo_object:
@@ -174,8 +184,8 @@ def isdtype(dtype, kind) -> builtins.bool:
         return dtype == kind
     table = {
         "bool": (bool,),
-        "signed integer": (int8, int32, int64),
-        "unsigned integer": (uint8,),
+        "signed integer": _signed_dtypes,
+        "unsigned integer": _unsigned_dtypes,
         "integral": _int_dtypes,
         "real floating": _float_dtypes,
         "complex floating": (),
@@ -867,20 +877,22 @@ def mean(x, /, *, axis=None, keepdims=False):
 def _acc_dtype(x, dtype):
     if dtype is not None:
         return dtype
+    if x.dtype in _unsigned_dtypes:  # the standard: the unsigned type of the default's width
+        return uint64
     if x.dtype in _int_dtypes or x.dtype == bool:
         return int64
     return x.dtype
 
 
 def prod(x, /, *, axis=None, dtype=None, keepdims=False):
-    """Product over axis (integers accumulate in int64)."""
+    """Product over axis (signed integers accumulate in int64, unsigned ones in uint64)."""
     dt = _acc_dtype(x, dtype)
     r = _reduce(_l.prod, x.to(dt), axis, keepdims)
     return x.to(dt) if r is None else r.to(dt)
 
 
 def sum(x, /, *, axis=None, dtype=None, keepdims=False):  # noqa: A001
-    """Sum over axis (integers accumulate in int64)."""
+    """Sum over axis (signed integers accumulate in int64, unsigned ones in uint64)."""
     dt = _acc_dtype(x, dtype)
     r = _reduce(_l.sum, x.to(dt), axis, keepdims)
     return x.to(dt) if r is None else r.to(dt)

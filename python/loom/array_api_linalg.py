@@ -14,7 +14,8 @@ import math
 from . import _loom as _l
 from ._array_object import promote, returning_arrays
 
-_int_like = (_l.bool_, _l.int8, _l.uint8, _l.int32, _l.int64)
+_int_like = (_l.bool_, _l.int8, _l.int16, _l.int32, _l.int64,
+             _l.uint8, _l.uint16, _l.uint32, _l.uint64)
 
 
 def _floating(x, op):

@@ -56,7 +56,8 @@ int count(const std::string& s, const std::string& what) {
 }
 
 const DType kDtypes[] = {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16,
-                         DType::Int32,   DType::Int64,   DType::Bool};
+                         DType::Int32,   DType::Int64,   DType::Bool,    DType::Int16,
+                         DType::UInt16,  DType::UInt32,  DType::UInt64};
 
 // Ready data of dtype `dt`. Its clone() is pending, so ops on the clone fuse into one group that
 // loads the data (make every tensor's data first: making data syncs).
@@ -299,9 +300,8 @@ void build_corpus(Corpus& c) {
     c.add(join(bin), "binary ops " + name, false);
     c.add(where(gt(cast(x, DType::Float32), 0.0), x, y), "where " + name, false);
     std::vector<Tensor> casts;
-    for (DType to : {DType::Bool, DType::UInt8, DType::Int8, DType::Int32, DType::Int64,
-                     DType::Float16, DType::BFloat16, DType::Float32, DType::Float64})
-      casts.push_back(cast(cast(x, to), DType::Float64));
+    for (int to = 0; to < loom::kNumDTypes; ++to)  // into every dtype
+      casts.push_back(cast(cast(x, DType(to)), DType::Float64));
     c.add(join(casts), "casts from " + name, false);
     // ---- reductions of the table: row, column, full; all of one input fuse into one group --
     for (int dim : {1, 0, -1}) {
@@ -393,8 +393,9 @@ void build_corpus(Corpus& c) {
   c.add(linspace(0, 1, 1000), "linspace", false);
   c.add(randint(0, 10, {1000}), "randint", false);
   // ---- the matmul fallback kernel (integer types, layouts cuBLASLt cannot take) ----
-  for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int32,
-                   DType::Int64, DType::Int8, DType::UInt8})
+  for (DType dt :
+       {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int32, DType::Int64,
+        DType::Int8, DType::UInt8, DType::Int16, DType::UInt16, DType::UInt32, DType::UInt64})
     c.add_source(lc::matmul_fallback_source(dt), std::string("matmul fallback ") + dtype_name(dt));
   // ---- region writes ----
   {

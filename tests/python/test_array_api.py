@@ -19,9 +19,9 @@ def test_namespace():
     assert info.default_dtypes()["indexing"] == xp.int64
     # only the standard's dtypes: loom's float16 and bfloat16 are extras
     assert set(info.dtypes(kind="real floating")) == {"float32", "float64"}
-    assert set(info.dtypes()) == {"bool", "int8", "uint8", "int32", "int64", "float32",
-                                  "float64"}
-    assert set(info.dtypes(kind="integral")) == {"int8", "uint8", "int32", "int64"}
+    ints = {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
+    assert set(info.dtypes()) == {"bool", "float32", "float64"} | ints
+    assert set(info.dtypes(kind="integral")) == ints
     assert all(info.dtypes()[n] == getattr(xp, n) for n in info.dtypes())
     assert info.capabilities() == {"boolean indexing": True, "data-dependent shapes": True}
     assert info.devices()[0] == "cpu"

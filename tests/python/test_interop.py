@@ -75,8 +75,8 @@ def test_non_contiguous_and_odd_numpy_inputs(rng):
     check(loom.tensor(np.asfortranarray(a)), a)
     check(loom.tensor(a[::-1]), a[::-1])
     i16 = np.arange(5, dtype=np.int16)
-    check(loom.tensor(i16), i16, dtype=loom.int32)  # widened
-    check(loom.tensor(np.arange(3, dtype=np.uint32)), [0, 1, 2], dtype=loom.int64)
+    check(loom.tensor(i16), i16, dtype=loom.int16)
+    check(loom.tensor(np.arange(3, dtype=np.uint32)), [0, 1, 2], dtype=loom.uint32)
     check(loom.tensor(np.float32(2.5)), 2.5, dtype=loom.float32)
     check(loom.tensor(a, dtype=loom.float32), a.astype(np.float32))
     check(loom.tensor([np.float64(1), np.int64(2)]), [1.0, 2.0])

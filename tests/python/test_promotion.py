@@ -4,8 +4,8 @@ Categories bool < integer < floating. Same category: the wider type wins (float1
 bfloat16 gives float32). A higher category wins regardless of size. Dimensioned tensors
 dominate 0-d tensors and Python scalars of the same category; a 0-d tensor of a higher
 category gives its own dtype, a Python scalar of a higher category the default dtype of
-its category (float32 / int64). One documented deviation: uint8 with int8 gives int32
-(torch: int16, which loom lacks).
+its category (float32 / int64). Integers of mixed signedness, where torch has no rule for the
+newer unsigned types, follow the array API's lattice (uint8 with int8 is int16 in both).
 """
 import itertools
 
@@ -18,7 +18,7 @@ f16, bf16, f32, f64 = loom.float16, loom.bfloat16, loom.float32, loom.float64
 
 PAIRS = [
     (b, b, b), (b, u8, u8), (b, i32, i32), (b, f16, f16),
-    (u8, i8, i32), (u8, i32, i32), (i8, i64, i64), (i32, i64, i64),
+    (u8, i8, loom.int16), (u8, i32, i32), (i8, i64, i64), (i32, i64, i64),
     (i32, f16, f16), (i64, f16, f16), (i64, bf16, bf16), (u8, f32, f32), (i64, f32, f32),
     (f16, bf16, f32), (f16, f32, f32), (bf16, f32, f32), (bf16, f64, f64), (f32, f64, f64),
 ]
