@@ -12,6 +12,7 @@
 #include "cpu/interp.h"
 #include "cpu/matmul.h"
 #include "cpu/scan.h"
+#include "cpu/svd.h"
 #include "tensor/error.h"
 #include "tensor/knobs.h"
 
@@ -93,6 +94,8 @@ struct CpuBackend : Backend {
   void run_opaque(const Group& g) override {
     if (g.opaque->op == Op::CumSum)
       cpu::run_scan(g);
+    else if (g.opaque->op == Op::Svdvals)
+      cpu::run_svdvals(g);
     else
       cpu::run_matmul(g);
   }
@@ -101,7 +104,7 @@ struct CpuBackend : Backend {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
     return pages > 0 && page > 0 ? size_t(pages) * size_t(page) : 0;
   }
-  BackendCaps caps() const override { return {.scan = true}; }
+  BackendCaps caps() const override { return {.scan = true, .svd = true}; }
 };
 
 }  // namespace

@@ -504,6 +504,7 @@ void lower(Op op, K& k) {
     case Op::Empty:   // memory only: the base region writes fill; no instruction
     case Op::MatMul:  // run_opaque: run_matmul (cpu/matmul.cpp)
     case Op::CumSum:  // run_opaque: run_scan (cpu/scan.cpp)
+    case Op::Svdvals:  // run_opaque: run_svdvals (cpu/svd.cpp)
     case Op::NumOps:  // not an op
       LOOM_REDUCE_OPS(LOOM_CASE)  // and the reductions: fold_run() below
       return;

@@ -403,6 +403,7 @@ CudaPrim lowering(Op op) {
     case Op::Empty:   // memory only
     case Op::MatMul:  // run by the backend (cuda/cublaslt.cpp)
     case Op::CumSum:  // declined: the backend has no scan, so cumsum records a reduction
+    case Op::Svdvals:  // declined: the backend has no SVD; svdvals runs on the host
       return {kSimple, 0, nullptr};
     case Op::NumOps:
       break;

@@ -135,7 +135,8 @@
   X(Randn, randn, Random, 0)    \
   X(Empty, empty, Alloc, 0)     \
   X(MatMul, matmul, Opaque, 2)  \
-  X(CumSum, cumsum, Opaque, 1)
+  X(CumSum, cumsum, Opaque, 1) \
+  X(Svdvals, svdvals, Opaque, 1)
 
 namespace loom {
 

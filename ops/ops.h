@@ -127,6 +127,9 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& xs, int64_t dim = 0);
 Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor bmm(const Tensor& a, const Tensor& b);
+// torch.linalg.svdvals: the singular values of the matrices in the last two dims, descending,
+// [..., min(m, n)]; computed in float64 (on the host for a device without an SVD).
+Tensor svdvals(const Tensor& x);
 
 // ---- operators --------------------------------------------------------------------------
 Tensor operator-(const Tensor& x);

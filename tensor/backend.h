@@ -21,6 +21,7 @@ inline constexpr int64_t kMaxAlignShift = 7;
 // What a backend can do beyond lowering groups, asked by the op layer where it has a choice.
 struct BackendCaps {
   bool scan = false;  // runs CumSum as its own kernel (else cumsum is recorded as a reduction)
+  bool svd = false;   // runs Svdvals (else the op layer computes it on the host's backend)
 };
 
 // A lowered group: built once per signature, run many times.

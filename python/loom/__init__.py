@@ -13,6 +13,7 @@ from . import _loom
 from ._loom import *  # noqa: F401,F403
 from ._loom import Tensor, device, dtype, __version__  # noqa: F401
 from . import cuda  # noqa: F401
+from . import linalg  # noqa: F401
 
 # torch's dtype names that shadow Python builtins (kept out of _loom so its stub stays clean).
 # Code below this point must reach the builtins through the builtins module.

@@ -1,10 +1,10 @@
 """loom.array_api.linalg: the array API standard's (2023.12) linear algebra extension, the
-functions that need no matrix decomposition, over loom tensors.
+functions that need no matrix decomposition, and svdvals, over loom tensors.
 
 matmul, matrix_transpose, tensordot and vecdot are also in the main namespace (the standard
-has them in both). Operands are promoted as the standard says (0-d arrays too). Decompositions
-(cholesky, inv, svd, ...) and matrix_norm's ord=2, -2 and 'nuc' (singular values) are not
-here: loom has no SVD or factorization kernels.
+has them in both). Operands are promoted as the standard says (0-d arrays too). The
+decompositions (cholesky, inv, svd, ...) are not here; the singular values are (svdvals, and
+matrix_norm's ord=2, -2 and 'nuc').
 """
 from __future__ import annotations
 
@@ -150,28 +150,24 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):  # noqa: A002
 
 
 def matrix_norm(x, /, *, keepdims=False, ord="fro"):  # noqa: A002
-    """The ord-norm of the matrices in the last two dims: 'fro' (Frobenius), 1 / -1 (largest /
-    smallest column sum of |x|), inf / -inf (largest / smallest row sum). ord 2, -2 and
-    'nuc' need singular values: NotImplementedError, as loom has no SVD."""
+    """The ord-norm of the matrices in the last two dims (loom.linalg.matrix_norm): 'fro',
+    'nuc', 1, -1, 2, -2, inf or -inf."""
+    from . import linalg
+
     x = _floating(x, "matrix_norm")
     if x.ndim < 2:
         raise ValueError("matrix_norm: needs an array of at least 2 dims")
-    a = _l.abs(x)
-    if ord == "fro":
-        r = _l.sqrt(_l.sum(a * a, dim=(-2, -1)))
-    elif ord in (1, -1):
-        sums = _l.sum(a, dim=-2)
-        r = _l.amax(sums, dim=-1) if ord == 1 else _l.amin(sums, dim=-1)
-    elif ord in (math.inf, -math.inf):
-        sums = _l.sum(a, dim=-1)
-        r = _l.amax(sums, dim=-1) if ord > 0 else _l.amin(sums, dim=-1)
-    elif ord in (2, -2, "nuc"):
-        raise NotImplementedError(f"matrix_norm: ord={ord!r} needs singular values (an SVD), "
-                                  "which loom does not have")
-    else:
-        raise ValueError(f"matrix_norm: ord must be 'fro', 'nuc', 1, -1, 2, -2, inf or -inf, "
-                         f"got {ord!r}")
-    return r.reshape(tuple(x.shape[:-2]) + (1, 1)) if keepdims else r
+    return linalg.matrix_norm(x, ord=ord, keepdim=keepdims)
+
+
+def svdvals(x, /):
+    """The singular values of the matrices in the last two dims, descending."""
+    from . import linalg
+
+    x = _floating(x, "svdvals")
+    if x.ndim < 2:
+        raise ValueError("svdvals: needs an array of at least 2 dims")
+    return linalg.svdvals(x)
 
 
 def cross(x1, x2, /, *, axis=-1):
@@ -190,7 +186,7 @@ def cross(x1, x2, /, *, axis=-1):
 
 
 __all__ = ["cross", "diagonal", "matmul", "matrix_norm", "matrix_transpose", "outer",
-           "tensordot", "trace", "vecdot", "vector_norm"]
+           "svdvals", "tensordot", "trace", "vecdot", "vector_norm"]
 for _name in __all__:
     globals()[_name] = returning_arrays(globals()[_name])
 del _name

@@ -421,6 +421,14 @@ TEST_CASE("gpu: matmul (cuBLASLt and fallback) matches the CPU") {
   }
 }
 
+TEST_CASE("gpu: svdvals (on the host, back on the device) matches the CPU") {
+  if (skip()) return;
+  Tensor a = host_data({3, 9, 6}, DType::Float32, 19);
+  Tensor g = svdvals(a.to(kGPU) * 2.0) + 1.0;
+  CHECK(g.device() == kGPU);
+  check_same(g, svdvals(a * 2.0) + 1.0, "svdvals", Tol{1e-6, 1e-6});
+}
+
 TEST_CASE("gpu: more than 2^31 elements use 64-bit indexing") {
   if (skip()) return;
   int64_t n = (int64_t(1) << 31) + 100;
