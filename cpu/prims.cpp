@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <unsupported/Eigen/SpecialFunctions>
 
+#include "cpu/erfc_wide.h"
 #include "cpu/lanes.h"
 #include "cpu/loops.h"
 #include "cpu/scalar_math.h"
@@ -302,6 +303,14 @@ void lower(Op op, K& k) {
     // 0.5 x (1 + erf(x / sqrt 2)) lost every digit below x = -5 in float32 (1 + erf(z) =
     // erfc(-z)), and 1 + tanh(u) = 2 sigmoid(2u). At -inf they give torch's NaN (-inf * 0).
     case Op::Gelu:
+      if constexpr (kF32)  // x/2 erfc(-x/sqrt 2) in float64 vectors (cpu/vmath_erfc.cpp)
+        if (vmath_on()) return k.eigen([](const auto& x) { return x; }, NoFix{}, gelu_f32);
+      if constexpr (kF32)  // the same in Eigen's float64 arrays (cpu/erfc_wide.h)
+        return k.wide([](const auto& x) {
+          using A = std::decay_t<decltype(x)>;
+          A e = sm::erfc_wide<A>(x * -0.707106781186547524400844362104849039);
+          return A(x * 0.5 * e);
+        });
       if constexpr (kFloat)
         return k.scalar([](T v) {
           using W = sm::Wide<T>;
@@ -370,6 +379,9 @@ void lower(Op op, K& k) {
       if constexpr (kFloat) return k.scalar([](T v) { return T(std::atanh(sm::Wide<T>(v))); });
       return k.identity();
     case Op::Erfc:
+      if constexpr (kF32)
+        if (vmath_on()) return k.eigen([](const auto& x) { return x; }, NoFix{}, erfc_f32);
+      if constexpr (kF32) return k.wide([](const auto& x) { return sm::erfc_wide(x.eval()); });
       if constexpr (kFloat) return k.scalar([](T v) { return T(std::erfc(sm::Wide<T>(v))); });
       return k.identity();
     case Op::Erfinv:
@@ -494,18 +506,18 @@ void lower(Op op, K& k) {
         return k.arith([](T x, T y) { return sm::int_fmod(x, y); });
 
     // ---- the other primitives: not per-op loops; each is run where named ----
-    case Op::Where:   // select() (cpu/math.cpp), from the interpreter's apply
-    case Op::Cast:    // cast() (cpu/math.cpp)
-    case Op::Copy:    // a memcpy or cast() (cpu/math.cpp)
-    case Op::Const:   // a row value from the group's scalars (eval_row, cpu/interp_eval.cpp)
-    case Op::Iota:    // the element's index (index_values, cpu/interp_eval.cpp)
-    case Op::Rand:    // philox_uniform() (cpu/math.cpp)
-    case Op::Randn:   // philox_normal() (cpu/math.cpp)
-    case Op::Empty:   // memory only: the base region writes fill; no instruction
-    case Op::MatMul:  // run_opaque: run_matmul (cpu/matmul.cpp)
-    case Op::CumSum:  // run_opaque: run_scan (cpu/scan.cpp)
+    case Op::Where:    // select() (cpu/math.cpp), from the interpreter's apply
+    case Op::Cast:     // cast() (cpu/math.cpp)
+    case Op::Copy:     // a memcpy or cast() (cpu/math.cpp)
+    case Op::Const:    // a row value from the group's scalars (eval_row, cpu/interp_eval.cpp)
+    case Op::Iota:     // the element's index (index_values, cpu/interp_eval.cpp)
+    case Op::Rand:     // philox_uniform() (cpu/math.cpp)
+    case Op::Randn:    // philox_normal() (cpu/math.cpp)
+    case Op::Empty:    // memory only: the base region writes fill; no instruction
+    case Op::MatMul:   // run_opaque: run_matmul (cpu/matmul.cpp)
+    case Op::CumSum:   // run_opaque: run_scan (cpu/scan.cpp)
     case Op::Svdvals:  // run_opaque: run_svdvals (cpu/svd.cpp)
-    case Op::NumOps:  // not an op
+    case Op::NumOps:   // not an op
       LOOM_REDUCE_OPS(LOOM_CASE)  // and the reductions: fold_run() below
       return;
   }
