@@ -8,15 +8,6 @@
 namespace loom {
 namespace {
 
-// The dtype of host type T (LOOM_DTYPES' Host rows).
-template <typename T>
-constexpr DType dtype_of() {
-#define LOOM_X(name, text, storage, size, category, compute, host) \
-  LOOM_DTYPE_IF(host, if constexpr (std::is_same_v<T, storage>) return DType::name;)
-  LOOM_DTYPES(LOOM_X)
-#undef LOOM_X
-  return DType::Float32;
-}
 
 struct Generator {
   std::atomic<uint64_t> seed{0x5eed5eedull};

@@ -86,6 +86,16 @@ constexpr bool is_unsigned(DType t) { return kDTypes[int(t)].is_unsigned; }
   X(B8, uint8_t, Bool)        \
   X(U64, uint64_t, UInt64)
 
+// The dtype of host type T (the Host rows: T is a dtype's Storage); float32 for any other T.
+template <typename T>
+constexpr DType dtype_of() {
+#define LOOM_X(name, text, storage, size, category, compute, host) \
+  LOOM_DTYPE_IF(host, if constexpr (std::is_same_v<T, storage>) return DType::name;)
+  LOOM_DTYPES(LOOM_X)
+#undef LOOM_X
+  return DType::Float32;
+}
+
 // The dtype that values of `t` are computed in inside kernels.
 constexpr DType compute_dtype(DType t) { return kDTypes[int(t)].compute; }
 

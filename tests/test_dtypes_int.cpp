@@ -13,14 +13,6 @@ using namespace loom;
 
 namespace {
 
-template <typename S>
-constexpr DType dtype_of() {
-#define LOOM_X(name, text, storage, size, category, compute, host) \
-  LOOM_DTYPE_IF(host, if constexpr (std::is_same_v<S, storage>) return DType::name;)
-  LOOM_DTYPES(LOOM_X)
-#undef LOOM_X
-  return DType::Float32;
-}
 
 // Calls f(T{}) with the storage type of dtype dt (float16 / bfloat16: their uint16 bits).
 template <typename F>
