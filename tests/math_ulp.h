@@ -1,8 +1,9 @@
 #pragma once
-// The unary ulp sweep's parts, shared by the CPU sweep (tests/test_math_ulp.cpp) and the CUDA one
-// (tests/cuda/test_gpu_ulp.cpp): wide references of every float unary row (long double for
-// float32, __float128 from libquadmath for float64), the ulp distance with its special-value
-// rules, and the value set (specials, every binade, a dense [-20, 20]).
+// The ulp sweeps' parts, shared by the CPU sweeps (tests/test_math_ulp.cpp, the binary rows'
+// tests/test_math_ulp_binary.cpp) and the CUDA one (tests/cuda/test_gpu_ulp.cpp): wide
+// references of every float unary and binary row (long double for float32, __float128 from
+// libquadmath for float64), the ulp distance with its special-value rules, and the value set
+// (specials, every binade, a dense [-20, 20]).
 #include <quadmath.h>
 
 #include <bit>
