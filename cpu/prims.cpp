@@ -30,7 +30,7 @@ namespace {
 template <typename T>
 inline T floor_div(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {
-    return std::floor(a / b);
+    return sm::floor_divide(a, b);  // the floor of the exact quotient (cpu/scalar_math.h)
   } else {
     if (b == 0) return 0;  // integer division by zero: defined as 0 (no trap inside a kernel)
     T q = a / b;

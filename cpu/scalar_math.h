@@ -197,6 +197,26 @@ T hypot(T a, T b) {
   return T(std::hypot(Wide<T>(a), Wide<T>(b)));
 }
 
+// torch's (Python's) floor_divide of floats: the floor of the exact quotient, not floor(x / y)
+// of the rounded one (1 // 0.1 is 9: 0.1 is a little above 1/10, yet 1 / 0.1 rounds to 10).
+// fmod is exact; in the wide type (x - mod) / y is within 2^-(p_W - 1) relative of the integer
+// quotient n, so rounding it to the nearest integer recovers n exactly for every |n| < 2^p(T),
+// and the result rounds once. Special values as torch: x / y at y == 0, NaN for an infinite x,
+// -1 for x / inf of the other sign, and a zero quotient keeps the sign of x / y.
+template <typename T>
+T floor_divide(T x, T y) {
+  using W = Wide<T>;
+  if (y == 0) return x / y;
+  W a = x, b = y;
+  W mod = std::fmod(a, b);
+  W div = (a - mod) / b;
+  if (mod != 0 && (b < 0) != (mod < 0)) div -= 1;
+  if (div == 0) return std::copysign(T(0), x / y);
+  W fl = std::floor(div);
+  if (div - fl > W(0.5)) fl += 1;
+  return T(fl);
+}
+
 // Integer fmod (C's: the dividend's sign); a zero divisor gives 0, as the other integer divisions.
 template <typename T>
 T int_fmod(T a, T b) {

@@ -1,8 +1,9 @@
 #pragma once
-// The unary ulp sweep's parts, shared by the CPU sweep (tests/test_math_ulp.cpp) and the CUDA one
-// (tests/cuda/test_gpu_ulp.cpp): wide references of every float unary row (long double for
-// float32, __float128 from libquadmath for float64), the ulp distance with its special-value
-// rules, and the value set (specials, every binade, a dense [-20, 20]).
+// The ulp sweeps' parts, shared by the CPU sweeps (tests/test_math_ulp.cpp, the binary rows'
+// tests/test_math_ulp_binary.cpp) and the CUDA one (tests/cuda/test_gpu_ulp.cpp): wide
+// references of every float unary and binary row (long double for float32, __float128 from
+// libquadmath for float64), the ulp distance with its special-value rules, and the value set
+// (specials, every binade, a dense [-20, 20]).
 #include <quadmath.h>
 
 #include <bit>
@@ -10,6 +11,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "helpers.h"
@@ -51,6 +53,11 @@ struct QMath {
   static W rint(W x) { return rintq(x); }
   static W trunc(W x) { return truncq(x); }
   static W fabs(W x) { return fabsq(x); }
+  static W atan2(W y, W x) { return atan2q(y, x); }
+  static W hypot(W x, W y) { return hypotq(x, y); }
+  static W pow(W x, W y) { return powq(x, y); }
+  static W fmod(W x, W y) { return fmodq(x, y); }
+  static W copysign(W x, W y) { return copysignq(x, y); }
 };
 
 struct LMath : lt::ref::LdMath {
@@ -82,6 +89,14 @@ struct LMath : lt::ref::LdMath {
   LOOM_FN(trunc)
   LOOM_FN(fabs)
 #undef LOOM_FN
+#define LOOM_FN2(f) \
+  static W f(W x, W y) { return std::f(x, y); }
+  LOOM_FN2(atan2)
+  LOOM_FN2(hypot)
+  LOOM_FN2(pow)
+  LOOM_FN2(fmod)
+  LOOM_FN2(copysign)
+#undef LOOM_FN2
 };
 
 template <typename W>
@@ -167,6 +182,63 @@ typename M::W reference(const std::string& op, typename M::W x, bool& known) {
   return 0;
 }
 
+// The reference of a float binary row in M's type (x, y: T values, exact in W); `known`: false
+// for a row without one. torch's special values: C99 Annex F for atan2, hypot, pow, fmod and
+// copysign (the libm references follow it), torch's formulas for the others.
+template <typename T, typename M>
+typename M::W binary_reference(const std::string& op, typename M::W x, typename M::W y,
+                               bool& known) {
+  using W = typename M::W;
+  known = true;
+  const W nanw = W(std::numeric_limits<double>::quiet_NaN());
+  auto fmax = [](W a, W b) { return a > b ? a : b; };
+  if (op == "div") return x / y;
+  if (op == "atan2") return M::atan2(x, y);
+  if (op == "hypot") return M::hypot(x, y);
+  if (op == "pow") return M::pow(x, y);
+  if (op == "fmod") return M::fmod(x, y);
+  if (op == "copysign") return M::copysign(x, y);
+  if (op == "remainder") {  // torch: fmod, moved into the divisor's sign (a zero keeps its own)
+    W r = M::fmod(x, y);
+    if (r != 0 && (r < 0) != (y < 0)) r += y;
+    return r;
+  }
+  if (op == "floor_divide") {
+    // torch's (and Python's) floor of the exact quotient: x / y at a zero divisor, NaN for an
+    // infinite dividend, -1 for x / inf of the other sign; in W, exact while |x / y| < 2^p(T)
+    if (y == 0) return x / y;
+    W mod = M::fmod(x, y), div = (x - mod) / y;
+    if (mod != 0 && (y < 0) != (mod < 0)) div -= 1;
+    if (div == 0) return M::copysign(W(0), x / y);
+    W fl = M::floor(div);
+    return div - fl > W(0.5) ? fl + 1 : fl;
+  }
+  if (op == "nextafter") {  // exact in T: the neighbour of x towards y, y itself when equal
+    T a = T(x), b = T(y);
+    if (a != a || b != b) return nanw;
+    if (a == b) return y;
+    if (a == 0) return W(std::copysign(std::numeric_limits<T>::denorm_min(), b));
+    using U = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+    U bits = std::bit_cast<U>(a);
+    bits += ((a < b) == (a > 0)) ? 1 : U(-1);  // away from zero or towards it
+    return W(std::bit_cast<T>(bits));
+  }
+  if (op == "logaddexp" || op == "logaddexp2") {
+    if (x == y && is_inf(x)) return x;  // logaddexp(-inf, -inf) = -inf, not NaN
+    if (is_nan(x) || is_nan(y)) return nanw;
+    W d = -M::fabs(x - y);
+    if (op == "logaddexp") return fmax(x, y) + M::log1p(M::exp(d));
+    return fmax(x, y) + M::log1p(M::exp2(d)) / M::log(W(2));
+  }
+  if (op == "xlogy") {  // torch: NaN for a NaN y, else 0 where x == 0 (even at y = 0 or inf)
+    if (is_nan(y)) return nanw;
+    if (x == 0) return 0;
+    return x * M::log(y);
+  }
+  known = false;
+  return 0;
+}
+
 // |got - want| in ulps of T at want (the subnormal spacing below T's smallest normal); 0 for
 // matching NaN or infinities, or an inf where want rounds past T's largest finite value;
 // 1e30 for any other mismatch of a special value (NaN, inf, or a zero's sign).
@@ -193,10 +265,11 @@ double ulp_error(T got, W want) {
   return double(d / ulp);
 }
 
-// The value set: each special value, then random values in every binade of T (both signs),
-// then a dense uniform set over [-20, 20] where most functions change fastest.
+// The special values of T: zeros, infinities, NaNs of both signs, the ends of the subnormal
+// and normal ranges, 1's neighbours, the edges of exp's and lgamma's ranges, the integers and
+// halves of [-20, 20]. The start of sweep_values; the binary sweep's grid.
 template <typename T>
-std::vector<double> sweep_values(uint32_t seed) {
+std::vector<double> special_values() {
   using L = std::numeric_limits<T>;
   std::vector<double> v = {0.0,
                            -0.0,
@@ -230,6 +303,15 @@ std::vector<double> sweep_values(uint32_t seed) {
                            -745.1,
                            710.5};
   for (int i = -20; i <= 20; ++i) v.push_back(i), v.push_back(i + 0.5);
+  return v;
+}
+
+// The value set: each special value, then random values in every binade of T (both signs),
+// then a dense uniform set over [-20, 20] where most functions change fastest.
+template <typename T>
+std::vector<double> sweep_values(uint32_t seed) {
+  using L = std::numeric_limits<T>;
+  std::vector<double> v = special_values<T>();
   std::mt19937_64 g(seed);
   constexpr int p = L::digits;
   const int per_binade = sizeof(T) == 4 ? 10 : 3;

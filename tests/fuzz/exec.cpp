@@ -51,13 +51,19 @@ const std::unordered_map<std::string, UnaryFn>& unary_fns() {
 }
 
 Tensor guard_unary(const std::string& op, const Tensor& x) {
-  static const std::unordered_set<std::string> positive = {"log",   "log2",  "sqrt",
-                                                           "rsqrt", "log1p", "reciprocal"};
+  // lgamma and digamma on [0.5, inf): clear of their poles, through their roots (1 and 2;
+  // 1.46), where the tolerance model's noise covers the cancellation
+  static const std::unordered_set<std::string> positive = {
+      "log", "log2", "sqrt", "rsqrt", "log1p", "reciprocal", "log10", "lgamma", "digamma"};
   static const std::unordered_set<std::string> bounded = {"exp", "exp2", "expm1", "sinh", "cosh"};
   if (positive.count(op)) return pos(x);
   if (bounded.count(op)) return clampd(x, 20);
   if (op == "tan") return clampd(x, 1.25);
   if (op == "asin" || op == "acos") return clampd(x, 0.875);
+  // atanh and erfinv inside (-1, 1), to 15/16 (their slopes 8.3 and 5.0 there); acosh from
+  // 1.5, clear of its square-root edge at 1
+  if (op == "atanh" || op == "erfinv") return clampd(x, 0.9375);
+  if (op == "acosh") return add(abs(x), Scalar(1.5));
   return x;
 }
 
@@ -81,7 +87,8 @@ const std::unordered_map<std::string, BinaryFns>& binary_fns() {
 
 Tensor binary(const Instr& in, Env& e) {
   const BinaryFns& f = binary_fns().at(in.op);
-  bool divides = in.op == "div" || in.op == "floor_divide" || in.op == "remainder";
+  bool divides = in.op == "div" || in.op == "floor_divide" || in.op == "remainder" ||
+                 in.op == "fmod" || in.op == "xlogy";  // xlogy: log's domain
   bool power = in.op == "pow";
   auto lhs = [&](const Tensor& a) { return power ? pos(a) : a; };
   auto rhs = [&](const Tensor& b) { return divides ? pos(b) : power ? clampd(b, 2) : b; };

@@ -12,51 +12,75 @@ namespace loom::fuzz {
 double unary_bound(const std::string& op, double b) {
   double c = std::min(b, 20.0);
   if (op == "sign" || op == "sin" || op == "cos" || op == "tanh" || op == "sigmoid" ||
-      op == "erf" || op == "isnan" || op == "isinf" || op == "isfinite" || op == "logical_not")
+      op == "erf" || op == "isnan" || op == "isinf" || op == "isfinite" || op == "logical_not" ||
+      op == "sinc" || op == "frac" || op == "signbit")
     return 1;
   if (op == "square") return b * b;
   if (op == "exp" || op == "expm1" || op == "sinh" || op == "cosh") return std::exp(c) + 1;
   if (op == "exp2") return std::exp2(c) + 1;
-  if (op == "log" || op == "log2" || op == "log1p") return std::log2(b + 1.5) + 1.5;
+  if (op == "log" || op == "log2" || op == "log1p" || op == "log10")
+    return std::log2(b + 1.5) + 1.5;
   if (op == "sqrt") return std::sqrt(b + 0.5);
   if (op == "rsqrt") return 1.5;
   if (op == "reciprocal") return 2;
   if (op == "tan") return 3.1;
   if (op == "asin" || op == "atan") return 1.6;
   if (op == "acos") return 3.2;
+  // The math library, over the domains exec.cpp's guards give (program.h)
+  if (op == "cbrt") return std::cbrt(b) + 1;
+  if (op == "asinh") return std::asinh(b) + 1;
+  if (op == "acosh") return std::acosh(b + 1.5) + 1;  // of |x| + 1.5
+  if (op == "atanh") return 1.8;                      // of x clamped to 15/16: 1.71
+  if (op == "erfinv") return 1.4;                     // 1.32
+  if (op == "erfc") return 2;
+  if (op == "lgamma") return std::max(1.0, std::lgamma(b + 0.5)) + 1;  // of |x| + 0.5
+  if (op == "digamma") return std::max(2.0, std::log(b + 0.5)) + 1;    // -1.96 at 0.5
+  if (op == "deg2rad") return b * 0.0175 + 1;
+  if (op == "rad2deg") return b * 57.3 + 1;
   return b + 1;  // neg abs relu floor ceil round trunc bitwise_not gelu silu softplus
 }
 
 double binary_bound(const std::string& op, double l, double r, bool rv) {
-  if (op == "add" || op == "sub") return l + r;
+  if (op == "add" || op == "sub" || op == "hypot") return l + r;
   if (op == "mul") return l * r;
   if (op == "div" || op == "floor_divide") return rv ? 2 * l + 1 : l / r + 1;
-  if (op == "remainder") return rv ? r + 1 : r;
+  if (op == "remainder" || op == "fmod") return rv ? r + 1 : r;
   if (op == "maximum" || op == "minimum") return std::max(l, r);
   if (op == "pow")
     return rv ? std::max(std::pow(l + 0.5, 2), 4.0)
               : std::pow(l + 0.5, std::fabs(r)) + std::pow(2, r);
   if (op == "atan2") return 3.2;
-  return std::max(l, r) + 1;  // logical / bitwise
+  if (op == "copysign") return l;
+  if (op == "nextafter") return l + 1;
+  if (op == "logaddexp" || op == "logaddexp2") return std::max(l, r) + 1;
+  if (op == "xlogy") return l * (std::log2(r + 1.5) + 1.5);  // y read as |y| + 0.5 (a tensor)
+  if (op == "bitwise_left_shift") return std::ldexp(l, int(std::min(r, 62.0))) + 1;
+  return std::max(l, r) + 1;  // logical / bitwise (a right shift only shrinks)
 }
 
 namespace {
 
 using KW = std::vector<std::pair<std::string, std::string>>;
 
-// The math library's rows (poles, bounded domains, integer-only frac) are checked by
-// tests/test_math_ops.cpp and tests/test_math_ulp.cpp; the fuzzer's value bounds (unary_bound)
-// know the older rows only, so it draws from those.
 std::vector<std::string> unary_names() {
-  static const std::set<std::string> math_lib = {"log10",   "cbrt",    "asinh",  "acosh",   "atanh",
-                                                 "erfc",    "erfinv",  "lgamma", "digamma", "sinc",
-                                                 "deg2rad", "rad2deg", "frac",   "signbit"};
   std::vector<std::string> v;
-#define LOOM_X(name, api, kind) \
-  if (!math_lib.count(#api)) v.push_back(#api);
+#define LOOM_X(name, api, kind) v.push_back(#api);
   LOOM_UNARY_OPS(LOOM_X)
 #undef LOOM_X
   return v;
+}
+
+// The BinaryKind::Floating rows (hypot, nextafter, logaddexp, logaddexp2).
+bool floating_binary(const std::string& op) {
+  static const std::set<std::string> rows = [] {
+    std::set<std::string> v;
+#define LOOM_X(name, api, kind) \
+  if (BinaryKind::kind == BinaryKind::Floating) v.insert(#api);
+    LOOM_BINARY_OPS(LOOM_X)
+#undef LOOM_X
+    return v;
+  }();
+  return rows.count(op) > 0;
 }
 
 std::vector<int> all_dims(int r) {
@@ -72,10 +96,14 @@ bool Gen::unary() {
   std::string op = one(names);
   if (!disc_ && is_discontinuous_op(op)) return false;
   bool disc = is_discontinuous_op(op);
-  int x = pick([&](int v) { return (D(v) != DType::Bool || coin(0.3)) && (!disc || steady(v)); });
+  bool floats = op == "frac";  // torch has no integer frac
+  int x = pick([&](int v) {
+    return (D(v) != DType::Bool || coin(0.3)) && (!disc || steady(v)) && (!floats || is_float(v));
+  });
   if (x < 0) return false;
+  // sin(pi x) of sinc, like sin, turns x's rounding into a phase error growing with |x|
   static const std::vector<std::string> amplify = {"exp",  "exp2", "expm1", "sinh",
-                                                   "cosh", "sin",  "cos"};
+                                                   "cosh", "sin",  "cos",   "sinc"};
   bool amp = std::find(amplify.begin(), amplify.end(), op) != amplify.end();
   if (amp && meta_[size_t(x)].hist > kMaxHistAmplified) return false;
   double b = unary_bound(op, meta_[size_t(x)].bound);
@@ -91,31 +119,43 @@ bool Gen::unary() {
 bool Gen::binary() {
   static const std::vector<std::string> common = {"add",     "sub",     "mul", "div",
                                                   "maximum", "minimum", "pow"};
-  static const std::vector<std::string> rare = {"atan2",       "floor_divide", "remainder",
-                                                "logical_and", "logical_or",   "logical_xor",
-                                                "bitwise_and", "bitwise_or",   "bitwise_xor"};
+  static const std::vector<std::string> rare = {
+      "atan2",      "floor_divide",       "remainder",          "fmod",       "logical_and",
+      "logical_or", "logical_xor",        "bitwise_and",        "bitwise_or", "bitwise_xor",
+      "hypot",      "copysign",           "nextafter",          "logaddexp",  "logaddexp2",
+      "xlogy",      "bitwise_left_shift", "bitwise_right_shift"};
   std::string op = coin(0.85) ? one(common) : one(rare);
   if (!disc_ && is_discontinuous_op(op)) return false;
   bool disc = is_discontinuous_op(op);
-  int a = pick([&](int v) { return (D(v) != DType::Bool || coin(0.2)) && (!disc || steady(v)); });
+  // BinaryKind::Floating rows raise a TypeError for integer or bool tensors; the shifts take
+  // integers only (not bool)
+  bool floats = floating_binary(op);
+  bool shift = op == "bitwise_left_shift" || op == "bitwise_right_shift";
+  auto kind_ok = [&](int v) {
+    if (floats) return is_float(v);
+    if (shift) return !is_floating(D(v)) && D(v) != DType::Bool;
+    return D(v) != DType::Bool || coin(0.2);
+  };
+  int a = pick([&](int v) { return kind_ok(v) && (!disc || steady(v)); });
   if (a < 0) return false;
-  double ba = meta_[size_t(a)].bound, bb = 0;
   std::vector<Operand> args;
   int side = coin(0.25) ? ri(0, 1) : 2;  // 0: scalar left, 1: scalar right, 2: two values
   Operand s = op == "pow" && side == 1
                   ? one(std::vector<Operand>{Operand::s(0.5), Operand::s(1.5), Operand::s(2, true),
                                              Operand::s(3.0), Operand::s(-0.5), Operand::s(-1.0)})
-                  : scalar(op == "div" || op == "floor_divide" || op == "remainder" || op == "pow");
-  if (op == "pow" && side == 0) s.num = std::fabs(s.num);
+                  : scalar(op == "div" || op == "floor_divide" || op == "remainder" ||
+                           op == "fmod" || op == "pow" || op == "xlogy");
+  if ((op == "pow" && side == 0) || (op == "xlogy" && side == 1)) s.num = std::fabs(s.num);
+  // counts in range mostly, now and then past the width or negative (torch's 0 / sign fill)
+  if (shift) s = Operand::s(coin(0.8) ? ri(0, 6) : one(std::vector<int>{-1, 31, 32, 63, 64}), true);
+  if (shift && side == 0) s = Operand::s(ri(-5, 5), true);  // a shifted scalar
   int b = -1;
   if (side == 2) {
     b = partner(S(a));
-    if (b < 0 || (disc && !steady(b))) return false;
-    bb = meta_[size_t(b)].bound;
+    if (b < 0 || (disc && !steady(b)) || !kind_ok(b)) return false;
     args = coin(0.5) ? std::vector<Operand>{Operand::v(a), Operand::v(b)}
                      : std::vector<Operand>{Operand::v(b), Operand::v(a)};
   } else {
-    bb = std::fabs(s.num);
     args =
         side == 0 ? std::vector<Operand>{s, Operand::v(a)} : std::vector<Operand>{Operand::v(a), s};
   }
@@ -123,16 +163,18 @@ bool Gen::binary() {
     return false;
   double l = args[0].is_val ? meta_[size_t(args[0].val)].bound : std::fabs(args[0].num);
   double r = args[1].is_val ? meta_[size_t(args[1].val)].bound : std::fabs(args[1].num);
+  if (op == "bitwise_left_shift" && !args[1].is_val && (args[1].num < 0 || args[1].num >= 64))
+    r = 0;  // the result is 0
   double bound = binary_bound(op, l, r, args[1].is_val);
-  (void)ba, (void)bb;
+  // of real values, not integer or bool levels (those rows may be constant)
+  bool real = op == "remainder" || op == "fmod" || op == "atan2" || op == "copysign";
   return emit_op(op, args, {}, [&](int id) {
            Meta m;
            m.bound = bound;
            const auto& ca = args[0].is_val ? meta_[size_t(args[0].val)].cmask : std::vector<char>{};
            const auto& cb = args[1].is_val ? meta_[size_t(args[1].val)].cmask : std::vector<char>{};
            m.cmask = cm_broadcast(ca, cb, S(id));
-           if (op != "remainder" && op != "atan2" && is_discontinuous_op(op))
-             m.cmask.assign(S(id).size(), 1);  // integer or bool levels: rows may be constant
+           if (!real && is_discontinuous_op(op)) m.cmask.assign(S(id).size(), 1);
            return m;
          }) >= 0;
 }

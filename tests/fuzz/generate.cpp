@@ -104,7 +104,8 @@ namespace {
 // Ops whose result saturates (equal elements) once |input| exceeds the given bound.
 double saturation(const std::string& op) {
   if (op == "relu" || op == "maximum" || op == "minimum" || op == "pow" || op == "rt") return 0;
-  if (op == "erf") return 3.5;
+  if (op == "erf" || op == "erfc") return 3.5;
+  if (op == "atanh" || op == "erfinv") return 0.9375;
   if (op == "tanh") return 8;
   if (op == "gelu" || op == "gelu_tanh" || op == "silu") return 10;
   if (op == "sigmoid") return 15;

@@ -111,13 +111,43 @@ Program parse(const std::string& text) {
 // ---- properties ----------------------------------------------------------------------------
 
 bool is_discontinuous_op(const std::string& op) {
-  static const std::unordered_set<std::string> ops = {
-      "sign",        "floor",       "ceil",       "round",       "trunc",        "bitwise_not",
-      "isnan",       "isinf",       "isfinite",   "logical_not", "floor_divide", "remainder",
-      "atan2",       "eq",          "ne",         "lt",          "le",           "gt",
-      "ge",          "logical_and", "logical_or", "logical_xor", "bitwise_and",  "bitwise_or",
-      "bitwise_xor", "where",       "argmax",     "argmin",      "any",          "all",
-      "toint"};
+  static const std::unordered_set<std::string> ops = {"sign",
+                                                      "floor",
+                                                      "ceil",
+                                                      "round",
+                                                      "trunc",
+                                                      "bitwise_not",
+                                                      "isnan",
+                                                      "isinf",
+                                                      "isfinite",
+                                                      "logical_not",
+                                                      "floor_divide",
+                                                      "remainder",
+                                                      "atan2",
+                                                      "eq",
+                                                      "ne",
+                                                      "lt",
+                                                      "le",
+                                                      "gt",
+                                                      "ge",
+                                                      "logical_and",
+                                                      "logical_or",
+                                                      "logical_xor",
+                                                      "bitwise_and",
+                                                      "bitwise_or",
+                                                      "bitwise_xor",
+                                                      "where",
+                                                      "argmax",
+                                                      "argmin",
+                                                      "any",
+                                                      "all",
+                                                      "toint",
+                                                      "frac",
+                                                      "signbit",
+                                                      "fmod",
+                                                      "copysign",
+                                                      "bitwise_left_shift",
+                                                      "bitwise_right_shift"};
   return ops.count(op) > 0;
 }
 

@@ -16,10 +16,12 @@
 // fill_ %t scalar; zero_ %t; clamp_ %t lo=L hi=H (none: no bound); copy_ %t %v;
 // index_put %t (%v | scalar) idx=...; addcmul_ / addcdiv_ %t %a %b value=V;
 // lerp_ %t %e weight=W.
-// Domain guards are part of the ops: log/log2/sqrt/rsqrt/log1p/reciprocal read abs(x)+0.5,
-// exp/exp2/expm1/sinh/cosh read clamp(x,-20,20), tan clamp(x,-1.25,1.25), asin/acos
-// clamp(x,-0.875,0.875); div/floor_divide/remainder/div_ divide by abs(y)+0.5 (a tensor y),
-// addcdiv_ by abs(b)+0.5; pow is pow(abs(x)+0.5, y) with a tensor exponent clamped to [-2, 2].
+// Domain guards are part of the ops: log/log2/log10/sqrt/rsqrt/log1p/reciprocal/lgamma/digamma
+// read abs(x)+0.5, acosh abs(x)+1.5, exp/exp2/expm1/sinh/cosh read clamp(x,-20,20), tan
+// clamp(x,-1.25,1.25), asin/acos clamp(x,-0.875,0.875), atanh/erfinv clamp(x,-0.9375,0.9375);
+// div/floor_divide/remainder/fmod/div_ divide by abs(y)+0.5 (a tensor y), xlogy reads
+// abs(y)+0.5, addcdiv_ by abs(b)+0.5; pow is pow(abs(x)+0.5, y) with a tensor exponent
+// clamped to [-2, 2].
 #include <cstdint>
 #include <functional>
 #include <string>
