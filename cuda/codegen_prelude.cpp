@@ -63,6 +63,21 @@ const Snippet kSnippets[] = {
      "template <class T>\n__device__ __forceinline__ T lm_fdiv(T a, T b) {\n"
      "  if (b == 0) return 0;\n  T q = a / b;\n"
      "  if ((a % b != 0) && (lm_lt0(a) != lm_lt0(b))) --q;\n  return q;\n}\n"},
+    {"ffdiv", "",  // as cpu/scalar_math.h floor_divide: the floor of the exact quotient
+     R"(__device__ __forceinline__ double lm_ffdiv_d(double a, double b) {
+  double mod = fmod(a, b), div = (a - mod) / b;
+  if (mod != 0 && (b < 0) != (mod < 0)) div -= 1;
+  if (div == 0) return copysign(0.0, a / b);
+  double fl = floor(div);
+  return div - fl > 0.5 ? fl + 1 : fl;
+}
+__device__ __forceinline__ double lm_ffdiv(double a, double b) {
+  return b == 0 ? a / b : lm_ffdiv_d(a, b);
+}
+__device__ __forceinline__ float lm_ffdiv(float a, float b) {  // in double, rounded once
+  return b == 0 ? a / b : (float)lm_ffdiv_d(a, b);
+}
+)"},
     {"imod", "lt0",
      "template <class T>\n__device__ __forceinline__ T lm_imod(T a, T b) {\n"
      "  if (b == 0) return 0;\n  T r = a % b;\n"

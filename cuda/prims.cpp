@@ -279,7 +279,7 @@ CudaPrim lowering(Op op) {
               }};
     case Op::FloorDiv:
       return {kSimple, 0, [](const Expr& c) {
-                if (c.fp) return c.call("floor", "(" + c.x + " / " + c.y + ")");
+                if (c.fp) return c.helper("ffdiv", "lm_ffdiv(" + c.x + ", " + c.y + ")");
                 return c.helper("ifdiv", "lm_fdiv(" + c.x + ", " + c.y + ")");
               }};
     case Op::Remainder:
@@ -400,9 +400,9 @@ CudaPrim lowering(Op op) {
       return {kLibm, 0, [](const Expr& c) { return random_expr(c, "rand"); }};
     case Op::Randn:
       return {kLibm, 0, [](const Expr& c) { return random_expr(c, "randn"); }};
-    case Op::Empty:   // memory only
-    case Op::MatMul:  // run by the backend (cuda/cublaslt.cpp)
-    case Op::CumSum:  // declined: the backend has no scan, so cumsum records a reduction
+    case Op::Empty:    // memory only
+    case Op::MatMul:   // run by the backend (cuda/cublaslt.cpp)
+    case Op::CumSum:   // declined: the backend has no scan, so cumsum records a reduction
     case Op::Svdvals:  // declined: the backend has no SVD; svdvals runs on the host
       return {kSimple, 0, nullptr};
     case Op::NumOps:
