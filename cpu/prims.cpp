@@ -27,6 +27,16 @@
 namespace loom::cpu {
 namespace {
 
+// Integer + - * wrap as torch's do (two's complement), computed in the unsigned type: a signed
+// overflow is undefined in C++ (uint16 values computed in int32: 65230 * 47334).
+template <typename T>
+inline auto as_wrapping(T v) {
+  if constexpr (std::is_integral_v<T> && sizeof(T) >= sizeof(int))
+    return std::make_unsigned_t<T>(v);
+  else
+    return v;
+}
+
 template <typename T>
 inline T floor_div(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {
@@ -416,11 +426,11 @@ void lower(Op op, K& k) {
     case Op::Add:
       if constexpr (kBool)  // bool: true + true is true (stays 0/1)
         return k.arith([](T x, T y) { return T(x | y); });
-      return k.arith([](T x, T y) { return T(x + y); });
+      return k.arith([](T x, T y) { return T(as_wrapping(x) + as_wrapping(y)); });
     case Op::Sub:
-      return k.arith([](T x, T y) { return T(x - y); });
+      return k.arith([](T x, T y) { return T(as_wrapping(x) - as_wrapping(y)); });
     case Op::Mul:
-      return k.arith([](T x, T y) { return T(x * y); });
+      return k.arith([](T x, T y) { return T(as_wrapping(x) * as_wrapping(y)); });
     case Op::Div:  // TrueDiv: the op layer promotes integer operands to float32
       if constexpr (kFloat) return k.arith([](T x, T y) { return x / y; });
       return k.none();
