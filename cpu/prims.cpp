@@ -294,6 +294,8 @@ void lower(Op op, K& k) {
       if constexpr (kFloat) return k.scalar([](T v) { return std::cosh(v); });
       return k.identity();
     case Op::Erf:  // float: Eigen's rational form misses by up to 35 ulp (subnormals, tails)
+      if constexpr (kF32)  // float64 lanes (cpu/vmath_erfc.cpp)
+        if (vmath_on()) return k.eigen([](const auto& x) { return x; }, NoFix{}, erf_f32);
       if constexpr (kF32) return k.scalar([](T v) { return T(std::erf(double(v))); });
       if constexpr (kFloat) return k.eigen([](const auto& x) { return x.erf(); });
       return k.identity();

@@ -25,6 +25,7 @@ void gelu_tanh_f32(const float* a, float* out, int64_t n);
 // erfc(x) and gelu(x) (the erf form), in float64 lanes rounded once (cpu/vmath_erfc.cpp).
 void erfc_f32(const float* a, float* out, int64_t n);
 void gelu_f32(const float* a, float* out, int64_t n);
+void erf_f32(const float* a, float* out, int64_t n);
 // out = exp(a - b); sa, sb: 1 an array, 0 one value broadcast. Rounds a - b first, as
 // exp_f32 of a computed difference would.
 void exp_sub_f32(const float* a, int sa, const float* b, int sb, float* out, int64_t n);
