@@ -50,12 +50,4 @@ A erfc_wide(const A& z) {
   return (z >= 0).select(e, 2.0 - e);
 }
 
-// The same for one value (the scalar fallback of cpu/vmath_erfc.cpp).
-inline double erfc_scalar(double z) {
-  double az = std::fabs(z), c = std::min(az, 10.5), t = (c - 3) / (c + 3), p = kErfcxPoly[12];
-  for (int i = 11; i >= 0; --i) p = p * t + kErfcxPoly[i];
-  double e = az > 10.5 ? 0.0 : std::exp(-c * c) * p;
-  return z >= 0 ? e : z < 0 ? 2 - e : z;
-}
-
 }  // namespace loom::cpu::sm

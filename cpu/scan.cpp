@@ -21,16 +21,6 @@ namespace {
 constexpr int64_t kChunk = 2048;  // elements of a row scanned per load/store run
 constexpr int64_t kTile = 512;    // inner elements accumulated together
 
-// Element offset of the index `i` over dims [lo, hi) of a view (row-major decomposition).
-int64_t offset_of(const View& v, int lo, int hi, int64_t i) {
-  int64_t off = 0;
-  for (int d = hi - 1; d >= lo; --d) {
-    off += (i % v.shape[d]) * v.strides[d];
-    i /= v.shape[d];
-  }
-  return off;
-}
-
 // The single stride that walks dims [lo, hi) of `v` in row-major order, if there is one.
 bool collapsed_stride(const View& v, int lo, int hi, int64_t* stride) {
   int64_t s = 1, span = 1;  // span: elements of the dims after d

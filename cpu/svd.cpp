@@ -25,9 +25,7 @@ void run_svdvals(const Group& g) {
   const char* src = static_cast<const char*>(in.st->data()) + v.offset * int64_t(isz);
   char* dst = static_cast<char*>(g.outputs[0].st->data());
   tbb::parallel_for(int64_t(0), batch, [&](int64_t b) {
-    int64_t off = 0;  // the batch index over the leading dims
-    for (int64_t d = r - 3, i = b; d >= 0; --d)
-      off += (i % v.shape[d]) * v.strides[d], i /= v.shape[d];
+    const int64_t off = offset_of(v, 0, r - 2, b);  // the batch index over the leading dims
     // A's transpose, column-major: column i is row i of A (same singular values)
     Eigen::MatrixXd at(c, m);
     for (int64_t i = 0; i < m; ++i)

@@ -1,7 +1,9 @@
-// erfc and gelu (erf form) of float32 in float64 vectors: the same method as cpu/erfc_wide.h
-// (e^(-z^2) erfcx(z), erfcx a degree-12 polynomial in (z - 3)/(z + 3)), written with AVX-512
-// intrinsics: through Eigen's arrays the kernel cost 7-9 ns an element on one core, its
-// temporaries and clamps in memory between the steps.
+// erf, erfc and gelu (erf form) of float32 in float64 vectors: the same method as
+// cpu/erfc_wide.h (e^(-z^2) erfcx(z), erfcx a degree-12 polynomial in (z - 3)/(z + 3)), written
+// with AVX-512 intrinsics: through Eigen's arrays every step went through memory, several times
+// slower (bench/RESULTS.md).
+#include <cmath>
+
 #include "cpu/erfc_wide.h"
 #include "cpu/vmath.h"
 
@@ -82,9 +84,9 @@ inline __m512d v_gelu_pd(__m512d x) {
 void erfc_f32(const float* a, float* out, int64_t n) { v_map16(a, out, n, v_erfc_pd); }
 void gelu_f32(const float* a, float* out, int64_t n) { v_map16(a, out, n, v_gelu_pd); }
 void erf_f32(const float* a, float* out, int64_t n) { v_map16(a, out, n, v_erf_pd); }
-#else  // not called without AVX-512 (vmath_on() is off by default there): Eigen's form
+#else  // without AVX-512 (vmath_on() is off by default there): libm in double, rounded once
 void erfc_f32(const float* a, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = float(sm::erfc_scalar(double(a[i])));
+  for (int64_t i = 0; i < n; ++i) out[i] = float(std::erfc(double(a[i])));
 }
 void erf_f32(const float* a, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = float(std::erf(double(a[i])));
@@ -92,7 +94,7 @@ void erf_f32(const float* a, float* out, int64_t n) {
 void gelu_f32(const float* a, float* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     double x = a[i];
-    out[i] = float(x * 0.5 * sm::erfc_scalar(x * -0.70710678118654752));
+    out[i] = float(x * 0.5 * std::erfc(x * -0.70710678118654752));
   }
 }
 #endif

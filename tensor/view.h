@@ -12,4 +12,15 @@ struct View {
   int64_t offset = 0;  // in elements
 };
 
+// Element offset of the index `i` over dims [lo, hi) of a view (row-major decomposition),
+// without the view's own offset.
+inline int64_t offset_of(const View& v, int lo, int hi, int64_t i) {
+  int64_t off = 0;
+  for (int d = hi - 1; d >= lo; --d) {
+    off += (i % v.shape[d]) * v.strides[d];
+    i /= v.shape[d];
+  }
+  return off;
+}
+
 }  // namespace loom
