@@ -2,6 +2,7 @@
 // loom: an eager-mode tensor runtime whose ops record lazily and run as fused kernels.
 #include "cuda/stream.h"
 #include "tensor/counters.h"
+#include "fusion/checks.h"
 #include "fusion/kernel_cache.h"
 #include "fusion/trace.h"
 #include "tensor/fault.h"

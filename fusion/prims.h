@@ -72,8 +72,9 @@
 //   Compare: bool result.          Logical: bool result of truthiness.
 //   Bitwise: integers and bool only (the shifts: integers only).
 //   Fmod follows C's fmod (the dividend's sign); Remainder Python's (the divisor's). Integer
-//   fmod, remainder and floor_divide by a zero element give 0 (no trap inside a kernel); a zero
-//   integer scalar divisor is an error at the call.
+//   fmod, remainder and floor_divide by a zero element give 0 (no trap inside a kernel) and raise
+//   at the next sync point (fusion/checks.h); a zero integer scalar divisor is an error at the
+//   call.
 #define LOOM_BINARY_OPS(X)                           \
   X(Add, add, Arith)                                 \
   X(Sub, sub, Arith)                                 \

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <tuple>
 #include <unordered_map>
@@ -77,6 +78,12 @@ Trace* find_trace(Device d, uint64_t id) {
   if (it == traces().end()) return nullptr;
   last = {k, &it->second};
   return &it->second;
+}
+
+std::vector<Trace*> all_traces() {
+  std::vector<Trace*> all;
+  for (auto& [k, t] : traces()) all.push_back(&t);
+  return all;
 }
 
 bool& fusion_flag() {
@@ -263,17 +270,27 @@ void track(const std::shared_ptr<Buffer>& b, Device d) {
 // Flushing several traces runs all of them before raising the first failure.
 void flush(Device d) {
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
-  if (is_host(d)) return raise_any(flush_trace(cpu_trace()));
+  if (is_host(d)) {
+    raise_any(flush_trace(cpu_trace()));
+    return raise_checks(cpu_trace());
+  }
   Failures all;
+  std::vector<Trace*> ran;
   for (auto& [k, t] : traces())
-    if (t.stream.device == d)
+    if (t.stream.device == d) {
       for (auto& f : flush_trace(t)) all.push_back(std::move(f));
+      ran.push_back(&t);
+    }
   raise_any(all);
+  for (Trace* t : ran) raise_checks(*t);
 }
 
 void flush_stream(const StreamRef& s) {
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
-  if (Trace* t = find_trace(s.device, s.id)) raise_any(flush_trace(*t));
+  if (Trace* t = find_trace(s.device, s.id)) {
+    raise_any(flush_trace(*t));
+    raise_checks(*t);
+  }
 }
 
 void synchronize_stream(const StreamRef& s) {
@@ -319,6 +336,9 @@ void ensure_ready(const std::shared_ptr<Storage>& st) {
     LOOM_CHECK(t, Runtime, "internal: storage ", st->id, " pending on stream ", st->stream,
                " which has no trace");
     raise_for(flush_trace(*t), st);  // other work that ran out of memory may stay pending
+    raise_checks(*t);
+  } else if (Trace* t = find_trace(st->device, st->stream)) {
+    raise_checks(*t);  // checks a limit flush computed since the last sync point
   }
   if (is_host(st->device)) return;
   // The caller reads the memory on the active stream: order it after the writer.
@@ -333,6 +353,7 @@ void flush() {
   for (auto& [k, t] : traces())
     for (auto& f : flush_trace(t)) all.push_back(std::move(f));
   raise_any(all);
+  for (auto& [k, t] : traces()) raise_checks(t);
 }
 
 void sync() {
@@ -346,10 +367,19 @@ void sync() {
   }
   for (Device d : devices)  // (a device whose backend went away has nothing to wait for)
     if (is_host(d) || backend_available(d.kind)) backend(d).synchronize();
+  std::optional<Error> failed_check;  // raised after the memory failures, as flush() does
+  for (auto& [k, t] : traces()) {
+    try {
+      raise_checks(t);
+    } catch (const Error& e) {
+      if (!failed_check) failed_check = e;
+    }
+  }
   // Streams nothing else refers to are done (the device is idle): drop their traces.
   for (auto it = traces().begin(); it != traces().end();) {
     Trace& t = it->second;
-    if (t.stream.id != 0 && t.buffers.empty() && t.stream.native.use_count() == 1) {
+    if (t.stream.id != 0 && t.buffers.empty() && t.checks.empty() &&
+        t.stream.native.use_count() == 1) {
       backend(t.stream.device).stream_retired(t.stream);
       if (last_trace().tr == &t) last_trace().tr = nullptr;
       it = traces().erase(it);
@@ -358,6 +388,7 @@ void sync() {
     }
   }
   raise_any(all);
+  if (failed_check) throw *failed_check;
 }
 
 // Defined after loom::sync: an unqualified sync() above it resolved to ::sync (unistd.h), a

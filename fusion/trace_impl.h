@@ -44,6 +44,13 @@ struct LengthCut {
   }
 };
 
+// A check deferred to the next sync point (fusion/checks.h).
+struct DeferredCheck {
+  std::shared_ptr<Buffer> flag;  // a 0-d bool: true when the check failed
+  ErrorKind kind;
+  std::string message;
+};
+
 struct Trace {
   StreamRef stream;  // keeps the stream alive while it has a trace
   std::vector<std::weak_ptr<Buffer>> buffers;
@@ -62,11 +69,14 @@ struct Trace {
   // (a second wait with nothing new submitted in between is skipped).
   uint64_t submitted = 0;
   std::unordered_map<uint64_t, uint64_t> waited;
+  // Deferred checks whose flags this trace computes (or computed), oldest first.
+  std::vector<DeferredCheck> checks;
 };
 
 Trace& trace_for(const StreamRef& s);
 Trace& cpu_trace();  // the CPU's one trace (recorded on every CPU op: a direct reference)
 Trace* find_trace(Device d, uint64_t id);
+std::vector<Trace*> all_traces();
 bool& fusion_flag();
 // Counts ready storage `s` (read by a pending node) in the trace's pinned bytes, once a flush.
 inline void pin(Trace& tr, Storage* s) {
@@ -114,6 +124,9 @@ void raise_any(const Failures& f);
 void raise_for(const Failures& f, const std::shared_ptr<Storage>& st);
 // Pending storages of `tr` that a live tensor holds: the roots of its next flush.
 std::vector<std::shared_ptr<Storage>> trace_roots(const Trace& tr);
+// Reads the flags of `tr`'s checks that are computed, drops them, and throws the first failed
+// one's error (fusion/checks.cpp). Called at sync points after the flush.
+void raise_checks(Trace& tr);
 // After `f`, may memory `m` be overwritten? Not while work left pending on `tr` reads it: then
 // throws the failure that work waits for.
 void raise_if_read(const Failures& f, const Trace& tr, const Memory* m);

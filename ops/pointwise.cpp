@@ -1,4 +1,5 @@
 // Pointwise ops: validation, type promotion, broadcasting, then one recorded node.
+#include "fusion/checks.h"
 #include "ops/record.h"
 
 namespace loom {
@@ -76,11 +77,28 @@ DType op_result_type(const char* name, const Tensor& a, const Tensor& b) {
   }
 }
 
+bool int_division(Op op, DType ct) {
+  return (op == Op::FloorDiv || op == Op::Remainder || op == Op::Fmod) && !is_floating(ct);
+}
+
+// torch raises for an integer division by a zero element. The divisor's values are not known
+// at the call, and reading them would sync mid-trace: the check is deferred to the next sync
+// point (fusion/checks.h); the quotient's elements of a zero divisor hold 0 (prims.h).
+void check_divisor_later(const char* name, const Tensor& divisor, const std::string& operands) {
+  defer_check(any(eq(divisor, 0)).buffer(), ErrorKind::Value,
+              detail::cat(name, ": integer division by zero (", operands,
+                          ": the divisor has a zero element)"));
+}
+
 Tensor binary_op(Op op, const char* name, const Tensor& a, const Tensor& b, DType pt) {
   RuntimeLock lock;  // the records of this op: inner holds are a thread-local count
   check_same_device(name, a, b);
   Shape out;
   BinaryTypes bt = binary_types(op, name, a.shape(), a.dtype(), b.shape(), b.dtype(), pt, &out);
+  if (int_division(op, bt.ct) && numel(out) > 0)
+    check_divisor_later(name, b,
+                        detail::cat(dtype_name(a.dtype()), " ", shape_str(a.shape()), " by ",
+                                    dtype_name(b.dtype()), " ", shape_str(b.shape())));
   auto n = new_node(op, bt.rt, out, a.device());
   add_operand(*n, a, bt.ct, n->shape);
   add_operand(*n, b, bt.ct, n->shape);
@@ -109,6 +127,10 @@ Tensor scalar_op(Op op, const char* name, const Tensor& a, Scalar s, DType t, bo
     Tensor c = const_tensor(s, t, a.device());
     return scalar_first ? binary_op(op, name, c, a, t) : binary_op(op, name, a, c, t);
   }
+  if (scalar_first && int_division(op, bt.ct) && a.numel() > 0)
+    check_divisor_later(name, a,
+                        detail::cat("the scalar ", s.i, " by ", dtype_name(a.dtype()), " ",
+                                    shape_str(a.shape())));
   auto n = new_node(op, bt.rt, a.shape(), a.device());
   if (scalar_first) add_scalar(*n, s, t);
   add_operand(*n, a, bt.ct, n->shape);
@@ -121,9 +143,9 @@ Tensor scalar_op(Op op, const char* name, const Tensor& a, Scalar s, DType t, bo
 // values are not known at the call, and the result is defined elementwise instead, as in
 // torch: 1 for base 1, +-1 for base -1 by the exponent's parity, 0 for any other base.
 void check_scalar_rhs(Op op, const char* name, const Tensor& a, Scalar b, DType t) {
-  // torch: an integer fmod by a zero scalar raises ZeroDivisionError; a zero element of a
-  // tensor divisor, unknown at the call, gives 0 (prims.h).
-  if (op == Op::Fmod && !is_floating(t) && b.kind != Scalar::Kind::Float && b.i == 0)
+  // torch: an integer division by a zero scalar raises ZeroDivisionError at the call (a tensor
+  // divisor's zero elements raise at the next sync point: check_divisor_later).
+  if (int_division(op, t) && b.kind != Scalar::Kind::Float && b.i == 0)
     throw Error(ErrorKind::Value, std::string(name) + ": integer division by zero (" +
                                       dtype_name(a.dtype()) + " tensor of shape " +
                                       shape_str(a.shape()) + " by the scalar 0)");

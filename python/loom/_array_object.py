@@ -81,22 +81,43 @@ def shift(name, a, b):
     return fn(a, b)
 
 
+def zero_safe(fn, x1, x2):
+    """fn(x1, x2), an integer division (floor_divide, remainder), with 0 where the divisor x2
+    is 0: numpy's value (the standard leaves it implementation-defined), where loom's
+    torch-style functions raise at the next sync point. Either side may be a Python scalar."""
+    like = x2 if isinstance(x2, Tensor) else x1
+    if like.is_floating_point() or isinstance(x1, float) or isinstance(x2, float):
+        return fn(x1, x2)
+    if not isinstance(x2, Tensor):
+        if x2 != 0:
+            return fn(x1, x2)
+        x2 = _l.full((), 0, dtype=like.dtype, device=like.device)
+    zero = _l.eq(x2, 0)
+    return _l.where(zero, 0, fn(x1, _l.where(zero, 1, x2)))
+
+
+_int_divisions = ("__floordiv__", "__mod__")
+
+
 def _binary(name, rname):
     base = getattr(Tensor, name)
     rbase = getattr(Tensor, rname) if rname else None
+    divides = name in _int_divisions
 
     def op(self, other):
         if not isinstance(other, (Tensor,) + _scalars):
             return NotImplemented
         a, b = promote(self, other)
-        return as_array(base(a, b))
+        return as_array(zero_safe(base, a, b) if divides else base(a, b))
 
     def rop(self, other):
         if isinstance(other, Tensor):
             b, a = promote(other, self)
-            return as_array(base(b, a))
+            return as_array(zero_safe(base, b, a) if divides else base(b, a))
         if not isinstance(other, _scalars):
             return NotImplemented
+        if divides:
+            return as_array(zero_safe(lambda n, d: rbase(d, n), other, self))
         return as_array(rbase(self, other))
 
     op.__name__, op.__doc__ = name, base.__doc__

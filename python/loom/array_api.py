@@ -19,7 +19,7 @@ from collections import namedtuple
 from typing import Optional, Sequence, Tuple, Union
 
 from . import _loom as _l
-from ._array_object import Array, as_array, promote, returning_arrays, shift
+from ._array_object import Array, as_array, promote, returning_arrays, shift, zero_safe
 from ._loom import Tensor
 
 __array_api_version__ = "2023.12"
@@ -407,6 +407,18 @@ def _promoting(fn, name):
     return f
 
 
+def _zero_safe(fn, name):
+    """An integer division on the standard's promoted dtype: 0 where the divisor is 0."""
+
+    def f(x1, x2, /):
+        return zero_safe(fn, *promote(x1, x2))
+
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = (f"{name}(x1, x2): loom.{fn.__name__} after the standard's type promotion; an "
+                 "integer zero divisor gives 0.")
+    return f
+
+
 add = _promoting(_l.add, "add")
 atan2 = _promoting(_l.atan2, "atan2")
 bitwise_and = _promoting(_l.bitwise_and, "bitwise_and")
@@ -414,7 +426,7 @@ bitwise_or = _promoting(_l.bitwise_or, "bitwise_or")
 bitwise_xor = _promoting(_l.bitwise_xor, "bitwise_xor")
 divide = _promoting(_l.div, "divide")
 equal = _promoting(_l.eq, "equal")
-floor_divide = _promoting(_l.floor_divide, "floor_divide")
+floor_divide = _zero_safe(_l.floor_divide, "floor_divide")
 greater = _promoting(_l.gt, "greater")
 greater_equal = _promoting(_l.ge, "greater_equal")
 less = _promoting(_l.lt, "less")
@@ -427,7 +439,7 @@ minimum = _promoting(_l.minimum, "minimum")
 multiply = _promoting(_l.mul, "multiply")
 not_equal = _promoting(_l.ne, "not_equal")
 pow = _promoting(_l.pow, "pow")  # noqa: A001
-remainder = _promoting(_l.remainder, "remainder")
+remainder = _zero_safe(_l.remainder, "remainder")
 subtract = _promoting(_l.sub, "subtract")
 abs = _l.abs  # noqa: A001
 acos = _l.acos

@@ -249,3 +249,20 @@ def test_promotion_matches_array_api_strict():
                 got = fl(xp.ones(sa, dtype=getattr(xp, a)), xp.ones(sb, dtype=getattr(xp, b)))
                 assert got.dtype.name == str(want.dtype).split(".")[-1], (a, b, sa, sb)
                 assert got.shape == tuple(want.shape)
+
+
+def test_integer_division_by_zero_gives_numpy_zero():
+    # the standard leaves it implementation-defined: numpy's 0, no error (loom's torch-style
+    # functions raise at the next sync point instead)
+    a = xp.asarray([7, -7, 9, 4], dtype=xp.int32)
+    b = xp.asarray([2, 0, -4, 0], dtype=xp.int32)
+    with np.errstate(all="ignore"):
+        want_q, want_r = np.floor_divide([7, -7, 9, 4], [2, 0, -4, 0]), np.remainder(
+            [7, -7, 9, 4], [2, 0, -4, 0])
+    for q, r in [(xp.floor_divide(a, b), xp.remainder(a, b)), (a // b, a % b)]:
+        assert q.dtype == xp.int32 and r.dtype == xp.int32
+        assert q.tolist() == want_q.tolist() and r.tolist() == want_r.tolist()
+    assert (a // 0).tolist() == [0] * 4 and (a % 0).tolist() == [0] * 4
+    assert (12 // b).tolist() == [6, 0, -3, 0] and (12 % b).tolist() == [0, 0, 0, 0]
+    assert (xp.asarray([1.0]) // xp.asarray([0.0])).tolist() == [float("inf")]
+    loom.sync()  # nothing deferred raises

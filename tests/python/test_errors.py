@@ -1,5 +1,6 @@
 """loom::Error maps to ValueError / TypeError / IndexError / RuntimeError / MemoryError by its
 kind, carrying loom's message (op, shapes, reason), at the call site, not at a sync point."""
+import numpy as np
 import pytest
 
 import loom
@@ -46,8 +47,25 @@ def test_index_errors():
         loom.ones(2, 3).sum(dim=2)
     with pytest.raises(IndexError):
         loom.softmax(loom.ones(2), dim=1)
-    with pytest.raises(IndexError, match="cross_entropy"):
-        loom.cross_entropy(loom.ones(2, 3), loom.tensor([0, 3]))
+    # the target's range is checked with the work and raised at the next sync point
+    loss = loom.cross_entropy(loom.ones(2, 3), loom.tensor([0, 3]))
+    with pytest.raises(IndexError, match=r"cross_entropy.*\[0, 3\).*\[2, 3\]"):
+        loss.item()
+    assert np.isfinite(loss.item())  # computed, and read once the error is out
+
+
+def test_integer_division_by_zero():
+    a = loom.tensor([7, -7, 9])
+    b = loom.tensor([2, 0, 4])
+    q = a // b  # no sync at the call: the divisor's values are checked with the work
+    with pytest.raises(ValueError, match="floor_divide: integer division by zero"):
+        loom.sync()
+    assert q.tolist() == [3, 0, 2]
+    with pytest.raises(ValueError, match="remainder.*division by zero"):
+        (a % b).tolist()
+    with pytest.raises(ValueError, match="division by zero"):
+        a // 0
+    assert (a.float() // b).tolist()[1] == float("-inf")
 
 
 def test_runtime_errors():
