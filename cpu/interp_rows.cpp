@@ -34,7 +34,7 @@ void consume(const Job& job, RowState& rs, int id, const void* v, std::vector<Ac
     const GNode& rn = p.nodes[r];
     if (rn.a != id || (pass >= 0 && p.nodes[id].pass != pass)) continue;
     if (job.col_layout) {
-      fold_cols(rn.op, p.ct[id], v, rs.nr, nc, c0, rs.col(r));
+      fold_cols(rn.op, p.ct[id], v, rs.nr, rs.nr, nc, c0, rs.col(r));
       continue;
     }
     Acc* acc = accs ? accs->data() + p.acc_slot[r] : rs.acc(r);

@@ -688,29 +688,30 @@ void fold_run(Op op, CT out, const T* x, int64_t n, int64_t col0, Acc& a) {
 // into accumulator acc, both of type A; get and put move an accumulator between A and the
 // ColAcc's arrays.
 template <int B, typename A, typename T, typename Get, typename Put, typename Step>
-[[gnu::always_inline]] inline void fold_cols_block(const T* __restrict x, int64_t rows, int64_t n,
+[[gnu::always_inline]] inline void fold_cols_block(const T* __restrict x, int64_t ld, int64_t n,
                                                    int64_t i0, Get get, Put put, Step step) {
   A acc[B];
   for (int k = 0; k < B; ++k) acc[k] = get(i0 + k);
   for (int64_t j = 0; j < n; ++j) {
-    const T* __restrict r = x + j * rows + i0;
+    const T* __restrict r = x + j * ld + i0;
     for (int k = 0; k < B; ++k) acc[k] = step(acc[k], A(r[k]));
   }
   for (int k = 0; k < B; ++k) put(i0 + k, acc[k]);
 }
 
 template <typename A, typename T, typename Get, typename Put, typename Step>
-[[gnu::always_inline]] inline void fold_cols_blocked(const T* __restrict x, int64_t rows, int64_t n,
-                                                     Get get, Put put, Step step) {
+[[gnu::always_inline]] inline void fold_cols_blocked(const T* __restrict x, int64_t ld,
+                                                     int64_t rows, int64_t n, Get get, Put put,
+                                                     Step step) {
   int64_t i0 = 0;
-  for (; i0 + 32 <= rows; i0 += 32) fold_cols_block<32, A>(x, rows, n, i0, get, put, step);
+  for (; i0 + 32 <= rows; i0 += 32) fold_cols_block<32, A>(x, ld, n, i0, get, put, step);
   // Short blocks (a few rows: the tile has many columns) keep their lanes in registers too.
-  if (i0 + 16 <= rows) fold_cols_block<16, A>(x, rows, n, i0, get, put, step), i0 += 16;
-  if (i0 + 8 <= rows) fold_cols_block<8, A>(x, rows, n, i0, get, put, step), i0 += 8;
-  if (i0 + 4 <= rows) fold_cols_block<4, A>(x, rows, n, i0, get, put, step), i0 += 4;
+  if (i0 + 16 <= rows) fold_cols_block<16, A>(x, ld, n, i0, get, put, step), i0 += 16;
+  if (i0 + 8 <= rows) fold_cols_block<8, A>(x, ld, n, i0, get, put, step), i0 += 8;
+  if (i0 + 4 <= rows) fold_cols_block<4, A>(x, ld, n, i0, get, put, step), i0 += 4;
   for (; i0 < rows; ++i0) {
     A acc = get(i0);
-    for (int64_t j = 0; j < n; ++j) acc = step(acc, A(x[j * rows + i0]));
+    for (int64_t j = 0; j < n; ++j) acc = step(acc, A(x[j * ld + i0]));
     put(i0, acc);
   }
 }
@@ -720,14 +721,14 @@ template <typename A, typename T, typename Get, typename Put, typename Step>
 // lane's NaNs flagged beside it, made NaN at the end; a select that also tested for a NaN
 // element would not vectorize.
 template <int B, bool Max, typename T>
-[[gnu::always_inline]] inline void extreme_cols_block(const T* __restrict x, int64_t rows,
-                                                      int64_t n, int64_t i0, double* __restrict f) {
+[[gnu::always_inline]] inline void extreme_cols_block(const T* __restrict x, int64_t ld, int64_t n,
+                                                      int64_t i0, double* __restrict f) {
   using Flag = std::conditional_t<sizeof(T) == 8, int64_t, int32_t>;
   T acc[B];
   Flag nan[B];
   for (int k = 0; k < B; ++k) acc[k] = T(f[i0 + k]), nan[k] = 0;
   for (int64_t j = 0; j < n; ++j) {
-    const T* __restrict r = x + j * rows + i0;
+    const T* __restrict r = x + j * ld + i0;
     for (int k = 0; k < B; ++k) {
       T v = r[k];
       acc[k] = (Max ? v > acc[k] : v < acc[k]) ? v : acc[k];
@@ -739,17 +740,19 @@ template <int B, bool Max, typename T>
 }
 
 template <bool Max, typename T>
-void extreme_cols(const T* __restrict x, int64_t rows, int64_t n, double* __restrict f) {
+void extreme_cols(const T* __restrict x, int64_t ld, int64_t rows, int64_t n,
+                  double* __restrict f) {
   int64_t i0 = 0;
-  for (; i0 + 32 <= rows; i0 += 32) extreme_cols_block<32, Max>(x, rows, n, i0, f);
-  if (i0 + 16 <= rows) extreme_cols_block<16, Max>(x, rows, n, i0, f), i0 += 16;
-  if (i0 + 8 <= rows) extreme_cols_block<8, Max>(x, rows, n, i0, f), i0 += 8;
-  for (; i0 < rows; ++i0) extreme_cols_block<1, Max>(x, rows, n, i0, f);
+  for (; i0 + 32 <= rows; i0 += 32) extreme_cols_block<32, Max>(x, ld, n, i0, f);
+  if (i0 + 16 <= rows) extreme_cols_block<16, Max>(x, ld, n, i0, f), i0 += 16;
+  if (i0 + 8 <= rows) extreme_cols_block<8, Max>(x, ld, n, i0, f), i0 += 8;
+  for (; i0 < rows; ++i0) extreme_cols_block<1, Max>(x, ld, n, i0, f);
 }
 
 // fold_cols() for one compute type: each row's accumulator a lane.
 template <typename T>
-void fold_cols_t(Op op, const T* __restrict x, int64_t rows, int64_t n, int64_t col0, ColAcc a) {
+void fold_cols_t(Op op, const T* __restrict x, int64_t ld, int64_t rows, int64_t n, int64_t col0,
+                 ColAcc a) {
   double* __restrict f = a.f;
   int64_t* __restrict iv = a.i;
   int64_t* __restrict idx = a.idx;
@@ -778,28 +781,28 @@ void fold_cols_t(Op op, const T* __restrict x, int64_t rows, int64_t n, int64_t 
   };
   switch (op) {
     case Op::Sum:
-      fold_cols_blocked<W>(x, rows, n, getw, putw, [](W c, W v) { return c + v; });
+      fold_cols_blocked<W>(x, ld, rows, n, getw, putw, [](W c, W v) { return c + v; });
       return;
     case Op::Prod:
-      fold_cols_blocked<W>(x, rows, n, getw, putw, [](W c, W v) { return c * v; });
+      fold_cols_blocked<W>(x, ld, rows, n, getw, putw, [](W c, W v) { return c * v; });
       return;
     case Op::Max:
     case Op::Min:
       if constexpr (fl) {
         if (op == Op::Max)
-          extreme_cols<true>(x, rows, n, f);
+          extreme_cols<true>(x, ld, rows, n, f);
         else
-          extreme_cols<false>(x, rows, n, f);
+          extreme_cols<false>(x, ld, rows, n, f);
       } else if (op == Op::Max) {
-        fold_cols_blocked<T>(x, rows, n, gett, putt, [](T c, T v) { return v > c ? v : c; });
+        fold_cols_blocked<T>(x, ld, rows, n, gett, putt, [](T c, T v) { return v > c ? v : c; });
       } else {
-        fold_cols_blocked<T>(x, rows, n, gett, putt, [](T c, T v) { return v < c ? v : c; });
+        fold_cols_blocked<T>(x, ld, rows, n, gett, putt, [](T c, T v) { return v < c ? v : c; });
       }
       return;
     case Op::ArgMax:
     case Op::ArgMin:
       for (int64_t j = 0; j < n; ++j) {
-        const T* __restrict r = x + j * rows;
+        const T* __restrict r = x + j * ld;
         for (int64_t i = 0; i < rows; ++i) {
           bool have = idx[i] >= 0;
           T best = have ? gett(i) : T(0);
@@ -811,11 +814,11 @@ void fold_cols_t(Op op, const T* __restrict x, int64_t rows, int64_t n, int64_t 
       return;
     case Op::Any:
       for (int64_t j = 0; j < n; ++j)
-        for (int64_t i = 0; i < rows; ++i) iv[i] |= int64_t(x[j * rows + i] != T(0));
+        for (int64_t i = 0; i < rows; ++i) iv[i] |= int64_t(x[j * ld + i] != T(0));
       return;
     case Op::All:
       for (int64_t j = 0; j < n; ++j)
-        for (int64_t i = 0; i < rows; ++i) iv[i] &= int64_t(x[j * rows + i] != T(0));
+        for (int64_t i = 0; i < rows; ++i) iv[i] &= int64_t(x[j * ld + i] != T(0));
       return;
 
     // ---- not reductions ----
@@ -919,10 +922,11 @@ void fold(Op op, CT in, CT out, const void* x, int64_t rows, int64_t n, int64_t 
   });
 }
 
-void fold_cols(Op op, CT in, const void* x, int64_t rows, int64_t n, int64_t col0, ColAcc acc) {
+void fold_cols(Op op, CT in, const void* x, int64_t ld, int64_t rows, int64_t n, int64_t col0,
+               ColAcc acc) {
   dispatch_ct(in, [&](auto t) {
     using T = decltype(t);
-    fold_cols_t<T>(op, static_cast<const T*>(x), rows, n, col0, acc);
+    fold_cols_t<T>(op, static_cast<const T*>(x), ld, rows, n, col0, acc);
   });
 }
 

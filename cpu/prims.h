@@ -42,10 +42,12 @@ struct ColAcc {
   int64_t* i;
   int64_t* idx;
 };
-// Folds n runs of `rows` values (run j, at x + j * rows, holds column col0 + j of each row i)
+// Folds n runs of `rows` values (run j, at x + j * ld, holds column col0 + j of each row i)
 // into acc's row i: the same result as fold() of each row's values in column order, but
-// float sums and products accumulate in float64 element by element.
-void fold_cols(Op op, CT in, const void* x, int64_t rows, int64_t n, int64_t col0, ColAcc acc);
+// float sums and products accumulate in float64 element by element. ld >= rows: a tile's
+// register (ld == rows), or the columns read in place from memory.
+void fold_cols(Op op, CT in, const void* x, int64_t ld, int64_t rows, int64_t n, int64_t col0,
+               ColAcc acc);
 // combine() of b[i] into a[i] for i < n.
 void combine_cols(Op op, CT in, ColAcc a, ColAcc b, int64_t n);
 // Merges the accumulator of a later part of a row into an earlier one's (the order matters
