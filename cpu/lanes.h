@@ -1,5 +1,5 @@
 #pragma once
-// The fixed-order folds of a run that the reductions' CPU cases use (cpu/prims.cpp): sums,
+// The fixed-order folds of a run that the reductions' CPU cases use (cpu/prims_reduce.cpp): sums,
 // products and extremes in lanes, then a fixed tree, so that a result depends neither on the
 // alignment of the data nor on which thread runs it.
 #include <cmath>

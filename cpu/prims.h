@@ -1,7 +1,7 @@
 #pragma once
-// The CPU's lowering of the primitive list (fusion/prims.h), defined in cpu/prims.cpp: the
-// pointwise loop of each unary and binary op, and each reduction's fold of a run into an
-// accumulator, its identity, combine and result.
+// The CPU's lowering of the primitive list (fusion/prims.h): the pointwise loop of each unary
+// and binary op (cpu/prims.cpp), and each reduction's fold of a run into an accumulator, its
+// identity, combine and result (cpu/prims_reduce.cpp).
 #include <cstdint>
 
 #include "cpu/ctype.h"

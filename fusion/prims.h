@@ -1,7 +1,7 @@
 #pragma once
 // The primitives: the one list of what a trace records. The C++ API, the bindings, each
-// backend's table of lowerings (cpu/prims.cpp, cuda/prims.cpp) and the op tests expand these
-// rows, so adding a row is how an op comes to exist everywhere; a backend that lacks a case for
+// backend's table of lowerings (cpu/prims.cpp with cpu/prims_reduce.cpp, cuda/prims.cpp) and
+// the op tests expand these rows, so adding a row is how an op comes to exist everywhere; a backend that lacks a case for
 // a row fails to compile (its switch has no default and -Werror=switch).
 //
 // Unary rows: X(Name, api_name, Kind)
