@@ -21,8 +21,12 @@ namespace loom::cpu {
 namespace {
 
 // Bytes of C a block of rows holds at the most: with the packed panels BLAS keeps beside it,
-// the block stays in a core's L2 (2 MiB on the machines measured) until its epilogue read it.
+// the block stays in a core's L2 (kL2Bytes on the machines measured) until its epilogue read it.
 constexpr int64_t kBlockBytes = int64_t(512) << 10;
+constexpr int64_t kL2Bytes = int64_t(2) << 20;
+// ... but never fewer rows than this (where there are as many): each block's GEMM packs the
+// B panels it reads again, which costs as much as the GEMM over that many rows of K * N less.
+constexpr int64_t kMinBlockRows = 128;
 
 // A Storage over memory it does not own (C's block in a thread's scratch), for a leaf.
 std::shared_ptr<Storage> borrowed(void* p, size_t bytes) {
@@ -65,6 +69,27 @@ void after(const Group& g, Kernel& k) {
   epilogue_range(g, k, 0, INT64_MAX, borrowed(tmp->ptr, c.nbytes), 0);
 }
 
+// Blocks of rows for `mats` matrices of `rows` rows of `c_row` bytes of C: as tall as
+// kBlockBytes allows (kMinBlockRows at the fewest), and at least two a thread where there are
+// rows enough, their count a multiple of the threads (no thread waits on another's last block).
+struct BlockPlan {
+  int64_t per;   // blocks a matrix
+  int64_t rows;  // rows a block (the last one of a matrix may have fewer)
+};
+BlockPlan plan_blocks(int64_t mats, int64_t rows, int64_t c_row) {
+  const int threads = tbb::this_task_arena::max_concurrency();
+  const int64_t most = std::max(kMinBlockRows, kBlockBytes / std::max<int64_t>(c_row, 1));
+  int64_t per = (rows + most - 1) / most;
+  if (mats < threads) {
+    int64_t want = (2 * threads + mats - 1) / mats;
+    per = std::max(per, std::min(want, (rows + 15) / 16));
+    int64_t all = (mats * per + threads - 1) / threads * threads;
+    per = std::max<int64_t>(1, all / mats);
+  }
+  const int64_t br = (rows + per - 1) / per;
+  return {(rows + br - 1) / br, br};
+}
+
 #ifdef LOOM_HAVE_OPENBLAS
 
 // A thread's block of C where C is not written to memory, kept between calls.
@@ -100,20 +125,7 @@ void rows(const Group& g, Kernel& k) {
   const bool flat =
       s.batch > 1 && !A.trans && B.stacks_none() && A.stacks(s.M) && s.batch * s.M <= INT_MAX;
   const int64_t mats = flat ? 1 : s.batch, rows = flat ? s.batch * s.M : s.M;
-  // Blocks as tall as kBlockBytes allows, and at least two a thread where there are rows
-  // enough, their count a multiple of the threads (no thread waits on another's last block).
-  const int threads = tbb::this_task_arena::max_concurrency();
-  const int64_t most = std::max<int64_t>(1, kBlockBytes / (s.N * int64_t(sizeof(T))));
-  int64_t per = (rows + most - 1) / most;
-  if (mats < threads) {
-    int64_t want = (2 * threads + mats - 1) / mats;
-    per = std::max(per, std::min(want, (rows + 15) / 16));
-    int64_t all = mats * per;
-    all = (all + threads - 1) / threads * threads;
-    per = std::max<int64_t>(1, all / mats);
-  }
-  const int64_t br = (rows + per - 1) / per;
-  per = (rows + br - 1) / br;
+  const auto [per, br] = plan_blocks(mats, rows, s.N * int64_t(sizeof(T)));
   blas_threads(1);
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, mats * per, 1), [&](auto range) {
     for (int64_t u = range.begin(); u < range.end(); ++u) {
@@ -141,12 +153,21 @@ EpilogueSplit epilogue_split(const Node& n) {
   if (k == "rows") return EpilogueSplit::Rows;
   if (k == "after") return EpilogueSplit::After;
   Shapes s = shapes_of(n);
-  // Blocks of rows over oneTBB pack B again for every block (one-thread GEMMs), where one
-  // threaded GEMM shares the packed B between its threads; the epilogue's pass over C in
-  // memory is what blocks save. Packing costs in proportion to K * N a block, the GEMM
-  // K * N * rows, and the saved pass N * rows: blocks win where K is small (a short GEMM
-  // beside the pass), lose where K is large (bench/RESULTS.md, "Matmul epilogue").
-  return s.K <= 256 ? EpilogueSplit::Rows : EpilogueSplit::After;
+  // Blocks of rows over oneTBB pack the B panels again for every block (one-thread GEMMs),
+  // where one threaded GEMM shares them between its threads; what blocks save is the
+  // epilogue's pass over C in memory. A block re-packs K * N elements of B and saves a pass
+  // over its rows * N elements of C: blocks pay where the block of C is the larger, K at most
+  // the block's rows, and while a block of kMinBlockRows rows fits in L2 (bench/RESULTS.md,
+  // "CPU matmul epilogue"). The block plan is taken as if B were one matrix for the batch.
+  const int64_t c_row = s.N * int64_t(itemsize(n.dtype));
+  bool b_shared = true;
+  const View& bv = n.in[1].view;
+  for (int d = 0; d + 2 < int(bv.shape.size()); ++d)
+    if (bv.shape[d] != 1 && bv.strides[d] != 0) b_shared = false;
+  const BlockPlan bp =
+      b_shared ? plan_blocks(1, s.batch * s.M, c_row) : plan_blocks(s.batch, s.M, c_row);
+  return s.K <= bp.rows && c_row * kMinBlockRows <= kL2Bytes ? EpilogueSplit::Rows
+                                                             : EpilogueSplit::After;
 }
 
 void run_matmul_epilogue(const Group& g, Kernel& k) {
