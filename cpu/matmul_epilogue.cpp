@@ -125,20 +125,36 @@ void rows(const Group& g, Kernel& k) {
   const bool flat =
       s.batch > 1 && !A.trans && B.stacks_none() && A.stacks(s.M) && s.batch * s.M <= INT_MAX;
   const int64_t mats = flat ? 1 : s.batch, rows = flat ? s.batch * s.M : s.M;
-  const auto [per, br] = plan_blocks(mats, rows, s.N * int64_t(sizeof(T)));
+  const int64_t c_row = s.N * int64_t(sizeof(T));
+  const auto [per, br] = plan_blocks(mats, rows, c_row);
+  // Whole matrices a block (small batch entries): several a block, up to kBlockBytes and at
+  // least two blocks a thread, so the epilogue's fixed cost a call is spread over them.
+  const int threads = tbb::this_task_arena::max_concurrency();
+  int64_t mpb = 1;
+  if (per == 1)
+    mpb = std::clamp<int64_t>(
+        std::min(kBlockBytes / std::max<int64_t>(rows * c_row, 1), mats / (2 * int64_t(threads))),
+        1, mats);
+  const int64_t units = per == 1 ? (mats + mpb - 1) / mpb : mats * per;
   blas_threads(1);
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, mats * per, 1), [&](auto range) {
+  tbb::parallel_for(tbb::blocked_range<int64_t>(0, units, 1), [&](auto range) {
     for (int64_t u = range.begin(); u < range.end(); ++u) {
-      const int64_t b = u / per, r0 = (u % per) * br, m = std::min(br, rows - r0);
-      const int64_t first = (b * rows + r0) * s.N;  // C's element at the block's start
-      const T* a = A.matrix(b, s.M, s.K) + r0 * (A.trans ? 1 : A.ld);
-      T* c = in_mem ? static_cast<T*>(cst.data()) + first : block_scratch<T>(m * s.N);
-      gemm(A.trans, B.trans, m, s.N, s.K, a, A.ld, B.matrix(b, s.K, s.N), B.ld, c, s.N);
+      // Matrices [b0, b1), rows [r0, r0 + m) of each: C's elements [first, first + len).
+      const int64_t b0 = per == 1 ? u * mpb : u / per,
+                    b1 = per == 1 ? std::min(mats, b0 + mpb) : b0 + 1;
+      const int64_t r0 = per == 1 ? 0 : (u % per) * br, m = std::min(br, rows - r0);
+      const int64_t first = (b0 * rows + r0) * s.N, len = (b1 - b0) * m * s.N;
+      T* c = in_mem ? static_cast<T*>(cst.data()) + first : block_scratch<T>(len);
+      for (int64_t b = b0; b < b1; ++b) {
+        const T* a = A.matrix(b, s.M, s.K) + r0 * (A.trans ? 1 : A.ld);
+        gemm(A.trans, B.trans, m, s.N, s.K, a, A.ld, B.matrix(b, s.K, s.N), B.ld,
+             c + (b - b0) * m * s.N, s.N);
+      }
       // Isolated: waiting inside the epilogue, this thread must not start another block, whose
       // GEMM would overwrite the scratch this one still reads.
       tbb::this_task_arena::isolate([&] {
-        epilogue_range(g, k, first, first + m * s.N,
-                       in_mem ? nullptr : borrowed(c, size_t(m * s.N) * sizeof(T)), first);
+        epilogue_range(g, k, first, first + len,
+                       in_mem ? nullptr : borrowed(c, size_t(len) * sizeof(T)), first);
       });
     }
   });

@@ -205,6 +205,15 @@ TEST_CASE("matmul epilogue: batched [B, T, C] @ [C, N], bmm, transposed and stri
     auto bmm = [&] { return tanh(matmul(a, bb)) - rp; };
     check_close(bmm(), cb, kRef);
     lt::check_fused_matches_unfused(bmm);
+    // many small entries: several whole matrices a block, read through one epilogue call
+    Tensor a16 = lt::random({16, 5, 7}, DType::Float32, 51, -1, 1);
+    Tensor b16 = lt::random({16, 7, 3}, DType::Float32, 52, -1, 1);
+    Tensor r16 = lt::random({5, 16, 3}, DType::Float32, 53, -1, 1).permute({1, 0, 2});
+    Vec c16 = ref_bmm(host(a16), host(b16), 16, 5, 7, 3), h16 = host(r16);
+    for (size_t i = 0; i < c16.size(); ++i) c16[i] = c16[i] * 0.125 + h16[i];
+    auto small = [&] { return matmul(a16, b16) * 0.125 + r16; };
+    check_close(small(), c16, kRef);
+    lt::check_fused_matches_unfused(small);
     // transposed A and B, a row slice of A (strided), a broadcast batch of B
     Tensor at = lt::random({24, 61}, DType::Float32, 47, -1, 1).t();
     Tensor wt = lt::random({19, 24}, DType::Float32, 48, -1, 1).t();
@@ -225,6 +234,21 @@ TEST_CASE("matmul epilogue: batched [B, T, C] @ [C, N], bmm, transposed and stri
     for (size_t i = 0; i < c3.size(); ++i) c3[i] = c3[i] * 2 + hb[i % 19];
     check_close(bc(), c3, kRef);
     lt::check_fused_matches_unfused(bc);
+  }
+}
+
+TEST_CASE("matmul epilogue: empty operands (K = 0 gives the epilogue of zeros, M = 0 nothing)") {
+  for (const char* sp : kSplits) {
+    SplitEnv split(sp);
+    INFO(sp);
+    Tensor b = lt::random({4}, DType::Float32, 81, -1, 1);
+    Vec hb = host(b), want(12);
+    for (size_t i = 0; i < want.size(); ++i) want[i] = std::max(hb[i % 4], 0.0) + 1;
+    Tensor y = relu(matmul(zeros({3, 0}), zeros({0, 4})) + b) + 1;
+    check_close(y, want, kRef);
+    Tensor e = gelu(matmul(zeros({0, 5}), zeros({5, 4})) + b, "none");
+    CHECK(e.shape() == Shape{0, 4});
+    CHECK(host(e).empty());
   }
 }
 
