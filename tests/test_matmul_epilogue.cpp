@@ -178,6 +178,23 @@ TEST_CASE("matmul epilogue: a consumer that also needs C, and C read by another 
       Tensor m = matmul(x, w);
       return m.t() * 2 + (m + b).t();
     });
+    // a consumer of C that also reads a reduction of C: the matmul's group would close a cycle,
+    // so it joins the reduction's kernel (broadcast_back), which reads C from memory
+    auto cyc = [&] {
+      Tensor m = matmul(x, w);
+      return m - m.sum({1}, true) * 0.02;
+    };
+    Vec wc(c.size());
+    for (int64_t i = 0; i < 70; ++i) {
+      double rs = 0;
+      for (int64_t j = 0; j < 50; ++j) rs += c[size_t(i * 50 + j)];
+      for (int64_t j = 0; j < 50; ++j) wc[size_t(i * 50 + j)] = c[size_t(i * 50 + j)] - rs * 0.02;
+    }
+    check_close(cyc(), wc, kRef);
+    lt::check_fused_matches_unfused(cyc);
+    std::string e = explain(cyc());
+    CHECK(e.find("2 kernel(s)") != std::string::npos);
+    CHECK(e.find("broadcast_back") != std::string::npos);
   }
 }
 
