@@ -24,8 +24,8 @@ namespace {
 // the block stays in a core's L2 (kL2Bytes on the machines measured) until its epilogue read it.
 constexpr int64_t kBlockBytes = int64_t(512) << 10;
 constexpr int64_t kL2Bytes = int64_t(2) << 20;
-// ... but never fewer rows than this (where there are as many): each block's GEMM packs the
-// B panels it reads again, which costs as much as the GEMM over that many rows of K * N less.
+// ... but never fewer rows than this (where there are as many): each block's GEMM packs all of
+// B again, a cost only a tall block spreads thin (a block of C may then pass kBlockBytes).
 constexpr int64_t kMinBlockRows = 128;
 
 // A Storage over memory it does not own (C's block in a thread's scratch), for a leaf.
