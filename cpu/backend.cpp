@@ -11,6 +11,7 @@
 
 #include "cpu/interp.h"
 #include "cpu/matmul.h"
+#include "cpu/matmul_epilogue.h"
 #include "cpu/scan.h"
 #include "cpu/svd.h"
 #include "tensor/error.h"
@@ -99,12 +100,17 @@ struct CpuBackend : Backend {
     else
       cpu::run_matmul(g);
   }
+  void run_opaque_epilogue(const Group& g, Kernel& epilogue) override {
+    cpu::run_matmul_epilogue(g, epilogue);
+  }
   std::string name() const override { return "cpu"; }
   size_t memory_capacity() const override {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
     return pages > 0 && page > 0 ? size_t(pages) * size_t(page) : 0;
   }
-  BackendCaps caps() const override { return {.scan = true, .svd = true}; }
+  BackendCaps caps() const override {
+    return {.scan = true, .svd = true, .matmul_epilogue = knob_flag(Knob::CpuMatmulEpilogue)};
+  }
 };
 
 }  // namespace

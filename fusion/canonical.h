@@ -26,6 +26,7 @@ class GroupBuilder {
   void add_output(GOutput o, const Node& n);
   Group finish();
   size_t scalars() const { return g_.scalars.size(); }  // scalar slots so far
+  std::vector<GOutput>& outputs() { return g_.outputs; }  // added so far
 
  private:
   Strides to_space(const Strides& st, const Shape& shape, bool row) const;

@@ -99,7 +99,12 @@ uint64_t signature(const Group& g, DeviceKind target) {
 std::string Group::str() const {
   std::ostringstream os;
   if (opaque) {
-    os << "opaque " << op_name(opaque->op) << " -> " << shape_str(opaque->shape) << "\n";
+    os << "opaque " << op_name(opaque->op) << " -> " << shape_str(opaque->shape)
+       << (epilogue && (outputs.empty() || outputs[0].st != epilogue->leaves[c_leaf].st)
+               ? " (kept in cache, not written)"
+               : "")
+       << "\n";
+    if (epilogue) os << "  epilogue (C is leaf" << c_leaf << "): " << epilogue->str();
     return os.str();
   }
   os << "space " << shape_str(space) << " kept " << n_kept << " passes " << passes

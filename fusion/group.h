@@ -33,7 +33,8 @@ enum class Space : uint8_t { Full, Row };
   X(ReducePrologue, "reduce_prologue") /* a reduction of its group's pointwise values */          \
   X(RowEpilogue, "row_epilogue")       /* an op on the reduced values, one per row */             \
   X(BroadcastBack, "broadcast_back")   /* a row value read back over the row (softmax's e / s) */ \
-  X(SiblingMerge, "sibling_merge")     /* its group merged into a reader's other producer's */
+  X(SiblingMerge, "sibling_merge")     /* its group merged into a reader's other producer's */    \
+  X(MatmulEpilogue, "matmul_epilogue") /* a pointwise op over a matmul's result, run per block */
 
 // Why a node did not join the group of a producer in the flush (printed after "start").
 #define LOOM_SPLIT_REASONS(X)                                             \
@@ -46,7 +47,8 @@ enum class Space : uint8_t { Full, Row };
   X(Axes, "a reduction over other dims")                                  \
   X(Limit, "the producer's group is full (LOOM_MAX_GROUP_NODES, inputs)") \
   X(OtherView, "it reads the producer's group through another view too")  \
-  X(Cycle, "joining would close a cycle through another group")
+  X(Cycle, "joining would close a cycle through another group")           \
+  X(EpilogueOp, "a matmul's epilogue takes pointwise ops only")
 
 enum class Rule : uint8_t {
 #define LOOM_X(name, text) name,
@@ -111,6 +113,14 @@ struct Group {
   std::vector<GOutput> outputs;
   std::vector<Scalar> scalars;
   std::shared_ptr<Node> opaque;  // a non-fusable op (matmul) run by the backend directly
+  // A matmul's epilogue (where the backend's caps say matmul_epilogue): pointwise nodes over
+  // the matmul's result C, over C's shape, lowered as a group of their own and run by the
+  // backend on each block of C's rows right after the matmul wrote it. The epilogue reads C
+  // through its leaf `c_leaf` only, element for element. `outputs` then holds C first where
+  // something outside the group needs C (else C is never written to memory), then the
+  // epilogue's outputs (the same records as epilogue->outputs).
+  std::shared_ptr<Group> epilogue;
+  int c_leaf = -1;
   uint64_t signature = 0;
   bool index64 = false;  // some offset needs 64-bit indexing
 

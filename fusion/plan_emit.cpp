@@ -18,7 +18,8 @@ bool GroupEmitter::only_reader(const Storage* st, int w, int gi, bool same_order
     if (n.base.get() == st && i != w) return false;
     for (auto& in : n.in) {
       if (in.st.get() != st) continue;
-      if (!same_order || s_.nodes[i].group != gi) return false;
+      // A matmul in the writer's group reads all of B (and A) while its epilogue writes.
+      if (!same_order || s_.nodes[i].group != gi || is_opaque(n.op)) return false;
       // A kernel may store an output as soon as it is computed (the CPU tile does): a
       // reader evaluated after the writer (later in dag order) would see the new values.
       if (i > w) return false;
@@ -34,13 +35,14 @@ Group GroupEmitter::build(int gi) {
   const PGroup& G = s_.groups[gi];
   if (srcs_) srcs_->emplace_back();
   Group g;
+  const int first = G.opaque ? G.members[0] : -1;  // a matmul with an epilogue: its node
   if (G.opaque) {
-    const PNode& pn = s_.nodes[G.members[0]];
+    const PNode& pn = s_.nodes[first];
     g.opaque = pn.st->node;
-    g.outputs.push_back({0, pn.st, {}, 0});
+    if (pn.materialize) g.outputs.push_back({0, pn.st, {}, 0});
     for (auto& in : pn.n->in)
       g.leaves.push_back({in.dtype, in.view.strides, in.view.offset, in.st});
-    return g;
+    if (G.members.size() == 1) return g;
   }
   GroupBuilder b(G.S, G.axes);
   // Builder ids by planner index (members, and constants as scalars), without a hash map
@@ -63,6 +65,7 @@ Group GroupEmitter::build(int gi) {
     return const_id_[p];
   };
   for (int m : G.members) {
+    if (m == first) continue;
     const PNode& pn = s_.nodes[m];
     const Node& n = *pn.n;
     SmallVec<int, 4> args;
@@ -73,7 +76,7 @@ Group GroupEmitter::build(int gi) {
         size_t before = b.scalars();
         args.push_back(b.add_scalar(n.value, in.dtype));
         note_scalars(before, m);
-      } else if (p >= 0 && s_.nodes[p].group == gi && !s_.is_const(p)) {
+      } else if (p >= 0 && s_.nodes[p].group == gi && !s_.is_const(p) && p != first) {
         args.push_back(member_id_[p]);
       } else if (s_.is_const(p)) {
         args.push_back(scalar_of(p));
@@ -110,7 +113,17 @@ Group GroupEmitter::build(int gi) {
   }
   for (int p : set_) member_id_[p] = const_id_[p] = -1;
   set_.clear();
-  return b.finish();
+  if (first < 0) return b.finish();
+  // The matmul's epilogue: its own group, reading C through one leaf (every read of C is
+  // element for element, so the loads share it).
+  const std::shared_ptr<Storage>& c = s_.nodes[first].st;
+  for (auto& o : b.outputs())
+    if (o.alias == c) o.alias.reset();  // C has no memory of its own to hand over
+  g.epilogue = std::make_shared<Group>(b.finish());
+  for (int l = 0; l < int(g.epilogue->leaves.size()); ++l)
+    if (g.epilogue->leaves[l].st == c) g.c_leaf = l;
+  for (auto& o : g.epilogue->outputs) g.outputs.push_back(o);
+  return g;
 }
 
 }  // namespace loom::plan_impl

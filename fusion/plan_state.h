@@ -30,6 +30,9 @@ struct PGroup {
   std::vector<int> members;
   bool alive = true;
   bool opaque = false;
+  // An opaque matmul whose backend runs pointwise consumers as its epilogue (members after the
+  // first); S is the matmul's result shape.
+  bool epilogue_ok = false;
   int leaves = 0;  // rough count of distinct memory inputs, for limits
 };
 

@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "fusion/plan_state.h"
+#include "tensor/backend.h"
 #include "tensor/knobs.h"
 
 namespace loom {
@@ -132,7 +133,15 @@ class Planner : PlanState {
       if (why) *why = s;
       return std::nullopt;
     };
-    if (G.opaque) return no(Split::ProducerOpaque);
+    if (G.opaque) {
+      if (!G.epilogue_ok) return no(Split::ProducerOpaque);
+      // A matmul's epilogue: pointwise ops reading C (or an epilogue value) element for element
+      // over C's shape, so that each block of C's rows is complete once the GEMM wrote it.
+      if (prim_class(n.op) != PrimClass::Pointwise || n.base) return no(Split::EpilogueOp);
+      if (!linear_identity(in.view, *pp.n)) return no(Split::View);
+      if (n.shape != G.S) return no(Split::Shape);
+      return Space::Full;
+    }
     if (region_write(*pp.n)) return no(Split::ProducerRegionWrite);
     if (prim_class(pp.n->op) == PrimClass::Alloc) return no(Split::ProducerAlloc);
     if (is_reduce(n.op)) {
@@ -187,6 +196,8 @@ class Planner : PlanState {
     if (is_opaque(n.op)) {
       int g = new_group(n.shape, {}, i);
       groups[g].opaque = true;
+      groups[g].epilogue_ok = fuse_ && n.op == Op::MatMul && backend_available(n.device.kind) &&
+                              backend(n.device).caps().matmul_epilogue;
       nodes[i].rule = Rule::Opaque;
       return;
     }
@@ -244,9 +255,16 @@ class Planner : PlanState {
       if (p >= 0 && !is_const(p) && nodes[p].group == target && nodes[p].space == Space::Row)
         reads_row = true;
     }
+    // A matmul group: the ops reading C directly are its epilogue's first; the rest chain on.
+    bool reads_c = false;
+    for (auto& in : n.in) {
+      int p = producer(in);
+      if (p >= 0 && groups[target].opaque && p == groups[target].members[0]) reads_c = true;
+    }
     me.rule = is_reduce(n.op)    ? Rule::ReducePrologue
               : sp == Space::Row ? Rule::RowEpilogue
               : reads_row        ? Rule::BroadcastBack
+              : reads_c          ? Rule::MatmulEpilogue
                                  : Rule::PointwiseChain;
     count_leaves(target, i);
     for (auto& in : n.in) {
@@ -334,7 +352,10 @@ class Planner : PlanState {
   void mark_materialized() {
     for (int i = 0; i < int(nodes.size()); ++i) {
       PNode& pn = nodes[i];
-      if (pn.root || pn.in_memory || is_opaque(pn.n->op) || region_write(*pn.n))
+      // A matmul's C is written to memory only where something outside its group reads it
+      // (a root, another group, an opaque op): its epilogue reads each block from cache.
+      bool c_in_group = is_opaque(pn.n->op) && pn.group >= 0 && groups[pn.group].members.size() > 1;
+      if (pn.root || pn.in_memory || (is_opaque(pn.n->op) && !c_in_group) || region_write(*pn.n))
         pn.materialize = true;
       if (prim_class(pn.n->op) == PrimClass::Alloc) pn.materialize = true;
       for_each_dep(i, [&](int p) {

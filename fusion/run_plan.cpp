@@ -55,10 +55,11 @@ std::vector<std::shared_ptr<Storage>> live_dag(const std::vector<std::shared_ptr
 
 namespace {
 
-int64_t group_bytes(const Group& g) {
+// `skip`: a leaf not read from memory (a matmul's C, which its epilogue reads from cache).
+int64_t group_bytes(const Group& g, int skip = -1) {
   int64_t b = 0;
   for (auto& l : g.leaves) {
-    if (!l.st) continue;
+    if (!l.st || &l - g.leaves.data() == skip) continue;
     int64_t n = 1;
     for (size_t d = 0; d < g.space.size(); ++d)
       if (l.strides[d] != 0) n *= g.space[d];
@@ -117,7 +118,17 @@ void run_group(Device d, Group& g, size_t gi, std::ostream* log, const GOutput**
     for (auto& o : g.outputs) *at = &o, materialize(d, o);
     *at = nullptr;
   };
-  if (g.opaque) {
+  if (g.opaque && g.epilogue) {
+    Group& e = *g.epilogue;
+    if (!e.signature) e.signature = signature(e, d.kind);
+    KernelLookup k = get_kernel(d, e);  // lower before touching memory: a failure loses nothing
+    materialize_all();
+    backend(d).run_opaque_epilogue(g, *k.kernel);
+    counters().bytes_moved += group_bytes(e, g.c_leaf);
+    if (log)
+      *log << "  group " << gi << ": " << g.str() << "  epilogue sig " << std::hex << e.signature
+           << std::dec << (k.hit ? " hit" : " compile") << " " << k.lower_ms << " ms\n";
+  } else if (g.opaque) {
     materialize_all();
     backend(d).run_opaque(g);
     if (log) *log << "  group " << gi << ": " << g.str();

@@ -408,8 +408,10 @@ std::vector<Group> plan_storages(const std::vector<std::shared_ptr<Storage>>& al
       roots.push_back(st);
   if (roots.empty()) return {};
   auto groups = plan(live_dag(roots), roots, fusion_flag());
-  for (auto& g : groups)
+  for (auto& g : groups) {
     if (!g.opaque) g.signature = signature(g, roots[0]->device.kind);
+    if (g.epilogue) g.epilogue->signature = signature(*g.epilogue, roots[0]->device.kind);
+  }
   return groups;
 }
 
@@ -429,6 +431,9 @@ std::string explain_storage(const std::shared_ptr<Storage>& st) {
     os << "kernel " << i << ": ";
     if (g.opaque) {
       os << g.str();
+      if (g.epilogue)
+        os << "epilogue signature " << std::hex << g.epilogue->signature << std::dec << "\n"
+           << get_kernel(st->device, *g.epilogue).kernel->source();
       continue;
     }
     os << "signature " << std::hex << g.signature << std::dec << "\n" << g.str();

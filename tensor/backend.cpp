@@ -32,6 +32,10 @@ void Backend::release(Memory& m) {
     free(m.ptr, m.bytes);
 }
 
+void Backend::run_opaque_epilogue(const Group&, Kernel&) {
+  LOOM_CHECK(false, Runtime, name(), ": no matmul epilogue (its caps() do not offer one)");
+}
+
 void register_backend(DeviceKind kind, Backend* b) { registry[int(kind)] = b; }
 void register_backend_factory(DeviceKind kind, BackendFactory f) { factories[int(kind)] = f; }
 void register_backend_probe(DeviceKind kind, BackendProbe p) { probes[int(kind)] = p; }

@@ -22,6 +22,9 @@ inline constexpr int64_t kMaxAlignShift = 7;
 struct BackendCaps {
   bool scan = false;  // runs CumSum as its own kernel (else cumsum is recorded as a reduction)
   bool svd = false;   // runs Svdvals (else the op layer computes it on the host's backend)
+  // Runs a matmul's pointwise consumers as its epilogue (Group::epilogue, run_opaque_epilogue),
+  // so the planner may put them in the matmul's group.
+  bool matmul_epilogue = false;
 };
 
 // A lowered group: built once per signature, run many times.
@@ -44,6 +47,9 @@ struct Backend {
   virtual bool copy_to_device(Device to, void* dst, const void* src, size_t bytes) { return false; }
   virtual std::unique_ptr<Kernel> lower(const Group& g) = 0;
   virtual void run_opaque(const Group& g) = 0;  // matmul and friends
+  // A matmul group with an epilogue (only where caps().matmul_epilogue): `epilogue` is
+  // g.epilogue lowered by this backend. Every output of g has memory; C's leaf may not.
+  virtual void run_opaque_epilogue(const Group& g, Kernel& epilogue);
   // Waits for all work of the device (every stream).
   virtual void synchronize() {}
   // Drops compiled code the backend keeps beside the signature cache (modules by source).

@@ -72,6 +72,12 @@
     "layout: blocks of kept rows read one column at a time, each row's accumulator a lane")        \
   X(CpuPairs, "LOOM_CPU_PAIRS", Flag, "1", Once,                                                   \
     "a float add/sub/mul only one add/sub/mul reads is folded into it (x * 1.5 + 0.5: one pass)")  \
+  X(CpuMatmulEpilogue, "LOOM_CPU_MATMUL_EPILOGUE", Flag, "1", Each,                                \
+    "a matmul's pointwise consumers (bias, activation, residual, cast) run as its epilogue, on "   \
+    "each block of rows of the result while it is in cache (0: a kernel of their own)")           \
+  X(CpuEpilogueSplit, "LOOM_CPU_EPILOGUE_SPLIT", Str, "auto", Each,                                \
+    "how a matmul with an epilogue is run: rows (blocks of rows over oneTBB, one-thread GEMMs), "   \
+    "after (the whole GEMM on BLAS's threads, then the epilogue), auto (chosen by the shape)")     \
   /* the CUDA backend (cuda/) */                                                                   \
   X(DisableCuda, "LOOM_DISABLE_CUDA", Flag, "0", Once,                                             \
     "1: CUDA is reported unavailable without opening the driver")                                  \
