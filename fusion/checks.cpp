@@ -26,6 +26,18 @@ void defer_check(std::shared_ptr<Buffer> flag, ErrorKind kind, std::string messa
   tr.checks.push_back({std::move(flag), kind, std::move(message)});
 }
 
+std::shared_ptr<Buffer> take_check(Device d, ErrorKind kind, const std::string& message) {
+  std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+  Trace& tr = is_host(d) ? cpu_trace() : trace_for(current_stream(d));
+  for (auto it = tr.checks.begin(); it != tr.checks.end(); ++it)
+    if (it->kind == kind && it->message == message) {
+      std::shared_ptr<Buffer> flag = std::move(it->flag);
+      tr.checks.erase(it);
+      return flag;
+    }
+  return nullptr;
+}
+
 int64_t pending_checks() {
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
   int64_t n = 0;

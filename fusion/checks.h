@@ -23,6 +23,12 @@ namespace loom {
 // true means the check failed. The check holds `flag`, so the next flush computes it.
 void defer_check(std::shared_ptr<Buffer> flag, ErrorKind kind, std::string message);
 
+// The flag of a check not yet read with this kind and message on the trace of d's current
+// stream, taken off its list (null if none). A loop that records the same check every step and
+// reaches a sync point rarely would otherwise keep a flag a step: the op layer ORs the taken
+// flag into the new one (ops/checks.cpp), so the list holds one check per kind of failure.
+std::shared_ptr<Buffer> take_check(Device d, ErrorKind kind, const std::string& message);
+
 // Checks registered and not yet read, over every stream (for tests and logs).
 int64_t pending_checks();
 

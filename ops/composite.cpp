@@ -1,7 +1,6 @@
 // Composites: decomposed into primitives here; the fuser turns each into one group.
 #include <limits>
 
-#include "fusion/checks.h"
 #include "ops/record.h"
 
 namespace loom {
@@ -111,11 +110,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
   // An out-of-range class is an error. Reading the targets here would flush and wait in the
   // middle of a training step: the check runs with the step and raises at its sync point.
   if (target.numel() > 0)
-    defer_check(any(logical_or(lt(target, 0), ge(target, C))).buffer(), ErrorKind::Index,
-                detail::cat("cross_entropy: a target class is out of range [0, ", C,
-                            ") for logits of shape ", shape_str(logits.shape()), " (target ",
-                            dtype_name(target.dtype()), " of shape ", shape_str(target.shape()),
-                            ")"));
+    check_later(
+        logical_or(lt(target, 0), ge(target, C)), ErrorKind::Index,
+        detail::cat("cross_entropy: a target class is out of range [0, ", C,
+                    ") for logits of shape ", shape_str(logits.shape()), " (target ",
+                    dtype_name(target.dtype()), " of shape ", shape_str(target.shape()), ")"));
   Tensor lse = logsumexp(logits, {1});
   Tensor cls = arange(C, {DType::Int64, logits.device()}).unsqueeze(0);
   Tensor picked =

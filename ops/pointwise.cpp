@@ -1,5 +1,4 @@
 // Pointwise ops: validation, type promotion, broadcasting, then one recorded node.
-#include "fusion/checks.h"
 #include "ops/record.h"
 
 namespace loom {
@@ -85,7 +84,7 @@ bool int_division(Op op, DType ct) {
 // at the call, and reading them would sync mid-trace: the check is deferred to the next sync
 // point (fusion/checks.h); the quotient's elements of a zero divisor hold 0 (prims.h).
 void check_divisor_later(const char* name, const Tensor& divisor, const std::string& operands) {
-  defer_check(any(eq(divisor, 0)).buffer(), ErrorKind::Value,
+  check_later(eq(divisor, 0), ErrorKind::Value,
               detail::cat(name, ": integer division by zero (", operands,
                           ": the divisor has a zero element)"));
 }
@@ -128,9 +127,9 @@ Tensor scalar_op(Op op, const char* name, const Tensor& a, Scalar s, DType t, bo
     return scalar_first ? binary_op(op, name, c, a, t) : binary_op(op, name, a, c, t);
   }
   if (scalar_first && int_division(op, bt.ct) && a.numel() > 0)
-    check_divisor_later(name, a,
-                        detail::cat("the scalar ", s.i, " by ", dtype_name(a.dtype()), " ",
-                                    shape_str(a.shape())));
+    check_divisor_later(
+        name, a,
+        detail::cat("the scalar ", s.i, " by ", dtype_name(a.dtype()), " ", shape_str(a.shape())));
   auto n = new_node(op, bt.rt, a.shape(), a.device());
   if (scalar_first) add_scalar(*n, s, t);
   add_operand(*n, a, bt.ct, n->shape);

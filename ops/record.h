@@ -35,6 +35,10 @@ std::vector<int> reduce_axes(const char* op, const Dims& dims, const Shape& shap
 // compute type (float16, bfloat16: float32); exact for a row of equal values (ops/reduce.cpp).
 // `data`: the dtype x's values come from (x's own, or a narrow one x is a cast of).
 Tensor mean_keep(const Tensor& x, const std::vector<int>& ax, DType data);
+// An error when any element of `bad` (bool) is true, raised at the next sync point after the
+// work ran instead of syncing now (fusion/checks.h); the same check recorded again before that
+// is merged into this one (one flag per kind and message, however many steps record it).
+void check_later(const Tensor& bad, ErrorKind kind, std::string message);
 // Replaces t's elements (its view of its buffer) with `value` (same shape and dtype),
 // recorded in eager order: later readers of t's buffer see the new values.
 void assign_inplace(Tensor& t, const Tensor& value);

@@ -151,3 +151,24 @@ TEST_CASE("deferred checks: a flush for the trace's limits runs the check, a syn
   CHECK(x.sum().item<float>() == 16 * 41);
   CHECK(loss.item<float>() == doctest::Approx(std::log(4.0)));
 }
+
+TEST_CASE("deferred checks: the same check recorded every step is one check until a sync point") {
+  loom::sync();
+  Tensor a = lt::make({7, 8, 9}, {3}, DType::Int64);
+  Tensor bad = lt::make({2, 0, 4}, {3}, DType::Int64);
+  Tensor good = lt::make({2, 3, 4}, {3}, DType::Int64);
+  TraceLimits saved = trace_limits();
+  trace_limits().max_nodes = 16;  // limit flushes in between: some flags are computed, some not
+  Tensor acc = zeros({3}, DType::Int64);
+  for (int step = 0; step < 300; ++step) acc = acc + floor_divide(a, step == 5 ? bad : good);
+  trace_limits() = saved;
+  CHECK(pending_checks() == 1);  // one kind of failure (the same op, dtypes and shapes)
+  check_raises([] { loom::sync(); }, ErrorKind::Value, {"floor_divide", "division by zero"});
+  lt::check_equal(acc, {299 * 3 + 3, 299 * 2 + 0, 299 * 2 + 2});
+  // other shapes are another check
+  (void)floor_divide(a, good);
+  (void)floor_divide(zeros({2, 3}, DType::Int64), good);
+  CHECK(pending_checks() == 2);
+  loom::sync();
+  CHECK(pending_checks() == 0);
+}
