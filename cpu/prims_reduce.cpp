@@ -135,8 +135,13 @@ template <int B, typename A, typename T, typename Get, typename Put, typename St
                                                    int64_t i0, Get get, Put put, Step step) {
   A acc[B];
   for (int k = 0; k < B; ++k) acc[k] = get(i0 + k);
+  // A block as wide as the tile's columns are apart (few kept rows of a long reduced dim, read
+  // in place) walks one stream of memory, a line or less a column: asked for 1 KiB ahead it
+  // streams faster than the hardware prefetcher alone brings it (figures: bench/RESULTS.md).
+  const bool one_stream = ld == B;
   for (int64_t j = 0; j < n; ++j) {
     const T* __restrict r = x + j * ld + i0;
+    if (one_stream) __builtin_prefetch(r + 1024 / sizeof(T));
     for (int k = 0; k < B; ++k) acc[k] = step(acc[k], A(r[k]));
   }
   for (int k = 0; k < B; ++k) put(i0 + k, acc[k]);
