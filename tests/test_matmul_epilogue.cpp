@@ -36,6 +36,19 @@ Vec ref_bmm(const Vec& a, const Vec& b, int64_t batch, int64_t M, int64_t K, int
   return c;
 }
 
+// A linear layer's operands, random in [-1, 1) from seeds seed, seed + 1, seed + 2: x [M, K],
+// w [K, N], b [N]; and x @ w and b in float64.
+struct Linear {
+  Tensor x, w, b;
+  Vec c, hb;
+  Linear(int64_t M, int64_t K, int64_t N, uint32_t seed)
+      : x(lt::random({M, K}, DType::Float32, seed, -1, 1)),
+        w(lt::random({K, N}, DType::Float32, seed + 1, -1, 1)),
+        b(lt::random({N}, DType::Float32, seed + 2, -1, 1)),
+        c(ref_bmm(host(x), host(w), 1, M, K, N)),
+        hb(host(b)) {}
+};
+
 double gelu_ref(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
 double gelu_tanh_ref(double x) {
   return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
@@ -70,11 +83,11 @@ TEST_CASE("matmul epilogue: bias, activations and residual, fused == fusion-off 
     SplitEnv split(sp);
     for (auto [M, K, N] : kShapes) {
       INFO(sp << " " << M << "x" << K << "x" << N);
-      Tensor x = lt::random({M, K}, DType::Float32, 11, -1, 1);
-      Tensor w = lt::random({K, N}, DType::Float32, 12, -1, 1);
-      Tensor b = lt::random({N}, DType::Float32, 13, -1, 1);
+      Linear L(M, K, N, 11);
+      Tensor &x = L.x, &w = L.w, &b = L.b;
+      const Vec &c = L.c, &hb = L.hb;
       Tensor r = lt::random({M, N}, DType::Float32, 14, -1, 1);
-      Vec c = ref_bmm(host(x), host(w), 1, M, K, N), hb = host(b), hr = host(r);
+      Vec hr = host(r);
       auto ref = [&](auto f) {
         Vec out(c.size());
         for (size_t i = 0; i < c.size(); ++i) out[i] = f(c[i], hb[i % size_t(N)], hr[i]);
@@ -107,10 +120,9 @@ TEST_CASE("matmul epilogue: a cast to bfloat16, and float64, float16 and integer
   for (const char* sp : kSplits) {
     SplitEnv split(sp);
     INFO(sp);
-    Tensor x = lt::random({53, 31}, DType::Float32, 21, -1, 1);
-    Tensor w = lt::random({31, 41}, DType::Float32, 22, -1, 1);
-    Tensor b = lt::random({41}, DType::Float32, 23, -1, 1);
-    Vec c = ref_bmm(host(x), host(w), 1, 53, 31, 41), hb = host(b);
+    Linear L(53, 31, 41, 21);
+    Tensor &x = L.x, &w = L.w, &b = L.b;
+    const Vec &c = L.c, &hb = L.hb;
     Vec want(c.size());
     for (size_t i = 0; i < c.size(); ++i) want[i] = gelu_ref(c[i] + hb[i % 41]);
     auto bf = [&] { return gelu(matmul(x, w) + b, "none").to(DType::BFloat16); };
@@ -141,10 +153,9 @@ TEST_CASE("matmul epilogue: a consumer that also needs C, and C read by another 
   for (const char* sp : kSplits) {
     SplitEnv split(sp);
     INFO(sp);
-    Tensor x = lt::random({70, 40}, DType::Float32, 31, -1, 1);
-    Tensor w = lt::random({40, 50}, DType::Float32, 32, -1, 1);
-    Tensor b = lt::random({50}, DType::Float32, 33, -1, 1);
-    Vec c = ref_bmm(host(x), host(w), 1, 70, 40, 50), hb = host(b);
+    Linear L(70, 40, 50, 31);
+    Tensor &x = L.x, &w = L.w, &b = L.b;
+    const Vec &c = L.c, &hb = L.hb;
     // C is live: the kernel writes it as well as the epilogue's result
     Tensor cc, y;
     Counts n = count([&] {
@@ -273,10 +284,9 @@ TEST_CASE("matmul epilogue: in-place updates keep eager order") {
   for (const char* sp : kSplits) {
     SplitEnv split(sp);
     INFO(sp);
-    Tensor x = lt::random({48, 48}, DType::Float32, 61, -1, 1);
-    Tensor w = lt::random({48, 48}, DType::Float32, 62, -1, 1);
-    Tensor b = lt::random({48}, DType::Float32, 63, -1, 1);
-    Vec c = ref_bmm(host(x), host(w), 1, 48, 48, 48), hx = host(x), hb = host(b);
+    Linear L(48, 48, 48, 61);
+    Tensor &x = L.x, &w = L.w, &b = L.b;
+    const Vec &c = L.c, &hb = L.hb, hx = host(x);
     // c.add_(b) on the matmul's result
     auto p1 = [&] {
       Tensor m = matmul(x, w);
