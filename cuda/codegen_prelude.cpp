@@ -147,22 +147,16 @@ __device__ __forceinline__ T lm_sigmoid(T x) {
 )"},
     {"silu", "exptail",
      R"(__device__ __forceinline__ double lm_silu(double x) {
-  if (x >= 0) return x / (1.0 + exp(-x));
-  if (!(x == x) || isinf(x)) return x - x;
-  if (x > -700.0) {
-    double t = exp(x);
-    return x * t / (1.0 + t);
-  }
-  return lm_exp_tail(x, 0.0, x);
+  if (!(x == x) || (isinf(x) && x < 0)) return x - x;
+  if (x <= -700.0) return lm_exp_tail(x, 0.0, x);
+  double t = exp(-fabs(x));  // one exp and one division for both signs (no divergent warps)
+  return (x >= 0 ? x : x * t) / (1.0 + t);
 }
 __device__ __forceinline__ float lm_silu(float x) {
-  if (x >= 0) return x / (1.0f + expf(-x));
-  if (!(x == x) || isinf(x)) return x - x;
-  if (x > -80.0f) {
-    float t = expf(x);
-    return x * t / (1.0f + t);
-  }
-  return (float)((double)x * exp((double)x));  // e^x subnormal in float: x e^x in double
+  if (!(x == x) || (isinf(x) && x < 0)) return x - x;
+  if (x <= -80.0f) return (float)((double)x * exp((double)x));  // e^x subnormal in float
+  float t = expf(-fabsf(x));  // as in double
+  return (x >= 0 ? x : x * t) / (1.0f + t);
 }
 )"},
     {"gelu", "exptail",  // x/2 erfc(-x/sqrt 2), the argument's rounding as its own word
@@ -202,12 +196,11 @@ __device__ __forceinline__ float lm_gelu(float x) {
   wl += tl;
   double a = 1.5957691216057308 * w;
   double al = fma(1.5957691216057308, w, -a) + (1.5957691216057308 * wl - 9.9693088091109202e-17 * w);
-  if (x >= 0) return x / (1.0 + exp(-a) * (1.0 - al));
-  if (a > -700.0) {
-    double e = exp(a) * (1.0 + al);
-    return x * e / (1.0 + e);
-  }
-  return lm_exp_tail(a, al, x);
+  if (a < -700.0) return lm_exp_tail(a, al, x);
+  // Both signs through one exp and one division: a warp of mixed signs would run both
+  bool pos = x >= 0;
+  double e = exp(pos ? -a : a) * (1.0 + (pos ? -al : al));
+  return (pos ? x : x * e) / (1.0 + e);
 }
 __device__ __forceinline__ float lm_two_sumf(float a, float b, float* e) {
   float s = __fadd_rn(a, b), bb = __fsub_rn(s, a);
@@ -227,14 +220,14 @@ __device__ __forceinline__ float lm_gelu_tanh(float x) {
   wl += tl;
   float a = 1.59576917f * w;
   float al = fmaf(1.59576917f, w, -a) + (1.59576917f * wl - 4.53406805e-08f * w);
-  if (x >= 0) return x / (1.0f + expf(-a) * (1.0f - al));
-  if (a > -85.0f) {
-    float e = expf(a) * (1.0f + al);
-    return x * e / (1.0f + e);
+  if (a < -85.0f) {
+    float el, s = lm_two_sumf(a, 44.3614197f, &el);  // subnormal: scaled by 2^64, rounded once
+    el += al - 1.2189787e-07f;
+    return (x * (expf(s) * (1.0f + el))) * 0x1p-64f;
   }
-  float el, s = lm_two_sumf(a, 44.3614197f, &el);  // subnormal: scaled by 2^64, rounded once
-  el += al - 1.2189787e-07f;
-  return (x * (expf(s) * (1.0f + el))) * 0x1p-64f;
+  bool pos = x >= 0;  // one exp and one division for both signs, as in double
+  float e = expf(pos ? -a : a) * (1.0f + (pos ? -al : al));
+  return (pos ? x : x * e) / (1.0f + e);
 }
 )"},
     {"softplus", "",  // torch's threshold: x itself above 20
