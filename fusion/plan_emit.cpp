@@ -10,6 +10,7 @@ namespace loom::plan_impl {
 // group reads `st`, and (for in-place updates) the group reads it element for element
 // in the order it writes, so each element is read before it is overwritten.
 bool GroupEmitter::only_reader(const Storage* st, int w, int gi, bool same_order) const {
+  if (st->kept) return false;
   if (st->pending() && s_.idx(st) >= 0 && s_.nodes[s_.idx(st)].root) return false;
   const PGroup& G = s_.groups[gi];
   if (same_order && !G.axes.empty()) return false;

@@ -1,9 +1,10 @@
 // Sync points that read values back: item, to_vector, data_ptr; moves between devices.
 #include <cstring>
 
-#include "tensor/convert.h"
+#include "ops/grad_node.h"
 #include "ops/record.h"
 #include "tensor/backend.h"
+#include "tensor/convert.h"
 
 namespace loom {
 namespace {
@@ -83,7 +84,8 @@ Tensor Tensor::to(Device d) const {
   ensure_ready(c.storage());
   size_t bytes = size_t(c.numel()) * itemsize(dtype_);
   auto st = make_ready_storage(d, bytes);
-  const char* src = static_cast<const char*>(c.storage()->data()) + c.offset() * int64_t(itemsize(dtype_));
+  const char* src =
+      static_cast<const char*>(c.storage()->data()) + c.offset() * int64_t(itemsize(dtype_));
   if (bytes) {
     if (is_host(device_)) {
       backend(d).copy_from_host(st->data(), src, bytes);
@@ -95,7 +97,9 @@ Tensor Tensor::to(Device d) const {
       backend(d).copy_from_host(st->data(), tmp.data(), bytes);
     }
   }
-  return make_result(st, shape(), dtype_, d);
+  Tensor r = make_result(st, shape(), dtype_, d);
+  if (autograd::needs_grad(*this)) autograd::record_same("ToCopyBackward0", *this, r);
+  return r;
 }
 
 std::string explain(const Tensor& t) { return explain_storage(t.storage()); }

@@ -1,4 +1,5 @@
 // In-place ops: compute the new value lazily, then make it the buffer's next version.
+#include "ops/grad_node.h"
 #include "ops/record.h"
 
 namespace loom {
@@ -28,77 +29,93 @@ Tensor fit(const char* op, const Tensor& t, Tensor v) {
                                      " and " + shape_str(v.shape()) + ")");
   // Reassign rather than copy, so a fresh result keeps a single holder (see update()).
   if (v.dtype() != t.dtype()) v = cast(v, t.dtype());
-  if (v.shape() != t.shape()) v = expand_to(v, t.shape());
+  if (v.shape() != t.shape()) v = v.expand(Dims(t.shape().begin(), t.shape().end()));
   return v;
 }
 
 // Hands the value over as the sole holder of its buffer, so a fresh result becomes the
 // new version itself instead of being copied.
-void update(Tensor& t, Tensor&& value) {
+void update(const char* op, Tensor& t, Tensor&& value) {
   Tensor v = std::move(value);
+  autograd::check_inplace(op, t, v);
   assign_inplace(t, v);
+  autograd::rebase_inplace(t, v);
+}
+
+// The operand an in-place op computes from: t itself, or its snapshot when the op is tracked
+// (the rule may read t's values from before the write).
+Tensor source(const Tensor& t, const Tensor& o = Tensor()) {
+  bool tracked = is_grad_enabled() && (t.requires_grad() || (o.defined() && o.requires_grad()));
+  return tracked ? autograd::snapshot(t) : t;
 }
 
 }  // namespace
 
 Tensor& Tensor::add_(const Tensor& o, Scalar alpha) {
   bool one = alpha.kind == Scalar::Kind::Int && alpha.i == 1;
-  update(*this, fit("add_", *this, one ? add(*this, o) : add(*this, o * alpha)));
+  update("add_", *this,
+         fit("add_", *this, one ? add(source(*this, o), o) : add(source(*this, o), o * alpha)));
   return *this;
 }
 Tensor& Tensor::add_(Scalar s) {
-  update(*this, fit("add_", *this, add(*this, s)));
+  update("add_", *this, fit("add_", *this, add(source(*this), s)));
   return *this;
 }
 Tensor& Tensor::sub_(const Tensor& o, Scalar alpha) {
   bool one = alpha.kind == Scalar::Kind::Int && alpha.i == 1;
-  update(*this, fit("sub_", *this, one ? sub(*this, o) : sub(*this, o * alpha)));
+  update("sub_", *this,
+         fit("sub_", *this, one ? sub(source(*this, o), o) : sub(source(*this, o), o * alpha)));
   return *this;
 }
 Tensor& Tensor::sub_(Scalar s) {
-  update(*this, fit("sub_", *this, sub(*this, s)));
+  update("sub_", *this, fit("sub_", *this, sub(source(*this), s)));
   return *this;
 }
 Tensor& Tensor::mul_(const Tensor& o) {
-  update(*this, fit("mul_", *this, mul(*this, o)));
+  update("mul_", *this, fit("mul_", *this, mul(source(*this, o), o)));
   return *this;
 }
 Tensor& Tensor::mul_(Scalar s) {
-  update(*this, fit("mul_", *this, mul(*this, s)));
+  update("mul_", *this, fit("mul_", *this, mul(source(*this), s)));
   return *this;
 }
 Tensor& Tensor::div_(const Tensor& o) {
-  update(*this, fit("div_", *this, div(*this, o)));
+  update("div_", *this, fit("div_", *this, div(source(*this, o), o)));
   return *this;
 }
 Tensor& Tensor::div_(Scalar s) {
-  update(*this, fit("div_", *this, div(*this, s)));
+  update("div_", *this, fit("div_", *this, div(source(*this), s)));
   return *this;
 }
 Tensor& Tensor::copy_(const Tensor& src) {
   Tensor s = src.device() == device_ ? src : src.to(device_);
-  update(*this, fit("copy_", *this, s));
+  if (autograd::needs_grad(s)) s = s.clone();  // a node of its own: src keeps its graph place
+  update("copy_", *this, fit("copy_", *this, s));
   return *this;
 }
 Tensor& Tensor::fill_(Scalar s) {
   check_writable("fill_", *this);
-  update(*this, expand_to(const_tensor(s, dtype_, device_), shape()));
+  update("fill_", *this, expand_to(const_tensor(s, dtype_, device_), shape()));
   return *this;
 }
 Tensor& Tensor::clamp_(std::optional<Scalar> lo, std::optional<Scalar> hi) {
-  update(*this, fit("clamp_", *this, clamp(*this, lo, hi)));
+  update("clamp_", *this, fit("clamp_", *this, clamp(source(*this), lo, hi)));
   return *this;
 }
 Tensor& Tensor::addcmul_(const Tensor& a, const Tensor& b, Scalar value) {
-  update(*this, fit("addcmul_", *this, addcmul(*this, a, b, value)));
+  update("addcmul_", *this,
+         fit("addcmul_", *this,
+             addcmul(source(*this, autograd::needs_grad(a, b) ? a : b), a, b, value)));
   return *this;
 }
 Tensor& Tensor::addcdiv_(const Tensor& a, const Tensor& b, Scalar value) {
-  update(*this, fit("addcdiv_", *this, addcdiv(*this, a, b, value)));
+  update("addcdiv_", *this,
+         fit("addcdiv_", *this,
+             addcdiv(source(*this, autograd::needs_grad(a, b) ? a : b), a, b, value)));
   return *this;
 }
 Tensor& Tensor::lerp_(const Tensor& end, Scalar weight) {
-  update(*this, fit("lerp_", *this, lerp(*this, end, weight)));
+  update("lerp_", *this, fit("lerp_", *this, lerp(source(*this, end), end, weight)));
   return *this;
 }
 

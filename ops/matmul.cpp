@@ -1,12 +1,14 @@
 // matmul / bmm: validated and broadcast here, run by the backend's BLAS (a group boundary).
+#include "ops/grad_node.h"
 #include "ops/record.h"
 
 namespace loom {
 
 Tensor matmul(const Tensor& a0, const Tensor& b0) {
   check_same_device("matmul", a0, b0);
-  LOOM_CHECK(a0.dim() >= 1 && b0.dim() >= 1, Value, "matmul: both arguments need at least 1 dim, got ",
-             shape_str(a0.shape()), " and ", shape_str(b0.shape()));
+  LOOM_CHECK(a0.dim() >= 1 && b0.dim() >= 1, Value,
+             "matmul: both arguments need at least 1 dim, got ", shape_str(a0.shape()), " and ",
+             shape_str(b0.shape()));
   LOOM_CHECK(a0.dtype() == b0.dtype(), Type,
              "matmul: expected both operands to have the same dtype, got ", dtype_name(a0.dtype()),
              " ", shape_str(a0.shape()), " and ", dtype_name(b0.dtype()), " ",
@@ -17,8 +19,8 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
   Tensor b = b0.dim() == 1 ? b0.unsqueeze(1) : b0;
   int64_t M = a.shape()[a.dim() - 2], K = a.shape()[a.dim() - 1];
   int64_t K2 = b.shape()[b.dim() - 2], N = b.shape()[b.dim() - 1];
-  LOOM_CHECK(K == K2, Value, "matmul: shapes ", shape_str(a0.shape()), " and ", shape_str(b0.shape()),
-             " cannot be multiplied (", K, " vs ", K2, ")");
+  LOOM_CHECK(K == K2, Value, "matmul: shapes ", shape_str(a0.shape()), " and ",
+             shape_str(b0.shape()), " cannot be multiplied (", K, " vs ", K2, ")");
   Shape ba(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
   Shape batch = broadcast_shapes("matmul", ba, bb);
   Shape sa = batch, sb = batch, out = batch;
@@ -29,6 +31,7 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
   n->in.push_back(as_input(expand_to(a, sa)));
   n->in.push_back(as_input(expand_to(b, sb)));
   Tensor r = record_node(std::move(n));
+  if (autograd::needs_grad(a, b)) autograd::record_matmul(a, b, r);
   if (a0.dim() == 1) r = r.squeeze(-2);
   if (b0.dim() == 1) r = r.squeeze(-1);
   return r;

@@ -1,4 +1,5 @@
 // Pointwise ops: validation, type promotion, broadcasting, then one recorded node.
+#include "ops/grad_node.h"
 #include "ops/record.h"
 
 namespace loom {
@@ -27,7 +28,9 @@ Tensor unary_op(Op op, const char* name, const Tensor& x) {
   if (k == UnaryKind::BoolOut) out = DType::Bool;
   auto n = new_node(op, out, x.shape(), x.device());
   add_input(*n, src);
-  return record_node(std::move(n));
+  Tensor y = record_node(std::move(n));
+  if (autograd::needs_grad(x)) autograd::record_unary(op, x, y);
+  return y;
 }
 
 struct BinaryTypes {
@@ -101,7 +104,9 @@ Tensor binary_op(Op op, const char* name, const Tensor& a, const Tensor& b, DTyp
   auto n = new_node(op, bt.rt, out, a.device());
   add_operand(*n, a, bt.ct, n->shape);
   add_operand(*n, b, bt.ct, n->shape);
-  return record_node(std::move(n));
+  Tensor y = record_node(std::move(n));
+  if (autograd::needs_grad(a, b)) autograd::record_binary(op, a, b, y);
+  return y;
 }
 
 // A tensor and a scalar (of dtype `t`; `scalar_first`: the scalar is the left operand). The
@@ -134,7 +139,15 @@ Tensor scalar_op(Op op, const char* name, const Tensor& a, Scalar s, DType t, bo
   if (scalar_first) add_scalar(*n, s, t);
   add_operand(*n, a, bt.ct, n->shape);
   if (!scalar_first) add_scalar(*n, s, t);
-  return record_node(std::move(n));
+  Tensor y = record_node(std::move(n));
+  if (autograd::needs_grad(a)) {  // the scalar as a constant operand of the same rule
+    Tensor c = const_tensor(s, t, a.device());
+    if (scalar_first)
+      autograd::record_binary(op, c, a, y);
+    else
+      autograd::record_binary(op, a, c, y);
+  }
+  return y;
 }
 
 // torch: an integer tensor to a negative integer scalar power is an error at the call
@@ -161,7 +174,9 @@ Tensor cast(const Tensor& x, DType t) {
   if (x.dtype() == t) return x;
   auto n = new_node(Op::Cast, t, x.shape(), x.device());
   add_input(*n, x);
-  return record_node(std::move(n));
+  Tensor y = record_node(std::move(n));
+  if (autograd::needs_grad(x)) autograd::record_same("ToCopyBackward0", x, y);
+  return y;
 }
 
 #define LOOM_X(name, api, kind) \
@@ -210,10 +225,15 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
       broadcast_shapes("where", broadcast_shapes("where", cond.shape(), a.shape()), b.shape());
   DType t = op_result_type("where", a, b);
   auto n = new_node(Op::Where, t, out, a.device());
-  n->in.push_back(as_input(expand_to(cond, out)));
-  n->in.push_back(as_input(expand_to(cast(a, t), out)));
-  n->in.push_back(as_input(expand_to(cast(b, t), out)));
-  return record_node(std::move(n));
+  {
+    NoGradGuard operands;  // the node's own rule covers the casts
+    n->in.push_back(as_input(expand_to(cond, out)));
+    n->in.push_back(as_input(expand_to(cast(a, t), out)));
+    n->in.push_back(as_input(expand_to(cast(b, t), out)));
+  }
+  Tensor y = record_node(std::move(n));
+  if (autograd::needs_grad(a, b)) autograd::record_where(cond, a, b, y);
+  return y;
 }
 Tensor where(const Tensor& c, Scalar a, const Tensor& b) {
   return where(c, const_tensor(a, result_type(b, a), b.device()), b);

@@ -30,6 +30,7 @@ Input as_input(const Tensor& t) { return Input{t.storage(), t.view_info(), t.dty
 Input operand(const Tensor& t, DType dt, const Shape& shape) {
   // The common case (no cast, no broadcast) without the two intermediate Tensors.
   if (t.dtype() == dt && t.shape() == shape) return as_input(t);
+  NoGradGuard operand;  // the node's own rule covers the cast
   return as_input(expand_to(cast(t, dt), shape));
 }
 
@@ -39,6 +40,7 @@ void add_input(Node& n, const Tensor& t) {
 
 void add_operand(Node& n, const Tensor& t, DType dt, const Shape& shape) {
   if (t.dtype() == dt && t.shape() == shape) return add_input(n, t);
+  NoGradGuard operand;  // the node's own rule covers the cast
   add_input(n, expand_to(cast(t, dt), shape));
 }
 
@@ -133,6 +135,7 @@ void assign_inplace(Tensor& t, const Tensor& value) {
              "internal: in-place value must match the target");
   // Another thread's flush reads the buffer's version and may run (and drop) `value`'s node.
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+  ++t.buf_->version;
   auto old = t.storage();
   bool whole = t.offset() == 0 && t.is_contiguous() &&
                size_t(t.numel()) * itemsize(t.dtype()) == old->nbytes;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/grad_node.h"
 #include "ops/record.h"
 #include "tensor/backend.h"
 
@@ -55,7 +56,9 @@ Tensor reduce_op(Op op, const char* name, const Tensor& x, const std::vector<int
   n->axes = ax;
   n->in.push_back(as_input(x));
   Tensor r = record_node(std::move(n));
-  return keepdim ? r : squeeze_axes(r, ax);
+  if (!keepdim) r = squeeze_axes(r, ax);  // a view of the node's result (no graph place yet)
+  if (autograd::needs_grad(x)) autograd::record_reduce(op, x, ax, r);
+  return r;
 }
 
 // Float type reductions of `t` accumulate and return in (float16/bfloat16 -> float32).
@@ -217,7 +220,9 @@ Tensor cumsum(const Tensor& x, int64_t dim) {
     auto n = new_node(Op::CumSum, rt, x.shape(), x.device());
     n->dim = d;
     n->in.push_back(as_input(x));
-    return record_node(std::move(n));
+    Tensor y = record_node(std::move(n));
+    if (autograd::needs_grad(x)) autograd::record_cumsum(x, d, y);
+    return y;
   }
   // Devices without a scan kernel: a sum over a masked broadcast (i <= j), one reduction
   // group, quadratic in the dim's length.

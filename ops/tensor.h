@@ -1,6 +1,7 @@
 #pragma once
 // Tensor: a handle to {Buffer, View, dtype}. Copies share the buffer (like torch).
 // Ops record lazily; values exist after a sync point (item, to_vector, printing, sync).
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <optional>
@@ -18,6 +19,8 @@
 namespace loom {
 
 class Tensor;
+struct GradNode;
+struct AutogradMeta;
 using Dims = std::vector<int64_t>;
 
 // A slice for indexing: an int, a range with step, None (new axis), Ellipsis, or all.
@@ -136,16 +139,38 @@ class Tensor {
   Tensor log_softmax(int64_t dim) const;
   Tensor matmul(const Tensor& o) const;
 
+  // Autograd (ops/autograd.h). The graph place is shared by this tensor's copies.
+  bool requires_grad() const;
+  Tensor& requires_grad_(bool on = true);  // a leaf's flag; floating tensors only
+  bool is_leaf() const;                    // no grad_fn (every tensor not made by a tracked op)
+  Tensor grad() const;                     // undefined when none
+  void set_grad(const Tensor& g);          // an undefined Tensor clears it
+  std::string grad_fn_name() const;        // "" for a leaf: MulBackward0, ...
+  const std::shared_ptr<GradNode>& grad_fn() const;
+  void backward(const std::optional<Tensor>& gradient = {}, std::optional<bool> retain_graph = {},
+                bool create_graph = false) const;
+  Tensor detach() const;  // same buffer and view, no graph place
+  Tensor& detach_();      // this tensor (and its copies) leave the graph
+  void retain_grad() const;
+  bool retains_grad() const;
+  // hook(grad) runs when this tensor's gradient is computed; a defined result replaces it.
+  int register_hook(std::function<Tensor(const Tensor&)> hook) const;
+  void remove_hook(int id) const;
+  uint32_t version() const;  // bumped by every in-place write to the buffer
+
  private:
   friend Tensor make_result(std::shared_ptr<Storage>, const Shape&, DType, Device);
   friend Tensor record_node(std::shared_ptr<Node>);
   friend void assign_inplace(Tensor& t, const Tensor& value);
+  friend struct AutogradAccess;
   std::shared_ptr<Buffer> buf_;
   View view_;
   DType dtype_ = DType::Float32;
   Device device_;
+  std::shared_ptr<AutogradMeta> ag_;  // null: no graph place (most tensors)
 };
 
 }  // namespace loom
 
+#include "ops/autograd.h"
 #include "ops/ops.h"

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "ops/grad_node.h"
 #include "ops/record.h"
 
 namespace loom {
@@ -56,6 +57,34 @@ Shape infer_shape(const char* op, const Dims& dims, int64_t n, const Shape& from
   return s;
 }
 
+// Records the backward of view `r` of x when x is in the graph.
+template <typename F>
+Tensor tracked(Tensor r, const char* name, const Tensor& x, F back) {
+  if (autograd::needs_grad(x)) autograd::record_view(r, name, x, std::move(back));
+  return r;
+}
+
+Dims dims_of(const Shape& s) { return Dims(s.begin(), s.end()); }
+
+// The gradient of a region view of a tensor of shape xs: zeros with the region set to g. The
+// fill is no op of the graph; with create_graph its own backward reads the region back.
+template <typename Region>
+Tensor region_grad(const Tensor& g, const Shape& xs, Region region) {
+  Tensor z;
+  {
+    NoGradGuard fill;
+    z = zeros(xs, {g.dtype(), g.device()});
+    region(z).copy_(g);
+  }
+  if (autograd::needs_grad(g))
+    autograd::record(
+        z, "SliceScatterBackward0", {g}, {},
+        [region](const Tensor& gz, const std::vector<Tensor>&, const std::vector<bool>&) {
+          return std::vector<Tensor>{region(gz)};
+        });
+  return z;
+}
+
 }  // namespace
 
 Tensor Tensor::view(const Dims& dims) const {
@@ -64,13 +93,15 @@ Tensor Tensor::view(const Dims& dims) const {
   LOOM_CHECK(st.has_value(), Value, "view: shape ", shape_str(s),
              " is not compatible with the input's strides (input shape ", shape_str(shape()),
              "); use reshape");
-  return Tensor(buf_, View{s, *st, offset()}, dtype_, device_);
+  return tracked(Tensor(buf_, View{s, *st, offset()}, dtype_, device_), "ViewBackward0", *this,
+                 [xs = dims_of(shape())](const Tensor& g) { return g.reshape(xs); });
 }
 
 Tensor Tensor::reshape(const Dims& dims) const {
   Shape s = infer_shape("reshape", dims, numel(), shape());
   if (auto st = view_strides(shape(), strides(), s))
-    return Tensor(buf_, View{s, *st, offset()}, dtype_, device_);
+    return tracked(Tensor(buf_, View{s, *st, offset()}, dtype_, device_), "ViewBackward0", *this,
+                   [xs = dims_of(shape())](const Tensor& g) { return g.reshape(xs); });
   return contiguous().view(Dims(s.begin(), s.end()));
 }
 
@@ -91,7 +122,8 @@ Tensor Tensor::squeeze() const {
   View v{{}, {}, offset()};
   for (int d = 0; d < dim(); ++d)
     if (shape()[d] != 1) v.shape.push_back(shape()[d]), v.strides.push_back(strides()[d]);
-  return Tensor(buf_, v, dtype_, device_);
+  return tracked(Tensor(buf_, v, dtype_, device_), "SqueezeBackward0", *this,
+                 [xs = dims_of(shape())](const Tensor& g) { return g.reshape(xs); });
 }
 
 Tensor Tensor::squeeze(int64_t dm) const {
@@ -101,7 +133,8 @@ Tensor Tensor::squeeze(int64_t dm) const {
   View v = view_;
   v.shape.erase(v.shape.begin() + d);
   v.strides.erase(v.strides.begin() + d);
-  return Tensor(buf_, v, dtype_, device_);
+  return tracked(Tensor(buf_, v, dtype_, device_), "SqueezeBackward1", *this,
+                 [d](const Tensor& g) { return g.unsqueeze(d); });
 }
 
 Tensor Tensor::unsqueeze(int64_t dm) const {
@@ -110,7 +143,8 @@ Tensor Tensor::unsqueeze(int64_t dm) const {
   int64_t st = d < dim() ? strides()[d] * shape()[d] : 1;
   v.shape.insert(v.shape.begin() + d, 1);
   v.strides.insert(v.strides.begin() + d, st);
-  return Tensor(buf_, v, dtype_, device_);
+  return tracked(Tensor(buf_, v, dtype_, device_), "UnsqueezeBackward0", *this,
+                 [d](const Tensor& g) { return g.squeeze(d); });
 }
 
 Tensor Tensor::permute(const Dims& order) const {
@@ -127,7 +161,11 @@ Tensor Tensor::permute(const Dims& order) const {
     v.shape.push_back(shape()[d]);
     v.strides.push_back(strides()[d]);
   }
-  return Tensor(buf_, v, dtype_, device_);
+  Dims inverse(order.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    inverse[size_t(normalize_dim("permute", order[i], shape()))] = int64_t(i);
+  return tracked(Tensor(buf_, v, dtype_, device_), "PermuteBackward0", *this,
+                 [inverse](const Tensor& g) { return g.permute(inverse); });
 }
 
 Tensor Tensor::transpose(int64_t a, int64_t b) const {
@@ -136,7 +174,8 @@ Tensor Tensor::transpose(int64_t a, int64_t b) const {
   View v = view_;
   std::swap(v.shape[x], v.shape[y]);
   std::swap(v.strides[x], v.strides[y]);
-  return Tensor(buf_, v, dtype_, device_);
+  return tracked(Tensor(buf_, v, dtype_, device_), "TransposeBackward0", *this,
+                 [x, y](const Tensor& g) { return g.transpose(x, y); });
 }
 
 Tensor Tensor::t() const {
@@ -167,7 +206,9 @@ Tensor Tensor::expand(const Dims& dims) const {
     v.shape[i] = want;
     v.strides[i] = (have == 1 && want != 1) ? 0 : strides()[i - lead];
   }
-  return Tensor(buf_, v, dtype_, device_);
+  return tracked(
+      Tensor(buf_, v, dtype_, device_), "ExpandBackward0", *this,
+      [xs = shape(), dt = dtype_](const Tensor& g) { return autograd::sum_to(g, xs, dt); });
 }
 
 Tensor Tensor::slice(int64_t dm, std::optional<int64_t> start, std::optional<int64_t> stop,
@@ -188,7 +229,11 @@ Tensor Tensor::slice(int64_t dm, std::optional<int64_t> start, std::optional<int
   v.offset += a * strides()[d];
   v.shape[d] = len;
   v.strides[d] = strides()[d] * step;
-  return Tensor(buf_, v, dtype_, device_);
+  return tracked(Tensor(buf_, v, dtype_, device_), "SliceBackward0", *this,
+                 [xs = shape(), d, a, b, step](const Tensor& g) {
+                   return region_grad(g, xs,
+                                      [=](const Tensor& z) { return z.slice(d, a, b, step); });
+                 });
 }
 
 Tensor Tensor::select(int64_t dm, int64_t index) const {
@@ -202,7 +247,10 @@ Tensor Tensor::select(int64_t dm, int64_t index) const {
   v.offset += index * strides()[d];
   v.shape.erase(v.shape.begin() + d);
   v.strides.erase(v.strides.begin() + d);
-  return Tensor(buf_, v, dtype_, device_);
+  return tracked(Tensor(buf_, v, dtype_, device_), "SelectBackward0", *this,
+                 [xs = shape(), d, index](const Tensor& g) {
+                   return region_grad(g, xs, [=](const Tensor& z) { return z.select(d, index); });
+                 });
 }
 
 Tensor Tensor::narrow(int64_t dm, int64_t start, int64_t length) const {
@@ -218,8 +266,10 @@ Tensor Tensor::narrow(int64_t dm, int64_t start, int64_t length) const {
 Tensor Tensor::index(const std::vector<Slice>& idx) const {
   int specified = 0, ell = 0;
   for (auto& s : idx) {
-    if (s.kind == Slice::Kind::Ellipsis) ++ell;
-    else if (s.kind != Slice::Kind::NewAxis) ++specified;
+    if (s.kind == Slice::Kind::Ellipsis)
+      ++ell;
+    else if (s.kind != Slice::Kind::NewAxis)
+      ++specified;
   }
   LOOM_CHECK(ell <= 1, Index, "index: an index can only have a single ellipsis (", ell,
              " given for a tensor of shape ", shape_str(shape()), ")");
@@ -229,10 +279,18 @@ Tensor Tensor::index(const std::vector<Slice>& idx) const {
   int d = 0;
   for (auto& s : idx) {
     switch (s.kind) {
-      case Slice::Kind::Index: t = t.select(d, s.index); break;
-      case Slice::Kind::Range: t = t.slice(d, s.start, s.stop, s.step), ++d; break;
-      case Slice::Kind::NewAxis: t = t.unsqueeze(d), ++d; break;
-      case Slice::Kind::Ellipsis: d += dim() - specified; break;
+      case Slice::Kind::Index:
+        t = t.select(d, s.index);
+        break;
+      case Slice::Kind::Range:
+        t = t.slice(d, s.start, s.stop, s.step), ++d;
+        break;
+      case Slice::Kind::NewAxis:
+        t = t.unsqueeze(d), ++d;
+        break;
+      case Slice::Kind::Ellipsis:
+        d += dim() - specified;
+        break;
     }
   }
   return t;
@@ -246,7 +304,9 @@ Tensor Tensor::contiguous() const {
 Tensor Tensor::clone() const {
   auto n = new_node(Op::Copy, dtype_, shape(), device_);
   n->in.push_back(as_input(*this));
-  return record_node(std::move(n));
+  Tensor r = record_node(std::move(n));
+  if (autograd::needs_grad(*this)) autograd::record_same("CloneBackward0", *this, r);
+  return r;
 }
 
 Tensor Tensor::to(DType t) const { return cast(*this, t); }
@@ -288,17 +348,34 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t dm) {
     check_same_device("cat", f, x);
     bool ok = x.dim() == f.dim();
     for (int k = 0; ok && k < f.dim(); ++k) ok = k == d || x.shape()[k] == f.shape()[k];
-    LOOM_CHECK(ok, Value, "cat: sizes of tensors must match except in dim ", d, ": tensor 0 has shape ",
-               shape_str(f.shape()), ", tensor ", i, " has shape ", shape_str(x.shape()));
+    LOOM_CHECK(ok, Value, "cat: sizes of tensors must match except in dim ", d,
+               ": tensor 0 has shape ", shape_str(f.shape()), ", tensor ", i, " has shape ",
+               shape_str(x.shape()));
     out[d] += x.shape()[d];
     t = promote_types(t, x.dtype());
   }
   Tensor r = empty(out, {t, f.device()});
-  int64_t off = 0;
-  for (auto& x : xs) {
-    int64_t len = x.shape()[d];
-    if (len) r.narrow(d, off, len).copy_(x);
-    off += len;
+  {
+    NoGradGuard parts;  // one node for the whole cat, below
+    int64_t off = 0;
+    for (auto& x : xs) {
+      int64_t len = x.shape()[d];
+      if (len) r.narrow(d, off, len).copy_(x);
+      off += len;
+    }
+  }
+  if (autograd::needs_grad(xs)) {
+    std::vector<int64_t> lens;
+    for (auto& x : xs) lens.push_back(x.shape()[d]);
+    autograd::record(
+        r, "CatBackward0", xs, {},
+        [d, lens](const Tensor& g, const std::vector<Tensor>&, const std::vector<bool>& need) {
+          std::vector<Tensor> gs;
+          int64_t off = 0;
+          for (size_t i = 0; i < lens.size(); ++i, off += lens[i - 1])
+            gs.push_back(need[i] ? g.narrow(d, off, lens[i]) : Tensor());
+          return gs;
+        });
   }
   return r;
 }
@@ -308,9 +385,11 @@ Tensor stack(const std::vector<Tensor>& xs, int64_t dm) {
   int d = normalize_dim("stack", dm, xs[0].shape(), 1);
   std::vector<Tensor> u;
   for (size_t i = 0; i < xs.size(); ++i) {
-    LOOM_CHECK(xs[i].shape() == xs[0].shape(), Value, "stack: expects each tensor to be equal size, "
-               "but got ", shape_str(xs[0].shape()), " at entry 0 and ", shape_str(xs[i].shape()),
-               " at entry ", i);
+    LOOM_CHECK(xs[i].shape() == xs[0].shape(), Value,
+               "stack: expects each tensor to be equal size, "
+               "but got ",
+               shape_str(xs[0].shape()), " at entry 0 and ", shape_str(xs[i].shape()), " at entry ",
+               i);
     u.push_back(xs[i].unsqueeze(d));
   }
   return cat(u, d);

@@ -54,6 +54,9 @@ struct Storage {
   uint64_t pin_epoch = 0;
   // The stream whose trace computes this version (pending) or computed/wrote it (ready).
   uint64_t stream = 0;
+  // A saved tensor of the autograd graph reads this version after the next one is written:
+  // the next version never takes over its memory.
+  bool kept = false;
 
   bool pending() const { return node != nullptr; }
   void* data() const { return mem ? mem->ptr : nullptr; }
@@ -61,6 +64,7 @@ struct Storage {
 
 struct Buffer {
   std::shared_ptr<Storage> cur;
+  uint32_t version = 0;  // in-place writes so far (autograd's saved tensors check it)
 };
 
 std::shared_ptr<Storage> make_ready_storage(Device d, size_t nbytes);

@@ -1,0 +1,107 @@
+#pragma once
+// The autograd graph (ops/autograd.h): what an op records for its backward, and the helpers
+// ops use to record it.
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ops/tensor.h"
+
+namespace loom {
+
+struct GradNode;
+
+// A tensor's place in the graph, shared by the copies of one Tensor.
+struct AutogradMeta {
+  bool requires_grad = false;         // a leaf's flag; true for every tensor with a grad_fn
+  std::shared_ptr<GradNode> grad_fn;  // null for a leaf
+  Tensor grad;                        // accumulated into a leaf (a non-leaf's when retained)
+  bool retains_grad = false;
+  std::vector<std::pair<int, std::function<Tensor(const Tensor&)>>> hooks;  // id, hook
+  int next_hook_id = 0;
+};
+
+// Where an input's gradient goes: the node that made it, or the leaf it is.
+struct Edge {
+  std::shared_ptr<GradNode> fn;
+  std::shared_ptr<AutogradMeta> leaf;
+  Shape shape;  // the input's: its gradient has this shape and dtype
+  DType dtype = DType::Float32;
+  bool valid() const { return fn || leaf; }
+};
+
+// A tensor a rule reads, with the version of its buffer when it was saved: an in-place write
+// to it before the backward runs is an error, never a silently wrong gradient. An op's own
+// result is kept without its graph (the node would own itself); unpacking it for a double
+// backward gives it the node back.
+struct SavedTensor {
+  Tensor data;
+  uint32_t version = 0;
+  bool is_output = false;
+};
+
+// The backward of one op: the result's gradient in, one gradient per input out (an undefined
+// Tensor where the input gets none). `need[i]`: whether input i's gradient is wanted.
+using GradRule = std::function<std::vector<Tensor>(
+    const Tensor& grad, const std::vector<Tensor>& saved, const std::vector<bool>& need)>;
+
+struct GradNode : std::enable_shared_from_this<GradNode> {
+  std::string name;        // torch's name: MulBackward0, SumBackward1, ...
+  std::vector<Edge> next;  // one per input
+  std::vector<SavedTensor> saved;
+  GradRule rule;
+  std::weak_ptr<AutogradMeta> out;  // the result's place (hooks, retain_grad)
+  Shape out_shape;                  // the result's, for a missing gradient
+  DType out_dtype = DType::Float32;
+  Device out_device;
+  std::string what;  // the forward's operands, for error messages
+  bool released = false;
+  bool is_view = false;  // the result shares its input's memory
+  uint64_t seq = 0;      // creation order: later nodes run first
+};
+
+namespace autograd {
+
+// Whether an op on these inputs records a backward node (grad mode on, an input needs one).
+bool needs_grad(const Tensor& a);
+bool needs_grad(const Tensor& a, const Tensor& b);
+bool needs_grad(const std::vector<Tensor>& xs);
+
+// Records the backward node of `result` (made from `inputs` by op `name`): `result` becomes a
+// non-leaf with that grad_fn. `saved` are the tensors the rule reads; `result_saved` marks
+// which of them is `result` itself (stored without its graph). A floating result only.
+void record(Tensor& result, const char* name, const std::vector<Tensor>& inputs,
+            std::vector<Tensor> saved, GradRule rule, int result_saved = -1);
+
+// A view's backward node (the view shares x's memory): `back` maps the view's gradient to x's.
+void record_view(Tensor& result, const char* name, const Tensor& x,
+                 std::function<Tensor(const Tensor&)> back);
+
+// The backward nodes of the primitives' families, their rules in ops/grad_rules.cpp (a switch
+// over every row: a new primitive without a rule fails the build).
+void record_unary(Op op, const Tensor& x, Tensor& y);
+void record_binary(Op op, const Tensor& a, const Tensor& b, Tensor& y);
+// y: the reduction of x over `ax` (sorted), with or without the reduced dims kept.
+void record_reduce(Op op, const Tensor& x, const std::vector<int>& ax, Tensor& y);
+void record_where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& y);
+void record_matmul(const Tensor& a, const Tensor& b, Tensor& y);  // a, b: 2+ dims, batch broadcast
+void record_cumsum(const Tensor& x, int dim, Tensor& y);
+void record_same(const char* name, const Tensor& x, Tensor& y);  // cast, clone, to(device)
+
+// An in-place write of `value` into t: t's graph place now ends in value's node. Checks before
+// the write (a leaf that requires grad, a view of a tensor in the graph).
+void check_inplace(const char* op, const Tensor& t, const Tensor& value);
+// t's current values as a tensor of its own (same graph place, the storage version kept): the
+// operand an in-place op computes from, so its rule reads the values before the write.
+Tensor snapshot(const Tensor& t);
+void rebase_inplace(Tensor& t, const Tensor& value);
+
+// `g` (a gradient of broadcast shape) summed down to `shape` and cast to `dt`.
+Tensor sum_to(const Tensor& g, const Shape& shape, DType dt);
+
+// The node's description of its inputs for errors: "float32 [3, 4] and float32 [4]".
+std::string describe(const std::vector<Tensor>& xs);
+
+}  // namespace autograd
+}  // namespace loom

@@ -1,0 +1,198 @@
+// The autograd API's semantics (torch's): leaves and accumulation, retain_grad, hooks,
+// no_grad, detach, autograd::grad, the errors, and the laziness the design is for: backward
+// records, and one sync runs forward, backward and the update.
+#include <doctest/doctest.h>
+
+#include "gradcheck.h"
+
+using namespace loom;
+
+namespace {
+std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
+}  // namespace
+
+TEST_CASE("autograd api: leaves, accumulation across backward calls, grad_fn names") {
+  Tensor x = tensor<double>({1, 2, 3}, {3}).requires_grad_();
+  CHECK(x.is_leaf());
+  CHECK(x.requires_grad());
+  CHECK(!x.grad().defined());
+  Tensor y = x * x;
+  CHECK(!y.is_leaf());
+  CHECK(y.requires_grad());
+  CHECK(y.grad_fn_name() == "MulBackward0");
+  CHECK(x.sum().grad_fn_name() == "SumBackward0");
+  CHECK(x.reshape({3, 1}).sum({0}).grad_fn_name() == "SumBackward1");
+  CHECK(x.exp().grad_fn_name() == "ExpBackward0");
+  CHECK(gelu(x, "tanh").grad_fn_name() == "GeluTanhBackward0");
+  CHECK((x + 1).grad_fn_name() == "AddBackward0");
+  CHECK(x.unsqueeze(0).grad_fn_name() == "UnsqueezeBackward0");
+  CHECK(x.slice(0, 1, 2).grad_fn_name() == "SliceBackward0");
+  y.sum().backward();
+  CHECK(vals(x.grad()) == std::vector<double>{2, 4, 6});
+  (x * 3).sum().backward();  // accumulates
+  CHECK(vals(x.grad()) == std::vector<double>{5, 7, 9});
+  x.set_grad(Tensor());
+  (x * 3).sum().backward();
+  CHECK(vals(x.grad()) == std::vector<double>{3, 3, 3});
+  CHECK(!y.grad().defined());  // a non-leaf's gradient is not kept
+  // A tensor that needs no gradient makes results that need none.
+  Tensor c = tensor<double>({1, 1, 1}, {3});
+  CHECK(!(c * 2).requires_grad());
+  CHECK((c * x).requires_grad());
+}
+
+TEST_CASE("autograd api: a leaf's grad is its own memory (writable in place)") {
+  Tensor x = tensor<double>({1, 2}, {2}).requires_grad_();
+  x.sum().backward();  // an expanded gradient of ones
+  x.grad().zero_();
+  CHECK(vals(x.grad()) == std::vector<double>{0, 0});
+  Tensor g = tensor<double>({5, 6}, {2});
+  Tensor x2 = tensor<double>({1, 2}, {2}).requires_grad_();
+  (x2 + 0).backward(g);  // passes g through unchanged
+  x2.grad().mul_(2);
+  CHECK(vals(g) == std::vector<double>{5, 6});
+  CHECK(vals(x2.grad()) == std::vector<double>{10, 12});
+}
+
+TEST_CASE("autograd api: retain_grad, hooks, backward with a gradient") {
+  Tensor x = tensor<double>({1, 2, 3}, {3}).requires_grad_();
+  Tensor y = x * 2;
+  y.retain_grad();
+  int calls = 0;
+  x.register_hook([&](const Tensor& g) {
+    ++calls;
+    return g * 10;
+  });
+  int id = y.register_hook([&](const Tensor& g) {
+    ++calls;
+    return Tensor();  // no change
+  });
+  Tensor z = (y * y).sum();
+  z.backward();
+  CHECK(calls == 2);
+  CHECK(vals(y.grad()) == std::vector<double>{4, 8, 12});
+  CHECK(vals(x.grad()) == std::vector<double>{80, 160, 240});
+  y.remove_hook(id);
+  Tensor w = x * x;
+  w.backward(tensor<double>({1, 0, 2}, {3}));
+  CHECK(vals(x.grad()) == std::vector<double>{80 + 20, 160, 240 + 120});
+}
+
+TEST_CASE("autograd api: no_grad, set_grad_enabled, detach") {
+  Tensor x = tensor<double>({1, 2}, {2}).requires_grad_();
+  {
+    NoGradGuard ng;
+    CHECK(!is_grad_enabled());
+    Tensor y = x * 2;
+    CHECK(!y.requires_grad());
+    {
+      EnableGradGuard eg;
+      CHECK((x * 2).requires_grad());
+    }
+    x.mul_(3);  // a leaf's in-place update, as an optimizer step does
+  }
+  CHECK(is_grad_enabled());
+  CHECK(vals(x) == std::vector<double>{3, 6});
+  Tensor d = x.detach();
+  CHECK(!d.requires_grad());
+  CHECK(d.same_buffer(x));
+  Tensor y = x * 2;
+  y.detach_();
+  CHECK(!y.requires_grad());
+  CHECK(y.is_leaf());
+}
+
+TEST_CASE("autograd api: autograd::grad returns gradients without accumulating") {
+  Tensor x = tensor<double>({1, 2}, {2}).requires_grad_();
+  Tensor u = tensor<double>({3, 4}, {2}).requires_grad_();
+  Tensor h = x * u;  // a non-leaf input
+  Tensor y = (h * h).sum();
+  auto g = autograd::grad({y}, {x, h}, {}, true);
+  CHECK(vals(g[0]) == std::vector<double>{2 * 3 * 3, 2 * 2 * 4 * 4});
+  CHECK(vals(g[1]) == std::vector<double>{6, 16});
+  CHECK(!x.grad().defined());
+  CHECK(!u.grad().defined());
+  Tensor other = tensor<double>({1}, {1}).requires_grad_();
+  CHECK_THROWS_WITH_AS(autograd::grad({y}, {other}, {}, true), doctest::Contains("not used"),
+                       Error);
+  auto un = autograd::grad({y}, {other}, {}, true, false, true);
+  CHECK(!un[0].defined());
+  // backward(inputs=): only those leaves accumulate.
+  autograd::backward({y}, {}, {}, false, {u});
+  CHECK(u.grad().defined());
+  CHECK(!x.grad().defined());
+}
+
+TEST_CASE("autograd api: errors name the op and the shapes") {
+  CHECK_THROWS_WITH_AS(tensor<int64_t>({1, 2}, {2}).requires_grad_(),
+                       doctest::Contains("floating point"), Error);
+  Tensor x = tensor<double>({1, 2, 3}, {3}).requires_grad_();
+  CHECK_THROWS_WITH_AS((x * 2).backward(), doctest::Contains("[3]"), Error);
+  CHECK_THROWS_WITH_AS((x * 2).backward(tensor<double>({1, 2}, {2})),
+                       doctest::Contains("shape [2] for output 0 of shape [3]"), Error);
+  CHECK_THROWS_WITH_AS(tensor<double>({1}, {1}).sum().backward(),
+                       doctest::Contains("does not require grad"), Error);
+  // A second backward through freed saved tensors.
+  Tensor y = (x * x).sum();
+  y.backward();
+  CHECK_THROWS_WITH_AS(y.backward(), doctest::Contains("second time"), Error);
+  Tensor y2 = (x * x).sum();
+  y2.backward({}, true);
+  y2.backward();  // retained the first time
+  // No saved tensors: a second backward is fine (as torch).
+  Tensor y3 = (x + 1).sum();
+  y3.backward();
+  y3.backward();
+  // A saved tensor modified in place before the backward.
+  Tensor a = x * 1;
+  Tensor b = (a * a).sum();
+  a.add_(1);
+  CHECK_THROWS_WITH_AS(b.backward(), doctest::Contains("modified by an in-place operation"), Error);
+  // In place on a leaf that requires grad (outside no_grad).
+  CHECK_THROWS_WITH_AS(x.add_(1), doctest::Contains("leaf"), Error);
+  // Only a leaf's flag can change.
+  Tensor nl = x * 2;
+  CHECK_THROWS_WITH_AS(nl.requires_grad_(false), doctest::Contains("leaf"), Error);
+}
+
+TEST_CASE("autograd api: in-place ops on non-leaves join the graph") {
+  Tensor x = tensor<double>({1, 2}, {2}).requires_grad_();
+  Tensor y = x * 2;
+  y.mul_(x);  // y = 2 x^2
+  CHECK(y.grad_fn_name() == "MulBackward0");
+  y.sum().backward();
+  CHECK(vals(x.grad()) == std::vector<double>{4, 8});
+  Tensor z = zeros({2}, DType::Float64);
+  z.add_(x);  // a tensor outside the graph takes in a graph value
+  CHECK(z.requires_grad());
+  (z * 3).sum().backward();
+  CHECK(vals(x.grad()) == std::vector<double>{7, 11});
+  Tensor v = (x * 1).slice(0, 0, 1);
+  CHECK_THROWS_WITH_AS(v.mul_(2), doctest::Contains("view"), Error);
+}
+
+TEST_CASE("autograd api: backward records lazily; one sync runs forward, backward and update") {
+  Tensor w = randn({64, 32}, DType::Float32).requires_grad_();
+  Tensor b = zeros({32}, DType::Float32).requires_grad_();
+  Tensor x = randn({16, 64});
+  loom::sync();
+  for (int step = 0; step < 2; ++step) {
+    reset_counters();
+    Tensor loss = pow((matmul(x, w) + b).tanh(), 2.0).mean();
+    loss.backward();
+    {
+      NoGradGuard ng;
+      w.sub_(w.grad() * 0.1);
+      b.sub_(b.grad() * 0.1);
+    }
+    w.set_grad(Tensor());
+    b.set_grad(Tensor());
+    CHECK(counters().flushes.load() == 0);  // nothing ran yet
+    double l = loss.item<double>();
+    CHECK(std::isfinite(l));
+    CHECK(counters().flushes.load() == 1);
+    (void)vals(w);
+    (void)vals(b);
+    CHECK(counters().flushes.load() == 1);  // the update ran in the same flush
+  }
+}
