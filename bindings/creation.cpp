@@ -11,14 +11,20 @@ Options opts(OD dt, ODev dev, DType dflt = kDefaultFloat) {
   return Options(dt.value_or(dflt), dev.value_or(kCPU));
 }
 
+// A new tensor as a leaf of the autograd graph when asked (requires_grad=True).
+Tensor leaf(Tensor t, bool requires_grad) {
+  if (requires_grad) t.requires_grad_(true);
+  return t;
+}
+
 template <Tensor (*f)(const Shape&, Options)>
 void sized(nb::module_& m, const char* name, const char* doc) {
   m.def(
       name,
-      [name](nb::args size, OD dt, ODev dev) {
-        return f(dims_from_args(size, name), opts(dt, dev));
+      [name](nb::args size, OD dt, ODev dev, bool rg) {
+        return leaf(f(dims_from_args(size, name), opts(dt, dev)), rg);
       },
-      "size"_a, "dtype"_a = nb::none(), "device"_a = nb::none(), doc);
+      "size"_a, "dtype"_a = nb::none(), "device"_a = nb::none(), "requires_grad"_a = false, doc);
 }
 
 // A *_like creator: same shape as `input`, its dtype and device unless given.
@@ -26,15 +32,16 @@ template <typename F>
 void like(nb::module_& m, const char* name, F f, const char* doc) {
   m.def(
       name,
-      [f](const Tensor& x, OD dt, ODev dev) {
-        return f(x.shape(), Options(dt.value_or(x.dtype()), dev.value_or(x.device())));
+      [f](const Tensor& x, OD dt, ODev dev, bool rg) {
+        return leaf(f(x.shape(), Options(dt.value_or(x.dtype()), dev.value_or(x.device()))), rg);
       },
-      "input"_a, nb::kw_only(), "dtype"_a = nb::none(), "device"_a = nb::none(), doc);
+      "input"_a, nb::kw_only(), "dtype"_a = nb::none(), "device"_a = nb::none(),
+      "requires_grad"_a = false, doc);
 }
 
-Tensor arange_f(Scalar a, std::optional<Scalar> b, Scalar step, OD dt, ODev dev) {
+Tensor arange_f(Scalar a, std::optional<Scalar> b, Scalar step, OD dt, ODev dev, bool rg) {
   Scalar start = b ? a : Scalar(int64_t(0)), end = b ? *b : a;
-  return arange(start, end, step, dt, dev.value_or(kCPU));
+  return leaf(arange(start, end, step, dt, dev.value_or(kCPU)), rg);
 }
 
 Tensor randint_f(int64_t low, int64_t high, const DimArg& size, OD dt, ODev dev) {
@@ -44,11 +51,14 @@ Tensor randint_f(int64_t low, int64_t high, const DimArg& size, OD dt, ODev dev)
 }  // namespace
 
 void init_creation(nb::module_& m) {
-  m.def("tensor", &to_tensor, "data"_a, nb::kw_only(), "dtype"_a = nb::none(),
-        "device"_a = nb::none(),
-        "A new tensor holding a copy of data: a Python scalar, a nested list, a numpy array (or "
-        "anything with the buffer protocol or DLPack) or a tensor. Without dtype: bool, int64 or "
-        "float32 for Python values, the array's dtype for arrays.");
+  m.def(
+      "tensor",
+      [](nb::handle data, OD dt, ODev dev, bool rg) { return leaf(to_tensor(data, dt, dev), rg); },
+      "data"_a, nb::kw_only(), "dtype"_a = nb::none(), "device"_a = nb::none(),
+      "requires_grad"_a = false,
+      "A new tensor holding a copy of data: a Python scalar, a nested list, a numpy array (or "
+      "anything with the buffer protocol or DLPack) or a tensor. Without dtype: bool, int64 or "
+      "float32 for Python values, the array's dtype for arrays.");
   m.def(
       "as_tensor",
       [](nb::handle data, OD dt, ODev dev) {
@@ -73,10 +83,11 @@ void init_creation(nb::module_& m) {
   sized<&randn>(m, "randn", "Standard normal random numbers (Philox; same on every device).");
   m.def(
       "full",
-      [](const DimArg& size, Scalar v, OD dt, ODev dev) {
-        return full(size.dims, v, opts(dt, dev, v.default_dtype()));
+      [](const DimArg& size, Scalar v, OD dt, ODev dev, bool rg) {
+        return leaf(full(size.dims, v, opts(dt, dev, v.default_dtype())), rg);
       },
       "size"_a, "fill_value"_a, nb::kw_only(), "dtype"_a = nb::none(), "device"_a = nb::none(),
+      "requires_grad"_a = false,
       "A tensor of the given size filled with fill_value (dtype from the value unless given).");
   like(m, "empty_like", &empty, "Like empty(), with input's shape, dtype and device.");
   like(m, "zeros_like", &zeros, "Like zeros(), with input's shape, dtype and device.");
@@ -85,29 +96,30 @@ void init_creation(nb::module_& m) {
   like(m, "randn_like", &randn, "Like randn(), with input's shape, dtype and device.");
   m.def(
       "full_like",
-      [](const Tensor& x, Scalar v, OD dt, ODev dev) {
-        return full(x.shape(), v, Options(dt.value_or(x.dtype()), dev.value_or(x.device())));
+      [](const Tensor& x, Scalar v, OD dt, ODev dev, bool rg) {
+        return leaf(full(x.shape(), v, Options(dt.value_or(x.dtype()), dev.value_or(x.device()))),
+                    rg);
       },
       "input"_a, "fill_value"_a, nb::kw_only(), "dtype"_a = nb::none(), "device"_a = nb::none(),
-      "Like full(), with input's shape, dtype and device.");
+      "requires_grad"_a = false, "Like full(), with input's shape, dtype and device.");
   m.def("arange", &arange_f, "start"_a, "end"_a = nb::none(), "step"_a = 1, nb::kw_only(),
-        "dtype"_a = nb::none(), "device"_a = nb::none(),
+        "dtype"_a = nb::none(), "device"_a = nb::none(), "requires_grad"_a = false,
         "Values from start (default 0) up to end, exclusive, by step; arange(end) counts from 0. "
         "int64 for int arguments, float32 if any is a float.");
   m.def(
       "linspace",
-      [](double a, double b, int64_t steps, OD dt, ODev dev) {
-        return linspace(a, b, steps, opts(dt, dev));
+      [](double a, double b, int64_t steps, OD dt, ODev dev, bool rg) {
+        return leaf(linspace(a, b, steps, opts(dt, dev)), rg);
       },
       "start"_a, "end"_a, "steps"_a, nb::kw_only(), "dtype"_a = nb::none(), "device"_a = nb::none(),
-      "steps evenly spaced values from start to end, inclusive.");
+      "requires_grad"_a = false, "steps evenly spaced values from start to end, inclusive.");
   m.def(
       "eye",
-      [](int64_t n, std::optional<int64_t> mm, OD dt, ODev dev) {
-        return eye(n, mm, opts(dt, dev));
+      [](int64_t n, std::optional<int64_t> mm, OD dt, ODev dev, bool rg) {
+        return leaf(eye(n, mm, opts(dt, dev)), rg);
       },
       "n"_a, "m"_a = nb::none(), nb::kw_only(), "dtype"_a = nb::none(), "device"_a = nb::none(),
-      "An n x m matrix with ones on the diagonal.");
+      "requires_grad"_a = false, "An n x m matrix with ones on the diagonal.");
   m.def("randint", &randint_f, "low"_a, "high"_a, "size"_a, nb::kw_only(), "dtype"_a = nb::none(),
         "device"_a = nb::none(), "Uniform random integers in [low, high) (int64 by default).");
   m.def(

@@ -196,8 +196,6 @@ void init_tensor(nb::module_& m) {
            "this tensor's buffer.")
       .def("contiguous", &Tensor::contiguous, "Itself when contiguous, else a row-major copy.")
       .def("clone", &Tensor::clone, "A copy with its own memory.")
-      .def(
-          "detach", [](const Tensor& t) { return t; }, "Itself (loom has no autograd).")
       .def("split", &Tensor::split, "split_size"_a, "dim"_a = 0,
            "Views of `split_size` elements along `dim` (the last may be smaller).")
       .def("split", &split_sizes, "split_size"_a, "dim"_a = 0,

@@ -12,15 +12,18 @@ The API follows PyTorch's names and keywords::
 from . import _loom
 from ._loom import *  # noqa: F401,F403
 from ._loom import Tensor, device, dtype, __version__  # noqa: F401
+from . import autograd  # noqa: F401
 from . import cuda  # noqa: F401
 from . import linalg  # noqa: F401
+from .autograd import enable_grad, no_grad, set_grad_enabled  # noqa: F401
 
 # torch's dtype names that shadow Python builtins (kept out of _loom so its stub stays clean).
 # Code below this point must reach the builtins through the builtins module.
 bool = _loom.bool_  # noqa: A001
 float = _loom.float32  # noqa: A001
 int = _loom.int32  # noqa: A001
-__all__ = [n for n in dir(_loom) if not n.startswith("_")] + ["bool", "float", "int"]
+__all__ = [n for n in dir(_loom) if not n.startswith("_")] + [
+    "bool", "float", "int", "autograd", "no_grad", "enable_grad", "set_grad_enabled"]
 
 
 def __getattr__(name):
