@@ -127,9 +127,12 @@ bool needs_grad(const std::vector<Tensor>& xs) {
 }
 
 std::string describe(const std::vector<Tensor>& xs) {
+  std::vector<std::string> parts;  // an absent optional input (a norm's bias) is undefined
+  for (auto& x : xs)
+    if (x.defined()) parts.push_back(place(x));
   std::string s;
-  for (size_t i = 0; i < xs.size(); ++i)
-    s += (i ? (i + 1 == xs.size() ? " and " : ", ") : "") + place(xs[i]);
+  for (size_t i = 0; i < parts.size(); ++i)
+    s += (i ? (i + 1 == parts.size() ? " and " : ", ") : "") + parts[i];
   return s;
 }
 

@@ -1,6 +1,7 @@
 // Composites: decomposed into primitives here; the fuser turns each into one group.
 #include <limits>
 
+#include "ops/grad_node.h"
 #include "ops/record.h"
 
 namespace loom {
@@ -45,19 +46,31 @@ void check_param(const char* op, const char* what, const std::optional<Tensor>& 
 }  // namespace
 
 Tensor softmax(const Tensor& x, int64_t dim) {
-  Tensor xf = float_input("softmax", x);
-  int64_t d = normalize_dim("softmax", dim, x.shape());
-  Tensor e = exp(xf - amax(xf, {d}, true));
-  // One reciprocal per row, then a multiply per element (as torch's CPU kernel does): a
-  // division per element costs more than the exp on the CPU. Within 1 ulp of e / sum.
-  return cast(e * reciprocal(sum(e, {d}, true)), x.dtype());
+  int d = normalize_dim("softmax", dim, x.shape());
+  Tensor y;
+  {
+    NoGradGuard forward;  // its own backward node, below
+    Tensor xf = float_input("softmax", x);
+    Tensor e = exp(xf - amax(xf, {d}, true));
+    // One reciprocal per row, then a multiply per element (as torch's CPU kernel does): a
+    // division per element costs more than the exp on the CPU. Within 1 ulp of e / sum.
+    y = cast(e * reciprocal(sum(e, {d}, true)), x.dtype());
+  }
+  if (autograd::needs_grad(x)) autograd::record_softmax(x, d, y, false);
+  return y;
 }
 
 Tensor log_softmax(const Tensor& x, int64_t dim) {
-  Tensor xf = float_input("log_softmax", x);
-  int64_t d = normalize_dim("log_softmax", dim, x.shape());
-  Tensor s = xf - amax(xf, {d}, true);
-  return cast(s - log(sum(exp(s), {d}, true)), x.dtype());
+  int d = normalize_dim("log_softmax", dim, x.shape());
+  Tensor y;
+  {
+    NoGradGuard forward;
+    Tensor xf = float_input("log_softmax", x);
+    Tensor s = xf - amax(xf, {d}, true);
+    y = cast(s - log(sum(exp(s), {d}, true)), x.dtype());
+  }
+  if (autograd::needs_grad(x)) autograd::record_softmax(x, d, y, true);
+  return y;
 }
 
 Tensor layer_norm(const Tensor& x, const Dims& normalized_shape,
@@ -66,28 +79,49 @@ Tensor layer_norm(const Tensor& x, const Dims& normalized_shape,
   Dims dims = trailing_dims("layer_norm", x, normalized_shape);
   check_param("layer_norm", "weight", weight, normalized_shape, x);
   check_param("layer_norm", "bias", bias, normalized_shape, x);
-  Tensor xf = float_input("layer_norm", x);
-  // d is exactly 0 on a row of equal values (mean_keep), and so is y before weight and bias.
-  Tensor d = xf - mean_keep(xf, std::vector<int>(dims.begin(), dims.end()), x.dtype());
-  Tensor y = d * rsqrt(sum(d * d, dims, true) / double(row_count(x, dims)) + eps);
-  if (weight) y = y * *weight;
-  if (bias) y = y + *bias;
-  return cast(y, x.dtype());
+  Tensor y, mu, rstd;
+  {
+    NoGradGuard forward;  // its own backward node, below
+    Tensor xf = float_input("layer_norm", x);
+    // d is exactly 0 on a row of equal values (mean_keep), and so is y before weight and bias.
+    mu = mean_keep(xf, std::vector<int>(dims.begin(), dims.end()), x.dtype());
+    Tensor d = xf - mu;
+    rstd = rsqrt(sum(d * d, dims, true) / double(row_count(x, dims)) + eps);
+    y = d * rstd;
+    if (weight) y = y * *weight;
+    if (bias) y = y + *bias;
+    y = cast(y, x.dtype());
+  }
+  Tensor w = weight ? *weight : Tensor(), b = bias ? *bias : Tensor();
+  if (autograd::needs_grad({x, w, b}))
+    autograd::record_norm("NativeLayerNormBackward0", x, dims, w, b, mu, rstd, eps, y);
+  return y;
 }
 
 Tensor rms_norm(const Tensor& x, const Dims& normalized_shape, const std::optional<Tensor>& weight,
                 std::optional<double> eps) {
   Dims dims = trailing_dims("rms_norm", x, normalized_shape);
   check_param("rms_norm", "weight", weight, normalized_shape, x);
-  Tensor xf = float_input("rms_norm", x);
+  LOOM_CHECK(is_floating(x.dtype()), Type, "rms_norm: needs a floating point tensor, got ",
+             dtype_name(x.dtype()), " of shape ", shape_str(x.shape()));
   double e = eps                            ? *eps
              : x.dtype() == DType::Float64  ? std::numeric_limits<double>::epsilon()
              : x.dtype() == DType::Float16  ? 0.0009765625
              : x.dtype() == DType::BFloat16 ? 0.0078125
                                             : double(std::numeric_limits<float>::epsilon());
-  Tensor y = xf * rsqrt(sum(xf * xf, dims, true) / double(row_count(x, dims)) + e);
-  if (weight) y = y * *weight;
-  return cast(y, x.dtype());
+  Tensor y, rstd;
+  {
+    NoGradGuard forward;  // its own backward node, below
+    Tensor xf = float_input("rms_norm", x);
+    rstd = rsqrt(sum(xf * xf, dims, true) / double(row_count(x, dims)) + e);
+    y = xf * rstd;
+    if (weight) y = y * *weight;
+    y = cast(y, x.dtype());
+  }
+  Tensor w = weight ? *weight : Tensor();
+  if (autograd::needs_grad({x, w}))
+    autograd::record_norm("RmsNormBackward0", x, dims, w, Tensor(), Tensor(), rstd, e, y);
+  return y;
 }
 
 Tensor dropout(const Tensor& x, double p, bool training) {
@@ -115,11 +149,17 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
         detail::cat("cross_entropy: a target class is out of range [0, ", C,
                     ") for logits of shape ", shape_str(logits.shape()), " (target ",
                     dtype_name(target.dtype()), " of shape ", shape_str(target.shape()), ")"));
-  Tensor lse = logsumexp(logits, {1});
-  Tensor cls = arange(C, {DType::Int64, logits.device()}).unsqueeze(0);
-  Tensor picked =
-      sum(where(eq(cls, target.unsqueeze(1)), float_input("cross_entropy", logits), 0.0), {1});
-  return cast(mean(cast(lse, picked.dtype()) - picked), logits.dtype());
+  Tensor lse, y;
+  {
+    NoGradGuard forward;  // its own backward node, below
+    lse = logsumexp(logits, {1});
+    Tensor cls = iota(logits.shape(), 1, logits.device());  // (an arange view would not fuse)
+    Tensor picked =
+        sum(where(eq(cls, target.unsqueeze(1)), float_input("cross_entropy", logits), 0.0), {1});
+    y = cast(mean(cast(lse, picked.dtype()) - picked), logits.dtype());
+  }
+  if (autograd::needs_grad(logits)) autograd::record_cross_entropy(logits, target, lse, y);
+  return y;
 }
 
 Tensor Tensor::softmax(int64_t dim) const { return loom::softmax(*this, dim); }

@@ -97,7 +97,7 @@ Tensor full_like(const Tensor& t, Scalar v, std::optional<DType> dt) {
   return full(t.shape(), v, {dt.value_or(t.dtype()), t.device()});
 }
 
-static Tensor iota(const Shape& shape, int dim, Device d) {
+Tensor iota(const Shape& shape, int dim, Device d) {
   auto n = new_node(Op::Iota, DType::Int64, shape, d);
   n->dim = dim;
   return record_node(std::move(n));

@@ -89,6 +89,19 @@ void record_matmul(const Tensor& a, const Tensor& b, Tensor& y);  // a, b: 2+ di
 void record_cumsum(const Tensor& x, int dim, Tensor& y);
 void record_same(const char* name, const Tensor& x, Tensor& y);  // cast, clone, to(device)
 
+// The composites' own nodes (ops/grad_composite.cpp). Their forwards run with grad mode off.
+void record_softmax(const Tensor& x, int dim, Tensor& y, bool log);
+void record_logsumexp(const Tensor& x, const std::vector<int>& ax, Tensor& y);
+void record_mean(const Tensor& x, const std::vector<int>& ax, Tensor& y);
+void record_var(const Tensor& x, const std::vector<int>& ax, double correction, Tensor& y,
+                bool is_std);
+// Layer norm (mean defined) or RMS norm (mean undefined) over the trailing `dims`; mean and rstd
+// with those dims kept; w, b undefined when absent.
+void record_norm(const char* name, const Tensor& x, const Dims& dims, const Tensor& w,
+                 const Tensor& b, const Tensor& mean, const Tensor& rstd, double eps, Tensor& y);
+void record_cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& lse,
+                          Tensor& y);
+
 // An in-place write of `value` into t: t's graph place now ends in value's node. Checks before
 // the write (a leaf that requires grad, a view of a tensor in the graph).
 void check_inplace(const char* op, const Tensor& t, const Tensor& value);

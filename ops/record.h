@@ -24,7 +24,9 @@ Tensor const_tensor(Scalar s, DType dt, Device d, const Shape& shape = {});
 // value is n.value, read as one value over the node's shape. No Const node, Storage or trace
 // entry of its own: a scalar op records one node. One a node (n.value holds it).
 void add_scalar(Node& n, Scalar s, DType dt);
-Tensor expand_to(const Tensor& t, const Shape& s);  // broadcast view (no checks beyond rank)
+Tensor expand_to(const Tensor& t, const Shape& s);
+// int64 [shape] holding each element's index along `dim` (one node, fused into its readers).
+Tensor iota(const Shape& shape, int dim, Device d);  // broadcast view (no checks beyond rank)
 void check_same_device(const char* op, const Tensor& a, const Tensor& b);
 // torch's result_type for two tensors / a tensor and a Python scalar.
 DType result_type(const Tensor& a, const Tensor& b);

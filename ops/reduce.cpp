@@ -105,8 +105,14 @@ Tensor mean(const Tensor& x, const Dims& dims, bool keepdim) {
   LOOM_CHECK(is_floating(x.dtype()), Type, "mean: needs a floating point tensor, got ",
              dtype_name(x.dtype()), " of shape ", shape_str(x.shape()));
   auto ax = reduce_axes("mean", dims, x.shape());
-  Tensor m = cast(mean_keep(x, ax, x.dtype()), x.dtype());
-  return keepdim ? m : squeeze_axes(m, ax);
+  Tensor m;
+  {
+    NoGradGuard forward;  // its own backward node, below
+    m = cast(mean_keep(x, ax, x.dtype()), x.dtype());
+    if (!keepdim) m = squeeze_axes(m, ax);
+  }
+  if (autograd::needs_grad(x)) autograd::record_mean(x, ax, m);
+  return m;
 }
 
 Tensor prod(const Tensor& x, const Dims& dims, bool keepdim) {
@@ -161,10 +167,8 @@ Tensor any(const Tensor& x, const Dims& dims, bool keepdim) {
   return reduce_op(Op::Any, "any", x, reduce_axes("any", dims, x.shape()), keepdim);
 }
 
-Tensor var(const Tensor& x, const Dims& dims, double correction, bool keepdim) {
-  LOOM_CHECK(is_floating(x.dtype()), Type, "var: needs a floating point tensor, got ",
-             dtype_name(x.dtype()), " of shape ", shape_str(x.shape()));
-  auto ax = reduce_axes("var", dims, x.shape());
+static Tensor var_forward(const Tensor& x, const std::vector<int>& ax, double correction,
+                          bool keepdim) {
   Tensor xf = cast(x, acc_float(x.dtype()));
   Tensor d = xf - mean_keep(xf, ax, x.dtype());  // exactly 0 on a constant row, as the variance
   Tensor ss = reduce_op(Op::Sum, "var", d * d, ax, true);
@@ -172,12 +176,30 @@ Tensor var(const Tensor& x, const Dims& dims, double correction, bool keepdim) {
   return keepdim ? v : squeeze_axes(v, ax);
 }
 
-Tensor std(const Tensor& x, const Dims& dims, double correction, bool keepdim) {
-  return sqrt(var(x, dims, correction, keepdim));
+static Tensor var_or_std(const char* name, const Tensor& x, const Dims& dims, double correction,
+                         bool keepdim, bool is_std) {
+  LOOM_CHECK(is_floating(x.dtype()), Type, name, ": needs a floating point tensor, got ",
+             dtype_name(x.dtype()), " of shape ", shape_str(x.shape()));
+  auto ax = reduce_axes(name, dims, x.shape());
+  Tensor v;
+  {
+    NoGradGuard forward;  // its own backward node, below
+    v = var_forward(x, ax, correction, keepdim);
+    if (is_std) v = sqrt(v);
+  }
+  if (autograd::needs_grad(x)) autograd::record_var(x, ax, correction, v, is_std);
+  return v;
 }
 
-Tensor logsumexp(const Tensor& x, const Dims& dims, bool keepdim) {
-  auto ax = reduce_axes("logsumexp", dims, x.shape());
+Tensor var(const Tensor& x, const Dims& dims, double correction, bool keepdim) {
+  return var_or_std("var", x, dims, correction, keepdim, false);
+}
+
+Tensor std(const Tensor& x, const Dims& dims, double correction, bool keepdim) {
+  return var_or_std("std", x, dims, correction, keepdim, true);
+}
+
+static Tensor logsumexp_forward(const Tensor& x, const std::vector<int>& ax, bool keepdim) {
   Tensor xf = is_floating(x.dtype()) ? cast(x, acc_float(x.dtype())) : cast(x, kDefaultFloat);
   Tensor m = reduce_op(Op::Max, "logsumexp", xf, ax, true);
   Tensor mm = where(isinf(m), 0.0, m);  // all -inf rows give -inf, not nan
@@ -185,6 +207,17 @@ Tensor logsumexp(const Tensor& x, const Dims& dims, bool keepdim) {
   Tensor r = log(s) + mm;
   if (is_floating(x.dtype())) r = cast(r, x.dtype());
   return keepdim ? r : squeeze_axes(r, ax);
+}
+
+Tensor logsumexp(const Tensor& x, const Dims& dims, bool keepdim) {
+  auto ax = reduce_axes("logsumexp", dims, x.shape());
+  Tensor r;
+  {
+    NoGradGuard forward;  // its own backward node, below
+    r = logsumexp_forward(x, ax, keepdim);
+  }
+  if (autograd::needs_grad(x)) autograd::record_logsumexp(x, ax, r);
+  return r;
 }
 
 Tensor norm(const Tensor& x, double p, const Dims& dims, bool keepdim) {

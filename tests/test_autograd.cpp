@@ -271,6 +271,15 @@ TEST_CASE("autograd: double backward of pointwise, reduction, matmul and composi
   gradgradcheck("softmax", [](const V& v) { return softmax(v[0], 1); }, {grad_input({2, 5}, 76)});
   gradgradcheck("layer_norm", [](const V& v) { return layer_norm(v[0], {5}, v[1]); },
                 {grad_input({2, 5}, 77), grad_input({5}, 78)});
+  gradgradcheck("rms_norm", [](const V& v) { return rms_norm(v[0], {5}, v[1]); },
+                {grad_input({2, 5}, 81), grad_input({5}, 82)});
+  gradgradcheck("log_softmax logsumexp var std mean", [](const V& v) {
+    return log_softmax(v[0], 1) + logsumexp(v[0], {1}, true) + var(v[0], {1}, 1, true) +
+           loom::std(v[0], {0}) + mean(v[0] * v[0], {1}, true);
+  }, {grad_input({3, 5}, 83)});
+  Tensor tgt = tensor<int64_t>({2, 0, 4}, {3});
+  gradgradcheck("cross_entropy", [=](const V& v) { return cross_entropy(v[0] * v[0], tgt); },
+                {grad_input({3, 5}, 84)});
   gradgradcheck("amax sum mean",
                 [](const V& v) { return amax(v[0] * v[0], {1}) + sum(v[0].exp(), {0}).mean(); },
                 {grad_input({3, 4}, 79)});

@@ -83,7 +83,7 @@ TEST_CASE("errors: dtypes an op does not take") {
   LT_CHECK_ERROR(~zeros({3}, DType::Float64), "bitwise_not", "float64");
   LT_CHECK_ERROR(mean(i), "mean", "int32", "[2, 2]");
   LT_CHECK_ERROR(var(i), "var", "int32");
-  LT_CHECK_ERROR(loom::std(i), "var", "int32");
+  LT_CHECK_ERROR(loom::std(i), "std", "int32");
   LT_CHECK_ERROR(norm(i), "norm", "int32");
   LT_CHECK_ERROR(softmax(i, 0), "softmax", "int32");
   LT_CHECK_ERROR(layer_norm(i, {2}), "layer_norm", "int32");

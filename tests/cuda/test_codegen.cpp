@@ -407,6 +407,34 @@ void build_corpus(Corpus& c) {
     Tensor u = cat({a, a}, 1);
     c.add(u, "cat", false);
   }
+  // ---- backward patterns: each rule's kernels as a training step records them ----
+  for (DType dt : {DType::Float32, DType::BFloat16}) {
+    std::string name = std::string("backward ") + dtype_name(dt) + " ";
+    auto leaf = [&](const Shape& s, uint64_t seed) { return data(s, dt, seed).requires_grad_(); };
+    auto grads = [&](const Tensor& out, const std::vector<Tensor>& xs, const std::string& what) {
+      out.backward(data(out.shape(), dt, 99).clone());
+      for (size_t i = 0; i < xs.size(); ++i)
+        c.add(xs[i].grad(), name + what + " d" + std::to_string(i), false);
+    };
+    Tensor x = leaf({64, 1000}, 21), w = leaf({1000}, 22), b = leaf({1000}, 23);
+    grads(softmax(x, 1), {x}, "softmax");
+    x.set_grad(Tensor());
+    grads(log_softmax(x, 1), {x}, "log_softmax");
+    x.set_grad(Tensor());
+    grads(layer_norm(x, {1000}, w, b), {x, w, b}, "layer_norm");
+    x.set_grad(Tensor()), w.set_grad(Tensor());
+    grads(rms_norm(x, {1000}, w), {x, w}, "rms_norm");
+    x.set_grad(Tensor()), b.set_grad(Tensor());
+    grads(gelu(x + b, "tanh") * silu(x), {x, b}, "gelu silu bias");
+    x.set_grad(Tensor());
+    grads(amax(x, {1}) + mean(x, {0}).sum() + loom::std(x, {1}), {x}, "amax mean std");
+    Tensor m = leaf({64, 32}, 24), k = leaf({32, 48}, 25);
+    grads(matmul(m, k) + b.slice(0, 0, 48), {m, k}, "matmul");
+    Tensor logits = leaf({64, 100}, 26);
+    Tensor target = randint(0, 100, {64});
+    cross_entropy(logits, target).backward();
+    c.add(logits.grad(), name + "cross_entropy", false);
+  }
 }
 
 }  // namespace

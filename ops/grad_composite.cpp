@@ -1,0 +1,126 @@
+// The composites' own backward rules: each reads what its forward already stores (the input,
+// the result, a per-row statistic) and is one pass over the rows where the forward is, instead
+// of the derivative of the decomposition (which adds masks and counts through amax).
+#include "ops/grad_node.h"
+#include "ops/record.h"
+
+namespace loom::autograd {
+namespace {
+
+DType acc(DType t) { return is_reduced_float(t) ? DType::Float32 : t; }
+Tensor up(const Tensor& t) { return cast(t, acc(t.dtype())); }
+
+Dims keep_dims(const Shape& s, const std::vector<int>& ax) {
+  Dims k(s.begin(), s.end());
+  for (int a : ax) k[size_t(a)] = 1;
+  return k;
+}
+
+int64_t count(const Shape& s, const std::vector<int>& ax) {
+  int64_t n = 1;
+  for (int a : ax) n *= s[size_t(a)];
+  return n;
+}
+
+// The dims before the trailing `k` (a norm weight's gradient sums over them).
+Dims leading(int rank, int k) {
+  Dims d;
+  for (int i = 0; i < rank - k; ++i) d.push_back(i);
+  return d;
+}
+
+}  // namespace
+
+void record_softmax(const Tensor& x, int dim, Tensor& y, bool log) {
+  record(y, log ? "LogSoftmaxBackward0" : "SoftmaxBackward0", {x}, {y},
+         [dim, log](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>&) {
+           Tensor yf = up(s[0]), gf = up(g);
+           if (log) return std::vector<Tensor>{gf - exp(yf) * sum(gf, {dim}, true)};
+           return std::vector<Tensor>{yf * (gf - sum(gf * yf, {dim}, true))};
+         },
+         0);
+}
+
+void record_logsumexp(const Tensor& x, const std::vector<int>& ax, Tensor& y) {
+  Dims k = keep_dims(x.shape(), ax);
+  record(y, "LogsumexpBackward0", {x}, {x, y},
+         [k](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>&) {
+           return std::vector<Tensor>{up(g).reshape(k) * exp(up(s[0]) - up(s[1]).reshape(k))};
+         },
+         1);
+}
+
+void record_mean(const Tensor& x, const std::vector<int>& ax, Tensor& y) {
+  Dims k = keep_dims(x.shape(), ax), xs(x.shape().begin(), x.shape().end());
+  double n = double(count(x.shape(), ax));
+  record(y, int(ax.size()) == x.dim() ? "MeanBackward0" : "MeanBackward1", {x}, {},
+         [k, xs, n](const Tensor& g, const std::vector<Tensor>&, const std::vector<bool>&) {
+           return std::vector<Tensor>{(up(g) * (1.0 / n)).reshape(k).expand(xs)};
+         });
+}
+
+void record_var(const Tensor& x, const std::vector<int>& ax, double correction, Tensor& y,
+                bool is_std) {
+  Dims k = keep_dims(x.shape(), ax);
+  double dof = double(count(x.shape(), ax)) - correction;
+  record(y, is_std ? "StdBackward0" : "VarBackward0", {x}, {x, is_std ? y : Tensor()},
+         [k, ax, dof, is_std](const Tensor& g, const std::vector<Tensor>& s,
+                              const std::vector<bool>&) {
+           Tensor xf = up(s[0]);
+           Tensor d = xf - mean_keep(xf, ax, s[0].dtype());
+           Tensor gk = up(g).reshape(k);
+           if (is_std) return std::vector<Tensor>{gk * d / (up(s[1]).reshape(k) * dof)};
+           return std::vector<Tensor>{gk * d * (2.0 / dof)};
+         },
+         is_std ? 1 : -1);
+}
+
+void record_norm(const char* name, const Tensor& x, const Dims& dims, const Tensor& w,
+                 const Tensor& b, const Tensor& mean, const Tensor& rstd, double eps, Tensor& y) {
+  // Layer norm (mean defined) or RMS norm (mean undefined): xhat = (x - mean) rstd, y = xhat w + b.
+  int k = int(dims.size());
+  bool centered = mean.defined();
+  record(y, name, {x, w, b}, {x, w, mean, rstd},
+         [k, centered, dims, eps](const Tensor& g, const std::vector<Tensor>& s,
+                                  const std::vector<bool>& need) {
+           const Tensor &x = s[0], &w = s[1];
+           Tensor mu = s[2], rstd = s[3];
+           Tensor xf = up(x), gf = up(g);
+           double n = 1;
+           for (auto d : dims) n *= double(x.shape()[size_t(d)]);
+           if (is_grad_enabled()) {  // a double backward: the statistics as functions of x
+             if (centered) mu = sum(xf, dims, true) * (1.0 / n);
+             Tensor c = centered ? xf - mu : xf;
+             rstd = rsqrt(sum(c * c, dims, true) * (1.0 / n) + eps);
+           }
+           Tensor xhat = (centered ? xf - mu : xf) * rstd;
+           Tensor gw = w.defined() ? gf * w : gf;
+           std::vector<Tensor> r(3);
+           if (need[0]) {
+             Tensor proj = xhat * (sum(gw * xhat, dims, true) * (1.0 / n));
+             Tensor c = centered ? gw - sum(gw, dims, true) * (1.0 / n) : gw;
+             r[0] = rstd * (c - proj);
+           }
+           Dims lead = leading(x.dim(), k);
+           if (need[1]) r[1] = lead.empty() ? gf * xhat : sum(gf * xhat, lead);
+           if (need[2]) r[2] = lead.empty() ? gf : sum(gf, lead);
+           return r;
+         });
+}
+
+void record_cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& lse,
+                          Tensor& y) {
+  record(y, "NllLossBackward0", {logits}, {logits, target, lse},
+         [](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>&) {
+           const Tensor &x = s[0], &t = s[1];
+           // A double backward differentiates lse too: recomputed from x then.
+           Tensor lse = is_grad_enabled() ? logsumexp(x, {1}) : s[2];
+           int64_t N = x.shape()[0];
+           Tensor onehot = eq(iota(x.shape(), 1, x.device()), t.unsqueeze(1));
+           Tensor p = exp(up(x) - up(lse).unsqueeze(1));
+           Tensor scale = up(g) * (N > 0 ? 1.0 / double(N) : 0.0);
+           return std::vector<Tensor>{where(onehot, p - 1.0, p) * scale};
+         });
+}
+
+}  // namespace loom::autograd
