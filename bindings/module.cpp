@@ -37,6 +37,8 @@ nb::dict counters_dict() {
   d["nodes_recorded"] = c.nodes_recorded.load();
   d["bytes_live"] = c.bytes_live.load();
   d["bytes_peak"] = c.bytes_peak.load();
+  d["saved_bytes"] = c.saved_bytes.load();
+  d["saved_bytes_peak"] = c.saved_bytes_peak.load();
   return d;
 }
 

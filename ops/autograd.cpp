@@ -9,6 +9,7 @@
 
 #include "ops/grad_node.h"
 #include "ops/record.h"
+#include "tensor/counters.h"
 
 namespace loom {
 
@@ -111,6 +112,12 @@ void Tensor::remove_hook(int id) const {
 
 uint32_t Tensor::version() const { return buf_ ? buf_->version : 0; }
 
+void GradNode::free_saved() {
+  saved.clear();
+  if (saved_bytes) counters().saved_bytes.fetch_sub(saved_bytes);
+  saved_bytes = 0;
+}
+
 // ---- recording --------------------------------------------------------------------------------
 
 namespace autograd {
@@ -158,11 +165,20 @@ void record(Tensor& result, const char* name, const std::vector<Tensor>& inputs,
   }
   n->saved.reserve(saved.size());
   for (size_t i = 0; i < saved.size(); ++i) {
+    if (saved[i].defined())
+      n->saved_bytes += saved[i].numel() * int64_t(itemsize(saved[i].dtype()));
     SavedTensor s;
     s.is_output = int(i) == result_saved;
     s.version = saved[i].version();
     s.data = s.is_output ? saved[i].detach() : std::move(saved[i]);
     n->saved.push_back(std::move(s));
+  }
+  if (n->saved_bytes) {
+    Counters& c = counters();
+    int64_t now = c.saved_bytes.fetch_add(n->saved_bytes) + n->saved_bytes;
+    for (int64_t p = c.saved_bytes_peak.load();
+         now > p && !c.saved_bytes_peak.compare_exchange_weak(p, now);) {
+    }
   }
   n->rule = std::move(rule);
   n->out_shape = result.shape();
@@ -401,7 +417,7 @@ struct Run {
     bool holds = false;
     for (auto& s : n->saved) holds = holds || s.data.defined();
     if (keep_graph || !holds) return;  // nothing to free: a later backward may run it again
-    n->saved.clear();
+    n->free_saved();
     n->released = true;
   }
 

@@ -55,10 +55,13 @@ struct GradNode : std::enable_shared_from_this<GradNode> {
   Shape out_shape;                  // the result's, for a missing gradient
   DType out_dtype = DType::Float32;
   Device out_device;
-  std::string what;  // the forward's operands, for error messages
+  std::string what;         // the forward's operands, for error messages
+  int64_t saved_bytes = 0;  // counted in counters().saved_bytes while held
   bool released = false;
   bool is_view = false;  // the result shares its input's memory
   uint64_t seq = 0;      // creation order: later nodes run first
+  void free_saved();     // drops the saved tensors (and their count)
+  ~GradNode() { free_saved(); }
 };
 
 namespace autograd {
@@ -99,8 +102,7 @@ void record_var(const Tensor& x, const std::vector<int>& ax, double correction, 
 // with those dims kept; w, b undefined when absent.
 void record_norm(const char* name, const Tensor& x, const Dims& dims, const Tensor& w,
                  const Tensor& b, const Tensor& mean, const Tensor& rstd, double eps, Tensor& y);
-void record_cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& lse,
-                          Tensor& y);
+void record_cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& lse, Tensor& y);
 
 // An in-place write of `value` into t: t's graph place now ends in value's node. Checks before
 // the write (a leaf that requires grad, a view of a tensor in the graph).

@@ -16,6 +16,7 @@ void reset_counters() {
                   &c.materialized, &c.nodes_recorded})
     a->store(0);
   c.bytes_peak.store(c.bytes_live.load());
+  c.saved_bytes_peak.store(c.saved_bytes.load());
 }
 
 std::string counters_str() {
@@ -27,7 +28,8 @@ std::string counters_str() {
      << " plan_hits=" << c.plan_hits << " col_kernels=" << c.col_kernels
      << " bytes_moved=" << c.bytes_moved << " materialized=" << c.materialized
      << " nodes=" << c.nodes_recorded << " bytes_live=" << c.bytes_live
-     << " bytes_peak=" << c.bytes_peak;
+     << " bytes_peak=" << c.bytes_peak << " saved_bytes=" << c.saved_bytes
+     << " saved_bytes_peak=" << c.saved_bytes_peak;
   return os.str();
 }
 

@@ -20,6 +20,10 @@ struct Counters {
   std::atomic<int64_t> bytes_live{0};  // device + host memory held by loom
   std::atomic<int64_t> bytes_peak{0};
   std::atomic<int64_t> plan_hits{0};  // flushes whose groups came from the plan cache
+  // Bytes of the tensors autograd nodes hold for their backward (live; not reset), counted
+  // as torch's saved_tensors_hooks see them: every saved tensor's elements, parameters included.
+  std::atomic<int64_t> saved_bytes{0};
+  std::atomic<int64_t> saved_bytes_peak{0};  // reset to saved_bytes
   std::atomic<int64_t> col_kernels{
       0};  // CPU kernels run in the column layout (cpu/interp_cols.cpp)
 };

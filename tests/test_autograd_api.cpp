@@ -196,3 +196,34 @@ TEST_CASE("autograd api: backward records lazily; one sync runs forward, backwar
     CHECK(counters().flushes.load() == 1);  // the update ran in the same flush
   }
 }
+
+TEST_CASE("autograd api: training steps compile nothing after the first, for any lr or batch") {
+  manual_seed(3);
+  Tensor w1 = (randn({32, 64}) * 0.2).requires_grad_(), b1 = zeros({64}).requires_grad_();
+  Tensor w2 = (randn({64, 10}) * 0.2).requires_grad_(), g = ones({64}).requires_grad_();
+  std::vector<Tensor> params{w1, b1, w2, g};
+  auto step = [&](int64_t batch, double lr) {
+    Tensor x = randn({batch, 32});
+    Tensor t = randint(0, 10, {batch});
+    Tensor h = gelu(layer_norm(matmul(x, w1) + b1, {64}, g), "tanh");
+    Tensor loss = cross_entropy(matmul(h, w2), t);
+    loss.backward();
+    {
+      NoGradGuard ng;
+      for (Tensor& p : params) p.sub_(p.grad() * lr);
+    }
+    for (Tensor& p : params) p.set_grad(Tensor());
+    return loss.item<double>();
+  };
+  double first = step(16, 0.1);
+  step(16, 0.1);
+  reset_counters();
+  double later = 0;
+  for (int i = 0; i < 3; ++i) later = step(16, 0.05 + 0.01 * i);
+  later = step(24, 0.1);
+  later = step(40, 0.2);
+  CHECK(counters().cache_misses.load() == 0);
+  CHECK(counters().flushes.load() == 5);  // one per step: the loss read
+  CHECK(std::isfinite(first));
+  CHECK(std::isfinite(later));
+}

@@ -167,3 +167,35 @@ def test_cross_entropy_and_gelu_match_torch(rng):
     tl.backward()
     np.testing.assert_allclose(loss.item(), tl.item(), rtol=1e-5)
     np.testing.assert_allclose(lx.grad.numpy(), tx.grad.numpy(), rtol=1e-3, atol=1e-4)
+
+
+def _mlp(m, x, w1, b1, w2, target, ln_w):
+    ln = torch.nn.functional.layer_norm if m is torch else loom.layer_norm
+    ce = torch.nn.functional.cross_entropy if m is torch else loom.cross_entropy
+    h = ln(x, (x.shape[-1],), ln_w, None)
+    h = (torch.nn.functional.gelu if m is torch else loom.gelu)(h @ w1 + b1, approximate="tanh")
+    return ce(h @ w2, target)
+
+
+@needs_torch
+def test_saved_bytes_at_most_torchs(rng):
+    arrays = [rng.standard_normal(s).astype(np.float32)
+              for s in [(64, 128), (128, 256), (256,), (256, 10), (128,)]]
+    target = rng.integers(0, 10, 64)
+    lt = [loom.tensor(a, requires_grad=True) for a in arrays]
+    tt = [torch.tensor(a, requires_grad=True) for a in arrays]
+    loom.sync()
+    loom.reset_counters()
+    base = loom.counters()["saved_bytes"]
+    ll = _mlp(loom, lt[0], lt[1], lt[2], lt[3], loom.tensor(target), lt[4])
+    loom_saved = loom.counters()["saved_bytes"] - base
+    torch_saved = []
+    with torch.autograd.graph.saved_tensors_hooks(
+            lambda t: torch_saved.append(t.numel() * t.element_size()) or t, lambda t: t):
+        tl = _mlp(torch, tt[0], tt[1], tt[2], tt[3], torch.tensor(target), tt[4])
+    assert 0 < loom_saved <= sum(torch_saved), (loom_saved, sum(torch_saved))
+    ll.backward()
+    tl.backward()
+    assert loom.counters()["saved_bytes"] == base  # freed by the backward
+    for a, b in zip(lt, tt):
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-3, atol=1e-4)
