@@ -12,6 +12,7 @@ namespace {
 // A ready, contiguous host copy of t's elements (bytes in t's dtype).
 std::vector<char> host_bytes(const Tensor& t0) {
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+  NoGradGuard read;  // reading values is no op of the autograd graph
   Tensor t = t0.contiguous();
   ensure_ready(t.storage());
   size_t isz = itemsize(t.dtype()), n = size_t(t.numel()) * isz;
@@ -80,7 +81,11 @@ Tensor Tensor::to(Device d) const {
   if (d == device_) return *this;
   LOOM_CHECK(backend_available(d.kind), Runtime, "to: device ", d.str(), " is not available");
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
-  Tensor c = contiguous();
+  Tensor c;
+  {
+    NoGradGuard copy;  // the result's own node covers it (below)
+    c = contiguous();
+  }
   ensure_ready(c.storage());
   size_t bytes = size_t(c.numel()) * itemsize(dtype_);
   auto st = make_ready_storage(d, bytes);

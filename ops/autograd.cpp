@@ -143,6 +143,22 @@ std::string describe(const std::vector<Tensor>& xs) {
   return s;
 }
 
+void mark_view(Tensor& result) {
+  auto& m = A::meta(result);
+  if (!m || !m->grad_fn) return;
+  m->grad_fn->is_view = true;
+  m->view_version = result.version();
+}
+
+void check_view_current(const Tensor& x, const char* where) {
+  const auto& m = A::meta(x);
+  if (!m || !m->grad_fn || !m->grad_fn->is_view || x.version() == m->view_version) return;
+  throw Error(ErrorKind::Runtime,
+              detail::cat(where, ": a view (", m->grad_fn->name, " of ", m->grad_fn->what,
+                          ") is used after an in-place write to the tensor it views: its "
+                          "gradient would be wrong; take the view again after the write"));
+}
+
 void record(Tensor& result, const char* name, const std::vector<Tensor>& inputs,
             std::vector<Tensor> saved, GradRule rule, int result_saved) {
   if (!is_floating(result.dtype())) return;  // an integer or bool result has no gradient
@@ -153,6 +169,7 @@ void record(Tensor& result, const char* name, const std::vector<Tensor>& inputs,
   for (const Tensor& x : inputs) {
     Edge e;
     if (x.requires_grad()) {
+      check_view_current(x, name);
       const auto& m = A::meta(x);
       if (m->grad_fn)
         e.fn = m->grad_fn;
@@ -213,6 +230,16 @@ void check_inplace(const char* op, const Tensor& t, const Tensor& value) {
                 detail::cat(op, ": a leaf tensor that requires grad (", place(t),
                             ") is being used in an in-place operation; write to it under "
                             "no_grad, or to a clone"));
+  // A buffer outside the graph taking in a value in it, when a view of it was taken (or this is
+  // one): the other tensors over it would read the new values without the graph.
+  bool whole = t.offset() == 0 && t.is_contiguous() &&
+               size_t(t.numel()) * itemsize(t.dtype()) == t.storage()->nbytes;
+  if ((!m || !m->requires_grad) && value.requires_grad() && (!whole || t.buffer()->viewed))
+    throw Error(
+        ErrorKind::Runtime,
+        detail::cat(op, ": an in-place write of a value that requires grad into a ", place(t),
+                    " tensor whose memory other tensors share (a view, or the "
+                    "tensor a view was taken of) is not supported; write out of place"));
   if (m && m->grad_fn && m->grad_fn->is_view && (m->requires_grad || value.requires_grad()))
     throw Error(ErrorKind::Runtime,
                 detail::cat(op, ": an in-place write into a view (", m->grad_fn->name, " of ",
@@ -458,6 +485,7 @@ struct Run {
 };
 
 std::shared_ptr<GradNode> root_of(const Tensor& t, size_t i, const char* op) {
+  check_view_current(t, op);
   if (t.grad_fn()) return t.grad_fn();
   LOOM_CHECK(t.requires_grad(), Runtime, op, ": element ", i,
              " of the outputs does not require grad and has no grad_fn (", place(t), ")");
@@ -492,6 +520,7 @@ void run(const char* op, const std::vector<Tensor>& outputs, const std::vector<T
     const Tensor& x = inputs[j];
     LOOM_CHECK(x.requires_grad(), Runtime, op, ": input ", j,
                " of the differentiated tensors does not require grad (", place(x), ")");
+    check_view_current(x, op);
     if (x.grad_fn()) {
       r.node_target[x.grad_fn().get()] = j;
     } else {

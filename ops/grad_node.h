@@ -20,6 +20,9 @@ struct AutogradMeta {
   bool retains_grad = false;
   std::vector<std::pair<int, std::function<Tensor(const Tensor&)>>> hooks;  // id, hook
   int next_hook_id = 0;
+  // A view's: its buffer's version when the view was taken. An in-place write to the buffer
+  // since (through its base) leaves the view's graph behind its values: using it then raises.
+  uint32_t view_version = 0;
 };
 
 // Where an input's gradient goes: the node that made it, or the leaf it is.
@@ -80,6 +83,12 @@ void record(Tensor& result, const char* name, const std::vector<Tensor>& inputs,
 // A view's backward node (the view shares x's memory): `back` maps the view's gradient to x's.
 void record_view(Tensor& result, const char* name, const Tensor& x,
                  std::function<Tensor(const Tensor&)> back);
+
+// Marks result's node as a view's, stamped with the buffer's version (check_view_current).
+void mark_view(Tensor& result);
+// Raises when x is a view whose buffer was written in place after it was taken (`where`: the
+// op using it).
+void check_view_current(const Tensor& x, const char* where);
 
 // The backward nodes of the primitives' families, their rules in ops/grad_rules.cpp (a switch
 // over every row: a new primitive without a rule fails the build).

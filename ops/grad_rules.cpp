@@ -249,8 +249,9 @@ std::pair<Tensor, Tensor> binary_grad(Op op, const Tensor& g, const Tensor& a, c
       return {na ? g * (a / y) : Tensor(), nb ? g * (b / y) : Tensor()};
     case Op::Copysign:
       return {na ? g * where(eq(a, 0), 0.0, y / a) : Tensor(), nb ? zeros_like(g) : Tensor()};
-    case Op::Nextafter:  // torch's rule: the first operand's where they differ, none to the second
-      return {na ? where(eq(a, b), 0.0, g) : Tensor(), nb ? zeros_like(g) : Tensor()};
+    case Op::Nextafter:  // a one ulp step from a: a's where they differ; at a == b the result
+                         // is b (torch gives b nothing there: nextafter(x, x) would lose x's)
+      return {na ? where(eq(a, b), 0.0, g) : Tensor(), nb ? where(eq(a, b), g, 0.0) : Tensor()};
     case Op::Logaddexp:
       return {na ? g / (exp(b - a) + 1.0) : Tensor(), nb ? g / (exp(a - b) + 1.0) : Tensor()};
     case Op::Logaddexp2:
@@ -460,7 +461,7 @@ void record_view(Tensor& result, const char* name, const Tensor& x,
       result, name, {x}, {},
       [back = std::move(back)](const Tensor& g, const std::vector<Tensor>&,
                                const std::vector<bool>&) { return std::vector<Tensor>{back(g)}; });
-  if (result.grad_fn()) result.grad_fn()->is_view = true;
+  mark_view(result);
 }
 
 }  // namespace loom::autograd

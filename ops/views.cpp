@@ -60,6 +60,7 @@ Shape infer_shape(const char* op, const Dims& dims, int64_t n, const Shape& from
 // Records the backward of view `r` of x when x is in the graph.
 template <typename F>
 Tensor tracked(Tensor r, const char* name, const Tensor& x, F back) {
+  r.buffer()->viewed = true;
   if (autograd::needs_grad(x)) autograd::record_view(r, name, x, std::move(back));
   return r;
 }

@@ -65,6 +65,7 @@ struct Storage {
 struct Buffer {
   std::shared_ptr<Storage> cur;
   uint32_t version = 0;  // in-place writes so far (autograd's saved tensors check it)
+  bool viewed = false;   // a view of it was taken (autograd: a write of a graph value raises)
 };
 
 std::shared_ptr<Storage> make_ready_storage(Device d, size_t nbytes);

@@ -169,6 +169,25 @@ TEST_CASE("autograd api: in-place ops on non-leaves join the graph") {
   CHECK(vals(x.grad()) == std::vector<double>{7, 11});
   Tensor v = (x * 1).slice(0, 0, 1);
   CHECK_THROWS_WITH_AS(v.mul_(2), doctest::Contains("view"), Error);
+  // A view taken before an in-place write to its base would read the new values with the old
+  // graph: using it raises.
+  Tensor base = x * 1;
+  Tensor early = base.reshape({2, 1});
+  base.add_(x);
+  CHECK_THROWS_WITH_AS(early.sum().backward(), doctest::Contains("after an in-place write"), Error);
+  Tensor late = base.reshape({2, 1});
+  late.sum().backward();  // taken after the write: fine
+  // A graph value written into a buffer outside the graph that has views (here through one).
+  Tensor plain = zeros({2}, DType::Float64);
+  Tensor part = plain.slice(0, 0, 1);
+  CHECK_THROWS_WITH_AS(part.add_(x.slice(0, 0, 1)), doctest::Contains("write out of place"), Error);
+  CHECK_THROWS_WITH_AS(plain.add_(x), doctest::Contains("write out of place"), Error);
+}
+
+TEST_CASE("autograd api: nextafter(x, x) keeps x's gradient (the result is the second operand)") {
+  Tensor x = tensor<double>({1, 2}, {2}).requires_grad_();
+  nextafter(x, x).sum().backward();
+  CHECK(vals(x.grad()) == std::vector<double>{1, 1});
 }
 
 TEST_CASE("autograd api: backward records lazily; one sync runs forward, backward and update") {

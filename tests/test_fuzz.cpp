@@ -62,6 +62,33 @@ TEST_CASE("fuzz: a fixed-seed batch of random programs: fused == fusion-off == f
   CHECK(bad == 0);
 }
 
+// The same programs differentiated: the gradients of their weighted outputs with respect to
+// every input, fused against fusion-off and (continuous programs) against float64.
+TEST_CASE("fuzz: gradients of random programs: fused == fusion-off == float64") {
+  int n =
+      std::atoi(std::getenv("LOOM_FUZZ_GRAD_COUNT") ? std::getenv("LOOM_FUZZ_GRAD_COUNT") : "3000");
+  RunOptions ro;
+  ro.grads = true;
+  int bad = 0, valid = 0, f64 = 0;
+  for (int i = 0; i < n && bad < 3; ++i) {
+    // Two in three without in-place families (most writes go through views, which raise).
+    GenOptions go;
+    go.inplace = i % 3 == 0;
+    Program p = generate(kBatchSeed + 500000 + uint64_t(i), go);
+    Verdict v = check(p, ro);
+    if (v.kind == Verdict::Kind::Invalid) continue;
+    ++valid;
+    f64 += !has_discontinuous(p);
+    if (v.kind == Verdict::Kind::Pass) continue;
+    ++bad;
+    Program s = shrink(p, same_failure(v.what, ro), 300);
+    FAIL_CHECK(report(p, v) << "shrunk:\n" << to_text(s));
+  }
+  MESSAGE(n << " programs, " << valid << " differentiated, " << f64 << " also against float64");
+  CHECK(valid * 2 >= n);  // the programs without in-place updates differentiate
+  CHECK(bad == 0);
+}
+
 TEST_CASE("fuzz: every saved regression program passes") {
   std::vector<std::filesystem::path> files;
   for (auto& e : std::filesystem::directory_iterator(LOOM_FUZZ_REGRESSIONS_DIR))

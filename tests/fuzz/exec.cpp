@@ -228,7 +228,12 @@ Tensor input_op(const Instr& in, Env& e) {
   check_sizes("input", sh);
   if (e.shadow) return empty(sh, t);
   Device d = e.mode == Mode::Fused && e.ro ? e.ro->device : kCPU;
-  return tensor<double>(input_data(in), sh, Options(t, d));
+  std::vector<double> v = input_data(in);
+  if (e.ro && e.ro->input_shift != 0) {
+    std::vector<double> dir = input_direction(in);
+    for (size_t i = 0; i < v.size(); ++i) v[i] += e.ro->input_shift * dir[i];
+  }
+  return tensor<double>(v, sh, Options(t, d));
 }
 
 // ---- in place ------------------------------------------------------------------------------
@@ -463,6 +468,24 @@ std::vector<double> input_data(const Instr& in) {
   std::vector<double> v(size_t(std::max<int64_t>(n, 0)));
   for (auto& x : v) x = nd(g) * scale;
   return v;
+}
+
+std::vector<double> input_direction(const Instr& in) {
+  std::vector<double> v(input_data(in).size());
+  std::mt19937 g(uint32_t(std::stoull(in.get("seed"))) ^ 0x5bd1e995u);
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (auto& x : v) x = u(g);
+  return v;
+}
+
+std::vector<double> loss_weights(size_t n, size_t k) {
+  std::vector<double> w(n);
+  uint64_t h = 0x9e3779b97f4a7c15ull * (k + 1);
+  for (auto& x : w) {
+    h ^= h >> 31, h *= 0xbf58476d1ce4e5b9ull, h ^= h >> 29;
+    x = double(h % 2001) / 1000.0 - 1.0;
+  }
+  return w;
 }
 
 }  // namespace loom::fuzz

@@ -33,6 +33,10 @@ std::string num_str(double x, bool integer = false);
 std::vector<Slice> parse_slices(const std::string& s);  // "1:-1:2,:,3,None,..."
 // Randn data of the input instruction's shape (row-major).
 std::vector<double> input_data(const Instr& in);
+// A fixed random direction in the input's space (entries in [-1, 1]), for finite differences.
+std::vector<double> input_direction(const Instr& in);
+// The loss weights of output k of n elements (the loss is sum over outputs of out * weights).
+std::vector<double> loss_weights(size_t n, size_t k);
 bool is_inplace_op(const std::string& op);
 
 }  // namespace loom::fuzz

@@ -30,13 +30,13 @@ struct Args {
   loom::Device device = loom::kCPU;
   GenOptions gen;
   std::vector<std::string> replay;
-  bool print = false, quiet = false;
+  bool print = false, quiet = false, grads = false;
 };
 
 [[noreturn]] void usage() {
   std::fprintf(stderr,
                "usage: loom_fuzz [--seed S] [--count N] [--minutes M] [--save-dir DIR] "
-               "[--ops MIN,MAX] [--fault OP] [--device cpu|cuda] [--quiet]\n"
+               "[--ops MIN,MAX] [--fault OP] [--device cpu|cuda] [--grads] [--quiet]\n"
                "       loom_fuzz --replay FILE...\n"
                "       loom_fuzz --print SEED\n");
   std::exit(2);
@@ -64,6 +64,8 @@ Args parse_args(int argc, char** argv) {
       a.device = loom::Device::parse(next());
     else if (k == "--quiet")
       a.quiet = true;
+    else if (k == "--grads")  // differentiate too (programs without in-place families)
+      a.grads = true, a.gen.inplace = false;
     else if (k == "--print")
       a.print = true, a.seed = std::stoull(next());
     else if (k == "--ops") {
@@ -90,6 +92,7 @@ std::string read_file(const std::string& path) {
 int replay(const Args& a) {
   int bad = 0;
   RunOptions ro{a.fault, a.device};
+  ro.grads = a.grads;
   for (auto& f : a.replay) {
     Program p = parse(read_file(f));
     Verdict v = check(p, ro);
@@ -134,6 +137,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   RunOptions ro{a.fault, a.device};
+  ro.grads = a.grads;
   auto t0 = std::chrono::steady_clock::now();
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

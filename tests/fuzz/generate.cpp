@@ -235,8 +235,12 @@ Program Gen::run() {
       {&Gen::unary, 18},        {&Gen::binary, 18}, {&Gen::compare_where, 5}, {&Gen::reduction, 12},
       {&Gen::normalization, 6}, {&Gen::view, 16},   {&Gen::inplace, 10},      {&Gen::reread, 5},
       {&Gen::cast, 5},          {&Gen::undo, 4}};
+  std::vector<std::pair<Fam, int>> use(std::begin(fams), std::end(fams));
+  if (!opt_.inplace)
+    for (auto& f : use)
+      if (f.first == &Gen::inplace || f.first == &Gen::reread) f.second = 0;
   int total = 0;
-  for (auto& f : fams) total += f.second;
+  for (auto& f : use) total += f.second;
   for (int attempt = 0; done < target && attempt < 30 * target; ++attempt) {
     int r = ri(0, total + 3);
     if (r >= total) {  // the rare ones: a new input, a sync point, a mid-program read
@@ -255,7 +259,7 @@ Program Gen::run() {
       ++done;
       continue;
     }
-    for (auto& f : fams) {
+    for (auto& f : use) {
       if (r < f.second) {
         if ((this->*f.first)()) ++done;
         break;

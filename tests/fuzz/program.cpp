@@ -214,6 +214,34 @@ void set_scales(const Program& p, Env& e, std::vector<Output>& outs, size_t npee
 
 }  // namespace
 
+// The gradients of the weighted outputs with respect to the leaves, appended to res.outs.
+void append_grads(const Program& p, Env& e, const std::vector<std::pair<int, Tensor>>& leaves,
+                  Mode mode, RunResult& res) {
+  Tensor loss;
+  for (size_t k = 0; k < p.outputs.size(); ++k) {
+    const Tensor& t = e.at(p.outputs[k]);
+    if (!is_floating(t.dtype()) || !t.requires_grad()) continue;
+    Tensor w = tensor<double>(loss_weights(size_t(t.numel()), k), t.shape());
+    Tensor term = (cast(t, DType::Float64) * w).sum();
+    loss = loss.defined() ? loss + term : term;
+  }
+  std::vector<Tensor> xs;
+  for (auto& [id, leaf] : leaves) xs.push_back(leaf);
+  std::vector<Tensor> gs(xs.size());
+  if (loss.defined() && !xs.empty()) gs = autograd::grad({loss}, xs, {}, {}, false, true);
+  for (size_t j = 0; j < xs.size(); ++j) {
+    Output o = read(gs[j].defined() ? gs[j] : zeros_like(xs[j]),
+                    "grad %" + std::to_string(leaves[j].first));
+    if (mode == Mode::Ref64) {
+      double m = 1;
+      for (double v : o.v)
+        if (std::isfinite(v)) m = std::max(m, std::fabs(v));
+      o.scale = m;
+    }
+    res.outs.push_back(std::move(o));
+  }
+}
+
 RunResult run(const Program& p, Mode mode, const RunOptions& ro) {
   RunResult res;
   FusionScope scope(mode == Mode::Fused);
@@ -237,10 +265,17 @@ RunResult run(const Program& p, Mode mode, const RunOptions& ro) {
     if (o >= 0) last[size_t(o)] = INT_MAX;
   bool keep = mode == Mode::Ref64;
   e.grow(n - 1);
+  std::vector<std::pair<int, Tensor>> leaves;  // ro.grads: input id, its leaf
   for (size_t i = 0; i < p.code.size(); ++i) {
     const Instr& in = p.code[i];
     try {
       exec(in, e);
+      if (ro.grads && in.op == "input" && is_floating(e.at(in.out).dtype())) {
+        Tensor leaf = e.at(in.out).detach();
+        leaf.requires_grad_();
+        leaves.push_back({in.out, leaf});
+        e.at(in.out) = leaf.clone();
+      }
     } catch (const std::exception& ex) {
       bool sync = in.op == "peek" || in.op == "sync";
       res.err = sync ? RunResult::Err::Sync : RunResult::Err::Call;
@@ -266,6 +301,15 @@ RunResult run(const Program& p, Mode mode, const RunOptions& ro) {
   } catch (const std::exception& ex) {
     res.err = RunResult::Err::Sync;
     res.error = std::string("reading outputs: ") + ex.what();
+    return res;
+  }
+  if (ro.grads) {
+    try {
+      append_grads(p, e, leaves, mode, res);
+    } catch (const std::exception& ex) {
+      res.err = RunResult::Err::Call;
+      res.error = std::string("backward: ") + ex.what();
+    }
   }
   return res;
 }

@@ -63,6 +63,9 @@ struct Program {
 
 struct GenOptions {
   int min_ops = 5, max_ops = 60;
+  // false: no in-place families (gradient checks: a write into a view of a value in the
+  // autograd graph raises, which would make most such programs invalid there).
+  bool inplace = true;
 };
 Program generate(uint64_t seed, const GenOptions& opt = {});
 std::string to_text(const Program& p);
@@ -85,6 +88,15 @@ struct RunOptions {
   // (a random sign an element), float32's rounding on each op, to measure how much the program
   // amplifies rounding (compare.cpp).
   bool perturb = false;
+  // Also differentiate: every floating input is a leaf that requires grad (the program reads a
+  // clone of it, so in-place updates of inputs stay legal), and the gradients of the sum of the
+  // outputs times fixed weights with respect to them are appended to the outputs ("grad %N").
+  // A program whose backward raises (a write into a view of a tracked value, an op without a
+  // derivative) is a call error in every mode, so invalid for this check.
+  bool grads = false;
+  // Every input moved by input_shift times its direction (input_direction): the float64 runs of
+  // a finite difference along that direction, which checks the gradients independently.
+  double input_shift = 0;
 };
 
 struct Output {
