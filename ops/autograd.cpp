@@ -187,7 +187,14 @@ void record(Tensor& result, const char* name, const std::vector<Tensor>& inputs,
     SavedTensor s;
     s.is_output = int(i) == result_saved;
     s.version = saved[i].version();
-    s.data = s.is_output ? saved[i].detach() : std::move(saved[i]);
+    if (!s.is_output && saved[i].requires_grad()) {
+      const auto& m = A::meta(saved[i]);
+      if (m->grad_fn)
+        s.fn = m->grad_fn;
+      else
+        s.leaf = m;
+    }
+    s.data = saved[i].detach();
     n->saved.push_back(std::move(s));
   }
   if (n->saved_bytes) {
@@ -295,11 +302,13 @@ std::vector<Tensor> unpack(GradNode& n, bool create_graph) {
                       ", saved at version ", s.version,
                       "): its gradient would be wrong; clone() it before writing in place"));
     Tensor t = s.data;
-    if (s.is_output && create_graph) {
+    if (create_graph && (s.is_output || s.fn)) {
       auto m = std::make_shared<AutogradMeta>();
       m->requires_grad = true;
-      m->grad_fn = n.shared_from_this();
+      m->grad_fn = s.is_output ? n.shared_from_this() : s.fn;
       A::meta(t) = std::move(m);
+    } else if (create_graph && s.leaf) {
+      A::meta(t) = s.leaf;  // the same leaf: its gradient accumulates there
     }
     out.push_back(std::move(t));
   }

@@ -38,10 +38,15 @@ struct Edge {
 // to it before the backward runs is an error, never a silently wrong gradient. An op's own
 // result is kept without its graph (the node would own itself); unpacking it for a double
 // backward gives it the node back.
+// Every saved tensor is kept without its graph place: an input's place may later end in a node
+// that reaches this one (an in-place update of it), which would be a reference cycle. Its node
+// (or its leaf place) at save time is kept beside it, for a double backward's unpacking.
 struct SavedTensor {
   Tensor data;
   uint32_t version = 0;
   bool is_output = false;
+  std::shared_ptr<GradNode> fn;        // an input's grad_fn when saved
+  std::shared_ptr<AutogradMeta> leaf;  // an input that is a leaf requiring grad
 };
 
 // The backward of one op: the result's gradient in, one gradient per input out (an undefined
