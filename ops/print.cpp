@@ -112,6 +112,8 @@ std::string Tensor::str() const {
   if (dtype_ != DType::Float32 && dtype_ != DType::Int64 && dtype_ != DType::Bool)
     os << ", dtype=" << dtype_name(dtype_);
   if (device_ != kCPU) os << ", device='" << device_.str() << "'";
+  if (grad_fn()) os << ", grad_fn=<" << grad_fn_name() << ">";  // as torch prints the graph
+  else if (requires_grad()) os << ", requires_grad=True";
   os << ")";
   return os.str();
 }

@@ -35,6 +35,8 @@ TEST_CASE("autograd api: leaves, accumulation across backward calls, grad_fn nam
   (x * 3).sum().backward();
   CHECK(vals(x.grad()) == std::vector<double>{3, 3, 3});
   CHECK(!y.grad().defined());  // a non-leaf's gradient is not kept
+  CHECK(x.str() == "tensor([1., 2., 3.], dtype=float64, requires_grad=True)");
+  CHECK(y.str() == "tensor([1., 4., 9.], dtype=float64, grad_fn=<MulBackward0>)");
   // A tensor that needs no gradient makes results that need none.
   Tensor c = tensor<double>({1, 1, 1}, {3});
   CHECK(!(c * 2).requires_grad());

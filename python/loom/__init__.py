@@ -15,7 +15,7 @@ from ._loom import Tensor, device, dtype, __version__  # noqa: F401
 from . import autograd  # noqa: F401
 from . import cuda  # noqa: F401
 from . import linalg  # noqa: F401
-from .autograd import enable_grad, no_grad, set_grad_enabled  # noqa: F401
+from .autograd import enable_grad, inference_mode, no_grad, set_grad_enabled  # noqa: F401
 
 # torch's dtype names that shadow Python builtins (kept out of _loom so its stub stays clean).
 # Code below this point must reach the builtins through the builtins module.
@@ -23,7 +23,8 @@ bool = _loom.bool_  # noqa: A001
 float = _loom.float32  # noqa: A001
 int = _loom.int32  # noqa: A001
 __all__ = [n for n in dir(_loom) if not n.startswith("_")] + [
-    "bool", "float", "int", "autograd", "no_grad", "enable_grad", "set_grad_enabled"]
+    "bool", "float", "int", "autograd", "no_grad", "enable_grad", "set_grad_enabled",
+    "inference_mode"]
 
 
 def __getattr__(name):

@@ -7,7 +7,8 @@ import functools
 
 from . import _loom
 
-__all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled"]
+__all__ = ["backward", "grad", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
+           "inference_mode"]
 
 is_grad_enabled = _loom.is_grad_enabled
 
@@ -39,6 +40,10 @@ class no_grad(_GradMode):
     """Ops inside record no backward (an optimizer step, evaluation)."""
 
     _on = False
+
+
+class inference_mode(no_grad):
+    """As no_grad (loom has no separate inference tensors)."""
 
 
 class enable_grad(_GradMode):

@@ -58,6 +58,9 @@ def test_no_grad_enable_grad_set_grad_enabled():
         return t * 2
 
     assert not f(x).requires_grad
+    with loom.inference_mode():
+        assert not (x * 2).requires_grad
+    assert repr(x * 2).endswith("grad_fn=<MulBackward0>)")
     with loom.set_grad_enabled(False):
         assert not (x * 2).requires_grad
     assert (x * 2).requires_grad
