@@ -8,3 +8,4 @@
 #include "tensor/fault.h"
 #include "tensor/knobs.h"
 #include "ops/tensor.h"
+#include "ops/optim.h"

@@ -107,6 +107,7 @@ NB_MODULE(_loom, m) {
   init_dtype(m);
   init_tensor(m);
   init_autograd(m);
+  init_optim(m);
   init_index(m);
   init_operators(m);
   init_ops(m);
