@@ -205,9 +205,6 @@ void record(Tensor& result, const char* name, const std::vector<Tensor>& inputs,
     }
   }
   n->rule = std::move(rule);
-  n->out_shape = result.shape();
-  n->out_dtype = result.dtype();
-  n->out_device = result.device();
   n->what = describe(inputs);
   auto m = std::make_shared<AutogradMeta>();
   m->requires_grad = true;

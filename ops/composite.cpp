@@ -7,8 +7,6 @@
 namespace loom {
 namespace {
 
-DType acc_float(DType t) { return is_reduced_float(t) ? DType::Float32 : t; }
-
 Tensor float_input(const char* op, const Tensor& x) {
   LOOM_CHECK(is_floating(x.dtype()), Type, op, ": needs a floating point tensor, got ",
              dtype_name(x.dtype()), " of shape ", shape_str(x.shape()));

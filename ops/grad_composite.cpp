@@ -7,13 +7,11 @@
 namespace loom::autograd {
 namespace {
 
-DType acc(DType t) { return is_reduced_float(t) ? DType::Float32 : t; }
-Tensor up(const Tensor& t) { return cast(t, acc(t.dtype())); }
+Tensor up(const Tensor& t) { return cast(t, acc_float(t.dtype())); }
 
 Dims keep_dims(const Shape& s, const std::vector<int>& ax) {
-  Dims k(s.begin(), s.end());
-  for (int a : ax) k[size_t(a)] = 1;
-  return k;
+  Shape k = keep_shape(s, ax);
+  return Dims(k.begin(), k.end());
 }
 
 int64_t count(const Shape& s, const std::vector<int>& ax) {
@@ -32,22 +30,24 @@ Dims leading(int rank, int k) {
 }  // namespace
 
 void record_softmax(const Tensor& x, int dim, Tensor& y, bool log) {
-  record(y, log ? "LogSoftmaxBackward0" : "SoftmaxBackward0", {x}, {y},
-         [dim, log](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>&) {
-           Tensor yf = up(s[0]), gf = up(g);
-           if (log) return std::vector<Tensor>{gf - exp(yf) * sum(gf, {dim}, true)};
-           return std::vector<Tensor>{yf * (gf - sum(gf * yf, {dim}, true))};
-         },
-         0);
+  record(
+      y, log ? "LogSoftmaxBackward0" : "SoftmaxBackward0", {x}, {y},
+      [dim, log](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>&) {
+        Tensor yf = up(s[0]), gf = up(g);
+        if (log) return std::vector<Tensor>{gf - exp(yf) * sum(gf, {dim}, true)};
+        return std::vector<Tensor>{yf * (gf - sum(gf * yf, {dim}, true))};
+      },
+      0);
 }
 
 void record_logsumexp(const Tensor& x, const std::vector<int>& ax, Tensor& y) {
   Dims k = keep_dims(x.shape(), ax);
-  record(y, "LogsumexpBackward0", {x}, {x, y},
-         [k](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>&) {
-           return std::vector<Tensor>{up(g).reshape(k) * exp(up(s[0]) - up(s[1]).reshape(k))};
-         },
-         1);
+  record(
+      y, "LogsumexpBackward0", {x}, {x, y},
+      [k](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>&) {
+        return std::vector<Tensor>{up(g).reshape(k) * exp(up(s[0]) - up(s[1]).reshape(k))};
+      },
+      1);
 }
 
 void record_mean(const Tensor& x, const std::vector<int>& ax, Tensor& y) {
@@ -63,16 +63,17 @@ void record_var(const Tensor& x, const std::vector<int>& ax, double correction, 
                 bool is_std) {
   Dims k = keep_dims(x.shape(), ax);
   double dof = double(count(x.shape(), ax)) - correction;
-  record(y, is_std ? "StdBackward0" : "VarBackward0", {x}, {x, is_std ? y : Tensor()},
-         [k, ax, dof, is_std](const Tensor& g, const std::vector<Tensor>& s,
-                              const std::vector<bool>&) {
-           Tensor xf = up(s[0]);
-           Tensor d = xf - mean_keep(xf, ax, s[0].dtype());
-           Tensor gk = up(g).reshape(k);
-           if (is_std) return std::vector<Tensor>{gk * d / (up(s[1]).reshape(k) * dof)};
-           return std::vector<Tensor>{gk * d * (2.0 / dof)};
-         },
-         is_std ? 1 : -1);
+  record(
+      y, is_std ? "StdBackward0" : "VarBackward0", {x}, {x, is_std ? y : Tensor()},
+      [k, ax, dof, is_std](const Tensor& g, const std::vector<Tensor>& s,
+                           const std::vector<bool>&) {
+        Tensor xf = up(s[0]);
+        Tensor d = xf - mean_keep(xf, ax, s[0].dtype());
+        Tensor gk = up(g).reshape(k);
+        if (is_std) return std::vector<Tensor>{gk * d / (up(s[1]).reshape(k) * dof)};
+        return std::vector<Tensor>{gk * d * (2.0 / dof)};
+      },
+      is_std ? 1 : -1);
 }
 
 void record_norm(const char* name, const Tensor& x, const Dims& dims, const Tensor& w,

@@ -31,7 +31,6 @@ struct Edge {
   std::shared_ptr<AutogradMeta> leaf;
   Shape shape;  // the input's: its gradient has this shape and dtype
   DType dtype = DType::Float32;
-  bool valid() const { return fn || leaf; }
 };
 
 // A tensor a rule reads, with the version of its buffer when it was saved: an in-place write
@@ -60,11 +59,8 @@ struct GradNode : std::enable_shared_from_this<GradNode> {
   std::vector<SavedTensor> saved;
   GradRule rule;
   std::weak_ptr<AutogradMeta> out;  // the result's place (hooks, retain_grad)
-  Shape out_shape;                  // the result's, for a missing gradient
-  DType out_dtype = DType::Float32;
-  Device out_device;
-  std::string what;         // the forward's operands, for error messages
-  int64_t saved_bytes = 0;  // counted in counters().saved_bytes while held
+  std::string what;                 // the forward's operands, for error messages
+  int64_t saved_bytes = 0;          // counted in counters().saved_bytes while held
   bool released = false;
   bool is_view = false;  // the result shares its input's memory
   uint64_t seq = 0;      // creation order: later nodes run first

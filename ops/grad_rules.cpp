@@ -361,12 +361,6 @@ const char* unary_node_name(Op op) {
   return names[size_t(op)].c_str();
 }
 
-Shape kept_shape(const Shape& s, const std::vector<int>& ax) {
-  Shape k = s;
-  for (int a : ax) k[a] = 1;
-  return k;
-}
-
 }  // namespace
 
 void record_unary(Op op, const Tensor& x, Tensor& y) {
@@ -402,7 +396,7 @@ void record_binary(Op op, const Tensor& a, const Tensor& b, Tensor& y) {
 
 void record_reduce(Op op, const Tensor& x, const std::vector<int>& ax, Tensor& y) {
   bool reads_y = op != Op::Sum;
-  Shape keep = kept_shape(x.shape(), ax);
+  Shape keep = keep_shape(x.shape(), ax);
   std::string what = describe({x});
   record(
       y, reduce_node_name(op, int(ax.size()) == x.dim()), {x},

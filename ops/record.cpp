@@ -111,6 +111,12 @@ DType result_type(const Tensor& a, Scalar s) {
   return a.dtype();
 }
 
+Shape keep_shape(const Shape& s, const std::vector<int>& ax) {
+  Shape k = s;
+  for (int a : ax) k[a] = 1;
+  return k;
+}
+
 std::vector<int> reduce_axes(const char* op, const Dims& dims, const Shape& shape) {
   int rank = int(shape.size());
   std::vector<int> ax;

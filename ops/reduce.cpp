@@ -11,12 +11,6 @@
 namespace loom {
 namespace {
 
-Shape keep_shape(const Shape& s, const std::vector<int>& ax) {
-  Shape k = s;
-  for (int a : ax) k[a] = 1;
-  return k;
-}
-
 Tensor squeeze_axes(const Tensor& t, const std::vector<int>& ax) {
   Dims s;
   for (int d = 0; d < t.dim(); ++d)
@@ -62,7 +56,6 @@ Tensor reduce_op(Op op, const char* name, const Tensor& x, const std::vector<int
 }
 
 // Float type reductions of `t` accumulate and return in (float16/bfloat16 -> float32).
-DType acc_float(DType t) { return is_reduced_float(t) ? DType::Float32 : t; }
 
 }  // namespace
 
