@@ -15,6 +15,7 @@ from ._loom import Tensor, device, dtype, __version__  # noqa: F401
 from . import autograd  # noqa: F401
 from . import cuda  # noqa: F401
 from . import linalg  # noqa: F401
+from . import nn  # noqa: F401
 from .autograd import enable_grad, inference_mode, no_grad, set_grad_enabled  # noqa: F401
 
 # torch's dtype names that shadow Python builtins (kept out of _loom so its stub stays clean).
@@ -24,7 +25,7 @@ float = _loom.float32  # noqa: A001
 int = _loom.int32  # noqa: A001
 __all__ = [n for n in dir(_loom) if not n.startswith("_")] + [
     "bool", "float", "int", "autograd", "no_grad", "enable_grad", "set_grad_enabled",
-    "inference_mode"]
+    "inference_mode", "nn"]
 
 
 def __getattr__(name):
