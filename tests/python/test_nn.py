@@ -57,6 +57,23 @@ def test_parameter_is_a_leaf_sharing_memory():
     assert type(p * 2) is loom.Tensor  # ops on a parameter are plain tensors
 
 
+def test_deepcopy_gives_an_independent_model():
+    import copy
+
+    a = nn.Sequential(nn.Linear(3, 2), nn.Linear(2, 2))
+    b = copy.deepcopy(a)
+    assert isinstance(b[0].weight, nn.Parameter) and b[0].weight.requires_grad
+    assert b[0].weight.data_ptr() != a[0].weight.data_ptr()
+    np.testing.assert_array_equal(b[0].weight.numpy(), a[0].weight.numpy())
+    with loom.no_grad():
+        a[0].weight.mul_(2)
+    assert not np.array_equal(b[0].weight.numpy(), a[0].weight.numpy())
+    tied = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2))
+    tied[1].weight = tied[0].weight
+    copied = copy.deepcopy(tied)
+    assert copied[1].weight is copied[0].weight  # sharing survives the copy
+
+
 # ---- Linear forward ----------------------------------------------------------------
 
 

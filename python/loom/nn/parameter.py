@@ -31,3 +31,12 @@ class Parameter(_loom.Tensor):
         return "Parameter containing:\n" + super().__repr__()
 
     __str__ = __repr__
+
+    def __deepcopy__(self, memo):
+        """A new Parameter on a copy of the data (the gradient is not copied), so
+        copy.deepcopy of a module without tensor buffers gives an independent model."""
+        if id(self) in memo:
+            return memo[id(self)]
+        result = type(self)(self.detach().clone(), self.requires_grad)
+        memo[id(self)] = result
+        return result
