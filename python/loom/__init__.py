@@ -15,6 +15,7 @@ from ._loom import Tensor, device, dtype, __version__  # noqa: F401
 from . import autograd  # noqa: F401
 from . import cuda  # noqa: F401
 from . import linalg  # noqa: F401
+from . import nn  # noqa: F401
 from . import optim  # noqa: F401
 from .autograd import enable_grad, inference_mode, no_grad, set_grad_enabled  # noqa: F401
 
@@ -25,7 +26,7 @@ float = _loom.float32  # noqa: A001
 int = _loom.int32  # noqa: A001
 __all__ = [n for n in dir(_loom) if not n.startswith("_")] + [
     "bool", "float", "int", "autograd", "no_grad", "enable_grad", "set_grad_enabled",
-    "inference_mode", "optim"]
+    "inference_mode", "nn", "optim"]
 
 
 def __getattr__(name):
