@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sets everything up, runs the demo, the C++ CPU benchmark and the Python suite (loom against
+# Sets everything up, runs the demo, the C++ CPU benchmark, the training examples and the
+# Python suite (loom against
 # numpy, and torch where it is installed; on the GPU when one is there). Tables are printed;
 # JSON and a PNG chart go to bench/results/.
 set -euo pipefail
@@ -16,4 +17,7 @@ PY=${PYTHON:-python3}
   "$PY" -m pip install -q nanobind scikit-build-core numpy matplotlib
 "$PY" -m pip install -q --no-build-isolation .
 dev=$("$PY" -c "import loom; print('cuda' if loom.cuda.is_available() else 'cpu')")
+# The training examples (their data ships offline: scikit-learn's digits).
+"$PY" -c "import sklearn" 2>/dev/null || "$PY" -m pip install -q scikit-learn
+"$PY" examples/train_digits.py --device "$dev" --png bench/results/digits_loss.png
 "$PY" bench/suite.py --device "$dev" --json "bench/results/suite-$dev.json" --png "bench/results/suite-$dev.png"

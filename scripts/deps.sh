@@ -2,7 +2,8 @@
 # Installs what loom needs on a fresh Debian/Ubuntu machine (skips what is already there).
 # libopenblas-dev: the CPU matmul's BLAS (CMakeLists.txt, LOOM_BLAS). bench/gemm_blas.cpp also
 # compares libblis-dev, libdnnl-dev and libopenblas0-openmp when they are installed (not needed).
-# --python: also the Python package's build and test modules (pip), which the Release build
+# --python: also the Python package's build and test modules (pip; scikit-learn for the digits
+# data the training example and its test read), which the Release build
 # needs too when it builds the extension (scripts/test.sh).
 set -euo pipefail
 need=()
@@ -16,11 +17,11 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 if [ "${1:-}" = --python ]; then
   PY=${PYTHON:-python3}
-  # One interpreter start for all five (each start costs about 2 s behind pyenv's shims).
+  # One interpreter start for all of them (each start costs about 2 s behind pyenv's shims).
   missing=$("$PY" -c '
 import importlib.util
 mods = {"nanobind": "nanobind", "scikit_build_core": "scikit-build-core", "numpy": "numpy",
-        "pytest": "pytest", "hypothesis": "hypothesis"}
+        "pytest": "pytest", "hypothesis": "hypothesis", "sklearn": "scikit-learn"}
 print(" ".join(p for m, p in mods.items() if importlib.util.find_spec(m) is None))')
   if [ -n "$missing" ]; then
     # shellcheck disable=SC2086  # a list of names
