@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Sets everything up, runs the demo, the C++ CPU benchmark, the training examples and the
-# Python suite (loom against
-# numpy, and torch where it is installed; on the GPU when one is there). Tables are printed;
-# JSON and a PNG chart go to bench/results/.
+# Python suite (loom against numpy, and torch where it is installed; on the GPU when one is
+# there). Tables are printed; JSON and PNG charts go to bench/results/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
