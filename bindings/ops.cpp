@@ -290,8 +290,6 @@ void bind_composites(nb::module_& m, nb::class_<Tensor>& c) {
       "RMS normalization over the trailing normalized_shape dims.");
   m.def("dropout", &dropout, "input"_a, "p"_a = 0.5, "training"_a = true,
         "Zeroes elements with probability p and scales the rest by 1/(1-p) when training.");
-  m.def("cross_entropy", &cross_entropy, "input"_a, "target"_a,
-        "Mean cross entropy of logits [N, C] against class indices [N].");
   m.def("matmul", &matmul, "input"_a, "other"_a, "Matrix product with batch broadcasting.");
   m.def("_svdvals", &svdvals, "A"_a, "loom.linalg.svdvals (the singular values, descending).");
   m.def("bmm", &bmm, "input"_a, "mat2"_a, "Batched matrix product of [B, M, K] and [B, K, N].");

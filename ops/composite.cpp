@@ -7,12 +7,6 @@
 namespace loom {
 namespace {
 
-Tensor float_input(const char* op, const Tensor& x) {
-  LOOM_CHECK(is_floating(x.dtype()), Type, op, ": needs a floating point tensor, got ",
-             dtype_name(x.dtype()), " of shape ", shape_str(x.shape()));
-  return cast(x, acc_float(x.dtype()));
-}
-
 // The trailing dims named by normalized_shape, checked against x.
 Dims trailing_dims(const char* op, const Tensor& x, const Dims& normalized_shape) {
   int k = int(normalized_shape.size());
@@ -128,36 +122,6 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   if (p == 1) return zeros_like(x);
   Tensor keep = ge(rand(x.shape(), {DType::Float32, x.device()}), p);
   return where(keep, x * (1.0 / (1.0 - p)), 0);
-}
-
-Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
-  LOOM_CHECK(logits.dim() == 2 && target.dim() == 1 && target.shape()[0] == logits.shape()[0],
-             Value, "cross_entropy: expected logits [N, C] and target [N], got ",
-             shape_str(logits.shape()), " and ", shape_str(target.shape()));
-  LOOM_CHECK(target.dtype() == DType::Int64 || target.dtype() == DType::Int32, Type,
-             "cross_entropy: target must be an integer class index tensor, got ",
-             dtype_name(target.dtype()), " of shape ", shape_str(target.shape()));
-  check_same_device("cross_entropy", logits, target);
-  int64_t C = logits.shape()[1];
-  // An out-of-range class is an error. Reading the targets here would flush and wait in the
-  // middle of a training step: the check runs with the step and raises at its sync point.
-  if (target.numel() > 0)
-    check_later(
-        logical_or(lt(target, 0), ge(target, C)), ErrorKind::Index,
-        detail::cat("cross_entropy: a target class is out of range [0, ", C,
-                    ") for logits of shape ", shape_str(logits.shape()), " (target ",
-                    dtype_name(target.dtype()), " of shape ", shape_str(target.shape()), ")"));
-  Tensor lse, y;
-  {
-    NoGradGuard forward;  // its own backward node, below
-    lse = logsumexp(logits, {1});
-    Tensor cls = iota(logits.shape(), 1, logits.device());  // (an arange view would not fuse)
-    Tensor picked =
-        sum(where(eq(cls, target.unsqueeze(1)), float_input("cross_entropy", logits), 0.0), {1});
-    y = cast(mean(cast(lse, picked.dtype()) - picked), logits.dtype());
-  }
-  if (autograd::needs_grad(logits)) autograd::record_cross_entropy(logits, target, lse, y);
-  return y;
 }
 
 Tensor Tensor::softmax(int64_t dim) const { return loom::softmax(*this, dim); }

@@ -109,18 +109,29 @@ void record_norm(const char* name, const Tensor& x, const Dims& dims, const Tens
          });
 }
 
-void record_cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& lse,
-                          Tensor& y) {
-  record(y, "NllLossBackward0", {logits}, {logits, target, lse},
-         [](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>&) {
-           const Tensor &x = s[0], &t = s[1];
+void record_cross_entropy(const Tensor& x, const Tensor& t, const Tensor& lse, const Tensor& w,
+                          const Tensor& denom, int64_t ignore_index, Reduction reduction,
+                          double eps, Tensor& y) {
+  bool has_w = w.defined(), mean = reduction == Reduction::Mean;
+  int64_t C = x.shape()[1];
+  record(y, "NllLossBackward0", {x}, {x, t, lse, w, denom},
+         [=](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>&) {
+           const Tensor &x = s[0], &t = s[1], &w = s[3];
            // A double backward differentiates lse too: recomputed from x then.
-           Tensor lse = is_grad_enabled() ? logsumexp(x, {1}) : s[2];
-           int64_t N = x.shape()[0];
+           Tensor lse = is_grad_enabled() ? logsumexp(up(x), {1}) : s[2];
            Tensor onehot = eq(iota(x.shape(), 1, x.device()), t.unsqueeze(1));
+           Tensor valid = ne(t, ignore_index);
            Tensor p = exp(up(x) - up(lse).unsqueeze(1));
-           Tensor scale = up(g) * (N > 0 ? 1.0 / double(N) : 0.0);
-           return std::vector<Tensor>{where(onehot, p - 1.0, p) * scale};
+           Tensor scale = mean ? up(g) / s[4] : up(g);  // 0-d, or [M] without a reduction
+           Tensor wt = has_w ? sum(where(onehot, w.unsqueeze(0), 0.0), {1}) * scale : scale;
+           Tensor a = where(valid, wt, 0.0).unsqueeze(1);
+           Tensor dx = where(onehot, p - 1.0, p) * (eps > 0 ? a * (1 - eps) : a);
+           if (eps > 0) {
+             // The smoothing term -eps/C * sum_c w_c log p_c, per valid row.
+             Tensor b = where(valid, scale, 0.0).unsqueeze(1) * (eps / double(C));
+             dx = dx + (has_w ? p * sum(w) - w.unsqueeze(0) : p * double(C) - 1.0) * b;
+           }
+           return std::vector<Tensor>{dx};
          });
 }
 

@@ -112,7 +112,11 @@ void record_var(const Tensor& x, const std::vector<int>& ax, double correction, 
 // with those dims kept; w, b undefined when absent.
 void record_norm(const char* name, const Tensor& x, const Dims& dims, const Tensor& w,
                  const Tensor& b, const Tensor& mean, const Tensor& rstd, double eps, Tensor& y);
-void record_cross_entropy(const Tensor& logits, const Tensor& target, const Tensor& lse, Tensor& y);
+// Cross entropy of rows x [M, C] against class indices t [M]: lse per row, w the class
+// weights (undefined: none), denom the mean's divisor (Mean only), eps the label smoothing.
+void record_cross_entropy(const Tensor& x, const Tensor& t, const Tensor& lse, const Tensor& w,
+                          const Tensor& denom, int64_t ignore_index, Reduction reduction,
+                          double eps, Tensor& y);
 
 // An in-place write of `value` into t: t's graph place now ends in value's node. Checks before
 // the write (a leaf that requires grad, a view of a tensor in the graph).

@@ -119,8 +119,33 @@ Tensor layer_norm(const Tensor& x, const Dims& normalized_shape,
 Tensor rms_norm(const Tensor& x, const Dims& normalized_shape,
                 const std::optional<Tensor>& weight = {}, std::optional<double> eps = {});
 Tensor dropout(const Tensor& x, double p, bool training = true);
-// Mean cross entropy of logits [N, C] against int64 class targets [N].
-Tensor cross_entropy(const Tensor& logits, const Tensor& target);
+
+// ---- losses (torch.nn.functional's; ops/loss.cpp) ----------------------------------------
+enum class Reduction { None, Mean, Sum };
+struct CrossEntropyOptions {
+  std::optional<Tensor> weight;  // [C]: a weight per class
+  int64_t ignore_index = -100;   // targets equal to it add nothing (class-index targets)
+  Reduction reduction = Reduction::Mean;
+  double label_smoothing = 0;  // in [0, 1]
+};
+// input [N, C], [C] or [N, C, d1, ...]; target class indices (int64 or int32) of input's shape
+// without C, or class probabilities of input's shape. Mean: weighted by the targets' weights.
+Tensor cross_entropy(const Tensor& input, const Tensor& target,
+                     const CrossEntropyOptions& options = {});
+struct NllLossOptions {
+  std::optional<Tensor> weight;
+  int64_t ignore_index = -100;
+  Reduction reduction = Reduction::Mean;
+};
+// input: log-probabilities, shaped as cross_entropy's.
+Tensor nll_loss(const Tensor& input, const Tensor& target, const NllLossOptions& options = {});
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction reduction = Reduction::Mean);
+// Stable for any logit: max(x, 0) - x * y + log1p(exp(-|x|)), pos_weight scaling the y term.
+Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
+                                        const std::optional<Tensor>& weight = {},
+                                        const std::optional<Tensor>& pos_weight = {},
+                                        Reduction reduction = Reduction::Mean);
 
 // ---- movement ---------------------------------------------------------------------------
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim = 0);

@@ -111,6 +111,12 @@ DType result_type(const Tensor& a, Scalar s) {
   return a.dtype();
 }
 
+Tensor float_input(const char* op, const Tensor& x) {
+  LOOM_CHECK(is_floating(x.dtype()), Type, op, ": needs a floating point tensor, got ",
+             dtype_name(x.dtype()), " of shape ", shape_str(x.shape()));
+  return cast(x, acc_float(x.dtype()));
+}
+
 Shape keep_shape(const Shape& s, const std::vector<int>& ax) {
   Shape k = s;
   for (int a : ax) k[a] = 1;

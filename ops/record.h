@@ -37,6 +37,8 @@ std::vector<int> reduce_axes(const char* op, const Dims& dims, const Shape& shap
 Shape keep_shape(const Shape& s, const std::vector<int>& ax);
 // The type float work accumulates in: float32 for float16 and bfloat16, else `t` itself.
 inline DType acc_float(DType t) { return is_reduced_float(t) ? DType::Float32 : t; }
+// x cast to acc_float; an integer or bool x raises (`op` named) instead.
+Tensor float_input(const char* op, const Tensor& x);
 // The mean of a float tensor over `ax` (normalized), reduced dims kept as size 1, in its
 // compute type (float16, bfloat16: float32); exact for a row of equal values (ops/reduce.cpp).
 // `data`: the dtype x's values come from (x's own, or a narrow one x is a cast of).

@@ -10,7 +10,7 @@ from .container import ModuleDict, ModuleList, Sequential
 from .dropout import Dropout
 from .flatten import Flatten
 from .linear import Identity, Linear
-from .loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss
+from .loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
 from .module import Module
 from .normalization import LayerNorm, RMSNorm
 from .parameter import Parameter
@@ -18,6 +18,6 @@ from .parameter import Parameter
 __all__ = [
     "Module", "Parameter", "Linear", "Identity", "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid",
     "Softplus", "Softmax", "LogSoftmax", "Dropout", "LayerNorm", "RMSNorm", "Flatten",
-    "Sequential", "ModuleList", "ModuleDict", "CrossEntropyLoss", "MSELoss", "L1Loss",
+    "Sequential", "ModuleList", "ModuleDict", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss",
     "BCEWithLogitsLoss", "functional", "init", "utils",
 ]

@@ -105,17 +105,6 @@ def _legacy_reduction(op, size_average, reduce):
             f"{op}: size_average/reduce are deprecated and not supported; use reduction=")
 
 
-def _reduce(op, loss, reduction):
-    if reduction == "mean":
-        return loss.mean()
-    if reduction == "sum":
-        return loss.sum()
-    if reduction == "none":
-        return loss
-    raise ValueError(f"{op}: {reduction!r} is not a valid value for reduction "
-                     "(expected 'mean', 'sum' or 'none')")
-
-
 def _check_same_shape(op, input, target):
     if tuple(input.shape) != tuple(target.shape):
         warnings.warn(
@@ -125,66 +114,44 @@ def _check_same_shape(op, input, target):
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
                   reduce=None, reduction="mean", label_smoothing=0.0):
-    """Mean cross entropy of logits [N, C] (or [C]) against class indices [N] (or []).
-    Runs as loom's fused kernel; class weights, ignore_index, label smoothing, other
-    reductions and probability targets are not supported yet and raise."""
+    """Cross entropy of logits ([N, C], [C] or [N, C, d...]) against class indices or class
+    probabilities, with class weights, ignore_index and label smoothing (loom's fused kernel
+    with its own one-pass backward for class indices)."""
     _legacy_reduction("cross_entropy", size_average, reduce)
-    unsupported = []
-    if weight is not None:
-        unsupported.append("weight")
-    if ignore_index != -100:
-        unsupported.append(f"ignore_index={ignore_index}")
-    if reduction != "mean":
-        unsupported.append(f"reduction={reduction!r}")
-    if label_smoothing != 0.0:
-        unsupported.append(f"label_smoothing={label_smoothing}")
-    if target.is_floating_point():
-        unsupported.append("probability (floating) targets")
-    if unsupported:
-        raise NotImplementedError(
-            "cross_entropy: loom supports only mean cross entropy over class indices; "
-            "not supported yet: " + ", ".join(unsupported))
-    if input.ndim == 1 and target.ndim == 0:
-        input, target = input.reshape(1, -1), target.reshape(1)
-    if input.ndim != 2 or target.ndim != 1 or target.shape[0] != input.shape[0]:
-        raise NotImplementedError(
-            f"cross_entropy: expected input [N, C] and target [N], got input "
-            f"{list(input.shape)} and target {list(target.shape)} (extra spatial dims "
-            "are not supported yet)")
-    return _loom.cross_entropy(input, target)
+    return _loom.cross_entropy(input, target, weight=weight, ignore_index=ignore_index,
+                               reduction=reduction, label_smoothing=label_smoothing)
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+             reduction="mean"):
+    """Negative log likelihood of log-probabilities at the target classes."""
+    _legacy_reduction("nll_loss", size_average, reduce)
+    return _loom.nll_loss(input, target, weight=weight, ignore_index=ignore_index,
+                          reduction=reduction)
 
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """(input - target)^2, reduced."""
     _legacy_reduction("mse_loss", size_average, reduce)
     _check_same_shape("mse_loss", input, target)
-    return _reduce("mse_loss", (input - target).square(), reduction)
+    return _loom.mse_loss(input, target, reduction=reduction)
 
 
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """|input - target|, reduced."""
     _legacy_reduction("l1_loss", size_average, reduce)
     _check_same_shape("l1_loss", input, target)
-    return _reduce("l1_loss", (input - target).abs(), reduction)
+    return _loom.l1_loss(input, target, reduction=reduction)
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,
                                      reduce=None, reduction="mean", pos_weight=None):
-    """Binary cross entropy of sigmoid(input) against target, computed from the logits
-    as max(x, 0) - x*y + log1p(exp(-|x|)) so large |x| neither overflows nor loses the
-    loss to rounding. pos_weight multiplies the positive term, weight each element."""
+    """Binary cross entropy of sigmoid(input) against target, from the logits without
+    overflow; pos_weight multiplies the positive term, weight each element."""
     _legacy_reduction("binary_cross_entropy_with_logits", size_average, reduce)
     if tuple(input.shape) != tuple(target.shape):
         raise ValueError(
             f"binary_cross_entropy_with_logits: target size ({list(target.shape)}) must be "
             f"the same as input size ({list(input.shape)})")
-    softplus_neg = _loom.log1p(_loom.exp(-input.abs()))  # log(1 + exp(-|x|))
-    if pos_weight is None:
-        loss = input.clamp(min=0) - input * target + softplus_neg
-    else:
-        # (1 - y) x + (1 + (pw - 1) y) * log(1 + exp(-x)), with log(1 + exp(-x)) stable.
-        log_sig_neg = softplus_neg + (-input).clamp(min=0)
-        loss = (1 - target) * input + (1 + (pos_weight - 1) * target) * log_sig_neg
-    if weight is not None:
-        loss = loss * weight
-    return _reduce("binary_cross_entropy_with_logits", loss, reduction)
+    return _loom.binary_cross_entropy_with_logits(input, target, weight=weight,
+                                                  reduction=reduction, pos_weight=pos_weight)

@@ -2,7 +2,7 @@
 from . import functional as F
 from .module import Module
 
-__all__ = ["CrossEntropyLoss", "MSELoss", "L1Loss", "BCEWithLogitsLoss"]
+__all__ = ["CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCEWithLogitsLoss"]
 
 
 def _check_reduction(layer, reduction):
@@ -13,24 +13,33 @@ def _check_reduction(layer, reduction):
 
 
 class CrossEntropyLoss(Module):
-    """Cross entropy of logits [N, C] against class indices [N] (mean only for now:
-    the other options raise NotImplementedError at construction)."""
+    """Cross entropy of logits against class indices or probabilities (F.cross_entropy)."""
 
     def __init__(self, weight=None, ignore_index=-100, reduction="mean",
                  label_smoothing=0.0):
         super().__init__()
-        _check_reduction("CrossEntropyLoss", reduction)
-        if weight is not None or ignore_index != -100 or reduction != "mean" \
-                or label_smoothing != 0.0:
-            raise NotImplementedError(
-                "CrossEntropyLoss: loom supports only the defaults yet (weight=None, "
-                "ignore_index=-100, reduction='mean', label_smoothing=0.0)")
+        self.reduction = _check_reduction("CrossEntropyLoss", reduction)
+        self.register_buffer("weight", weight)
         self.ignore_index = ignore_index
-        self.reduction = reduction
         self.label_smoothing = label_smoothing
 
     def forward(self, input, target):
-        return F.cross_entropy(input, target)
+        return F.cross_entropy(input, target, weight=self.weight, ignore_index=self.ignore_index,
+                               reduction=self.reduction, label_smoothing=self.label_smoothing)
+
+
+class NLLLoss(Module):
+    """Negative log likelihood of log-probabilities (F.nll_loss)."""
+
+    def __init__(self, weight=None, ignore_index=-100, reduction="mean"):
+        super().__init__()
+        self.reduction = _check_reduction("NLLLoss", reduction)
+        self.register_buffer("weight", weight)
+        self.ignore_index = ignore_index
+
+    def forward(self, input, target):
+        return F.nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index,
+                          reduction=self.reduction)
 
 
 class MSELoss(Module):
