@@ -155,10 +155,6 @@ void bind_pointwise_extra(nb::module_& m, nb::class_<Tensor>& c) {
   c.def(
       "where", [](const Tensor& x, const Tensor& cond, Scalar o) { return where(cond, x, o); },
       "condition"_a, "other"_a, "self where condition is True, else other.");
-  c.def(
-      "masked_fill",
-      [](const Tensor& x, const Tensor& mask, Scalar v) { return where(mask, v, x).to(x.dtype()); },
-      "mask"_a, "value"_a, "value where mask is True, else self (keeps self's dtype).");
   m.def(
       "equal",
       [](const Tensor& a, const Tensor& b) {

@@ -119,6 +119,22 @@ Tensor layer_norm(const Tensor& x, const Dims& normalized_shape,
 Tensor rms_norm(const Tensor& x, const Dims& normalized_shape,
                 const std::optional<Tensor>& weight = {}, std::optional<double> eps = {});
 Tensor dropout(const Tensor& x, double p, bool training = true);
+// torch.nn.functional.scaled_dot_product_attention: softmax(q @ k^T * scale + mask) @ v over
+// the last two dims (batch dims broadcast). attn_mask: bool (True takes part) or added floats.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const std::optional<Tensor>& attn_mask = {},
+                                    double dropout_p = 0, bool is_causal = false,
+                                    std::optional<double> scale = {});
+
+// ---- masks (ops/masks.cpp) --------------------------------------------------------------
+// The lower / upper triangle of the last two dims (j - i <= / >= diagonal), zeros elsewhere.
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
+// value where mask (bool, broadcast to x's shape) is true, else x; x's dtype.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value);
+// int64 [..., num_classes] with a 1 at each class; num_classes < 0: the largest class + 1
+// (read from the tensor: a sync point, as torch's).
+Tensor one_hot(const Tensor& t, int64_t num_classes = -1);
 
 // ---- losses (torch.nn.functional's; ops/loss.cpp) ----------------------------------------
 enum class Reduction { None, Mean, Sum };

@@ -109,6 +109,8 @@ class Tensor {
   Tensor& addcmul_(const Tensor& a, const Tensor& b, Scalar value = 1);
   Tensor& addcdiv_(const Tensor& a, const Tensor& b, Scalar value = 1);
   Tensor& lerp_(const Tensor& end, Scalar weight);
+  Tensor& masked_fill_(const Tensor& mask, Scalar value);
+  Tensor masked_fill(const Tensor& mask, Scalar value) const;
   void index_put(const std::vector<Slice>& idx, const Tensor& value);  // t[idx] = value
   void index_put(const std::vector<Slice>& idx, Scalar value);
 

@@ -434,6 +434,16 @@ void build_corpus(Corpus& c) {
     Tensor target = randint(0, 100, {64});
     cross_entropy(logits, target).backward();
     c.add(logits.grad(), name + "cross_entropy", false);
+    logits.set_grad(Tensor());
+    CrossEntropyOptions ce;
+    ce.weight = data({100}, DType::Float32, 27).abs();
+    ce.ignore_index = 3;
+    ce.label_smoothing = 0.1;
+    ce.reduction = Reduction::Sum;
+    cross_entropy(logits, target, ce).backward();
+    c.add(logits.grad(), name + "cross_entropy weight ignore smoothing", false);
+    Tensor q = leaf({2, 4, 16, 8}, 28), kk = leaf({2, 4, 16, 8}, 29), v = leaf({2, 4, 16, 8}, 30);
+    grads(scaled_dot_product_attention(q, kk, v, {}, 0.0, true), {q, kk, v}, "causal attention");
   }
 }
 

@@ -155,3 +155,17 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
             f"the same as input size ({list(input.shape)})")
     return _loom.binary_cross_entropy_with_logits(input, target, weight=weight,
                                                   reduction=reduction, pos_weight=pos_weight)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None):
+    """softmax(query @ key^T * scale + mask) @ value; scale, mask and softmax run as one
+    fused kernel, and so does their backward."""
+    return _loom.scaled_dot_product_attention(query, key, value, attn_mask=attn_mask,
+                                              dropout_p=dropout_p, is_causal=is_causal,
+                                              scale=scale)
+
+
+def one_hot(tensor, num_classes=-1):
+    """int64 [..., num_classes] with a 1 at each class."""
+    return _loom.one_hot(tensor, num_classes)
