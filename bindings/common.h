@@ -61,6 +61,7 @@ void init_knobs(nb::module_& m);
 void init_autograd(nb::module_& m);  // after init_tensor
 void init_optim(nb::module_& m);
 void init_cuda(nb::module_& m);
+void init_checkpoint(nb::module_& m);
 
 }  // namespace loom::py
 
