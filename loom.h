@@ -8,4 +8,5 @@
 #include "tensor/fault.h"
 #include "tensor/knobs.h"
 #include "ops/tensor.h"
+#include "ops/checkpoint.h"
 #include "ops/optim.h"

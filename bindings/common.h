@@ -63,6 +63,7 @@ void init_optim(nb::module_& m);
 void init_loss(nb::module_& m);
 void init_nn_ops(nb::module_& m);
 void init_cuda(nb::module_& m);
+void init_checkpoint(nb::module_& m);
 
 }  // namespace loom::py
 

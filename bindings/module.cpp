@@ -119,5 +119,6 @@ NB_MODULE(_loom, m) {
   init_runtime(m);
   init_knobs(m);
   init_cuda(m);
+  init_checkpoint(m);
   m.attr("__version__") = LOOM_PY_VERSION;
 }

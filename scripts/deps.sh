@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Installs what loom needs on a fresh Debian/Ubuntu machine (skips what is already there).
+# nlohmann-json3-dev: the JSON headers of checkpoints (ops/checkpoint_header.cpp).
 # libopenblas-dev: the CPU matmul's BLAS (CMakeLists.txt, LOOM_BLAS). bench/gemm_blas.cpp also
 # compares libblis-dev, libdnnl-dev and libopenblas0-openmp when they are installed (not needed).
 # --python: also the Python package's build and test modules (pip; scikit-learn for the digits
@@ -7,7 +8,7 @@
 # needs too when it builds the extension (scripts/test.sh).
 set -euo pipefail
 need=()
-for p in g++ cmake ninja-build libeigen3-dev libtbb-dev libopenblas-dev doctest-dev python3 python3-pip python3-venv; do
+for p in g++ cmake ninja-build libeigen3-dev libtbb-dev libopenblas-dev nlohmann-json3-dev doctest-dev python3 python3-pip python3-venv; do
   dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
