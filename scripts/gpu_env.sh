@@ -1,5 +1,7 @@
 # Sourced by the GPU-machine scripts (shared/GPU.md): that machine has no apt and no network,
-# so Eigen, oneTBB and doctest come as the Debian packages carried in .device-deps/.
+# so Eigen, oneTBB, doctest and nlohmann-json come as the Debian packages carried in
+# .device-deps/ (apt-get download libeigen3-dev libtbb-dev libtbb12 libtbbmalloc2
+# libtbbbind-2-5 doctest-dev nlohmann-json3-dev).
 #   gpu_python_install LOG   makes `import loom` work from this tree: pip install (no build
 #                            isolation: nothing can be downloaded there), else a CMake build of
 #                            the extension put on PYTHONPATH.
