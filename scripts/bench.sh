@@ -9,6 +9,7 @@ BUILD=${BUILD:-build}
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOOM_BUILD_TESTS=OFF >/dev/null
 cmake --build "$BUILD" -j"$(nproc)"
 "$BUILD"/examples/loom_demo
+"$BUILD"/examples/loom_train_spirals
 mkdir -p bench/results
 "$BUILD"/bench/loom_bench --json bench/results/cpu.json
 PY=${PYTHON:-python3}
