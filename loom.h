@@ -9,4 +9,5 @@
 #include "tensor/knobs.h"
 #include "ops/tensor.h"
 #include "ops/checkpoint.h"
+#include "ops/autocast.h"
 #include "ops/optim.h"

@@ -62,6 +62,7 @@ void init_autograd(nb::module_& m);  // after init_tensor
 void init_optim(nb::module_& m);
 void init_loss(nb::module_& m);
 void init_nn_ops(nb::module_& m);
+void init_autocast(nb::module_& m);
 void init_cuda(nb::module_& m);
 void init_checkpoint(nb::module_& m);
 

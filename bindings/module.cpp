@@ -110,6 +110,7 @@ NB_MODULE(_loom, m) {
   init_optim(m);
   init_loss(m);
   init_nn_ops(m);
+  init_autocast(m);
   init_index(m);
   init_operators(m);
   init_ops(m);

@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ops/autocast.h"
 #include "ops/grad_node.h"
 #include "ops/record.h"
 #include "tensor/counters.h"
@@ -559,6 +560,7 @@ void run(const char* op, const std::vector<Tensor>& outputs, const std::vector<T
 void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grads,
               std::optional<bool> retain_graph, bool create_graph,
               const std::vector<Tensor>& inputs) {
+  AutocastOff no_autocast;  // the rules keep the dtypes the forward recorded
   Run r;
   run("backward", outputs, grads, retain_graph.value_or(create_graph), create_graph, inputs, true,
       r);
@@ -568,6 +570,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
                          const std::vector<Tensor>& grad_outputs, std::optional<bool> retain_graph,
                          bool create_graph, bool allow_unused) {
   LOOM_CHECK(!inputs.empty(), Runtime, "grad: no inputs given");
+  AutocastOff no_autocast;
   Run r;
   run("grad", outputs, grad_outputs, retain_graph.value_or(create_graph), create_graph, inputs,
       false, r);

@@ -38,6 +38,7 @@ void check_param(const char* op, const char* what, const std::optional<Tensor>& 
 }  // namespace
 
 Tensor softmax(const Tensor& x, int64_t dim) {
+  if (autocast_to_f32(x, true)) return softmax(autocast_f32(x, true), dim);
   int d = normalize_dim("softmax", dim, x.shape());
   Tensor y;
   {
@@ -53,6 +54,7 @@ Tensor softmax(const Tensor& x, int64_t dim) {
 }
 
 Tensor log_softmax(const Tensor& x, int64_t dim) {
+  if (autocast_to_f32(x, true)) return log_softmax(autocast_f32(x, true), dim);
   int d = normalize_dim("log_softmax", dim, x.shape());
   Tensor y;
   {
@@ -68,6 +70,11 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
 Tensor layer_norm(const Tensor& x, const Dims& normalized_shape,
                   const std::optional<Tensor>& weight, const std::optional<Tensor>& bias,
                   double eps) {
+  if (autocast_to_f32(x, true) || (weight && autocast_to_f32(*weight, true)) ||
+      (bias && autocast_to_f32(*bias, true)))
+    return layer_norm(autocast_f32(x, true), normalized_shape,
+                      weight ? std::optional(autocast_f32(*weight, true)) : std::nullopt,
+                      bias ? std::optional(autocast_f32(*bias, true)) : std::nullopt, eps);
   Dims dims = trailing_dims("layer_norm", x, normalized_shape);
   check_param("layer_norm", "weight", weight, normalized_shape, x);
   check_param("layer_norm", "bias", bias, normalized_shape, x);
@@ -92,6 +99,9 @@ Tensor layer_norm(const Tensor& x, const Dims& normalized_shape,
 
 Tensor rms_norm(const Tensor& x, const Dims& normalized_shape, const std::optional<Tensor>& weight,
                 std::optional<double> eps) {
+  if (autocast_to_f32(x, true) || (weight && autocast_to_f32(*weight, true)))
+    return rms_norm(autocast_f32(x, true), normalized_shape,
+                    weight ? std::optional(autocast_f32(*weight, true)) : std::nullopt, eps);
   Dims dims = trailing_dims("rms_norm", x, normalized_shape);
   check_param("rms_norm", "weight", weight, normalized_shape, x);
   LOOM_CHECK(is_floating(x.dtype()), Type, "rms_norm: needs a floating point tensor, got ",

@@ -107,6 +107,12 @@ Tensor cross_entropy_probs(const Tensor& input, const Tensor& target,
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& o) {
   const char* op = "cross_entropy";
+  if (autocast_to_f32(input) || autocast_to_f32(target) ||
+      (o.weight && autocast_to_f32(*o.weight))) {
+    CrossEntropyOptions o32 = o;
+    if (o.weight) o32.weight = autocast_f32(*o.weight);
+    return cross_entropy(autocast_f32(input), autocast_f32(target), o32);
+  }
   LOOM_CHECK(o.label_smoothing >= 0 && o.label_smoothing <= 1, Value, op,
              ": label_smoothing must be in [0, 1], got ", o.label_smoothing);
   float_input(op, input);  // the dtype check, at the call
@@ -152,6 +158,11 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
 
 Tensor nll_loss(const Tensor& input, const Tensor& target, const NllLossOptions& o) {
   const char* op = "nll_loss";
+  if (autocast_to_f32(input) || (o.weight && autocast_to_f32(*o.weight))) {
+    NllLossOptions o32 = o;
+    if (o.weight) o32.weight = autocast_f32(*o.weight);
+    return nll_loss(autocast_f32(input), target, o32);
+  }
   float_input(op, input);
   Tensor x2, t;
   Shape per_shape = class_rows(op, input, target, x2, t);
@@ -189,12 +200,16 @@ void check_same_shape(const char* op, const Tensor& input, const Tensor& target)
 
 // mse_loss and l1_loss broadcast input against target, as torch's do (which also warn).
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction r) {
+  if (autocast_to_f32(input) || autocast_to_f32(target))
+    return mse_loss(autocast_f32(input), autocast_f32(target), r);
   check_same_device("mse_loss", input, target);
   float_input("mse_loss", input);
   return reduce(square(input - target), r);
 }
 
 Tensor l1_loss(const Tensor& input, const Tensor& target, Reduction r) {
+  if (autocast_to_f32(input) || autocast_to_f32(target))
+    return l1_loss(autocast_f32(input), autocast_f32(target), r);
   check_same_device("l1_loss", input, target);
   float_input("l1_loss", input);
   return reduce(abs(input - target), r);
@@ -204,6 +219,14 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
                                         const std::optional<Tensor>& weight,
                                         const std::optional<Tensor>& pos_weight, Reduction r) {
   const char* op = "binary_cross_entropy_with_logits";
+  if (autocast_to_f32(input) || autocast_to_f32(target) || (weight && autocast_to_f32(*weight)) ||
+      (pos_weight && autocast_to_f32(*pos_weight))) {
+    auto f32 = [](const std::optional<Tensor>& t) {
+      return t ? std::optional(autocast_f32(*t)) : std::nullopt;
+    };
+    return binary_cross_entropy_with_logits(autocast_f32(input), autocast_f32(target), f32(weight),
+                                            f32(pos_weight), r);
+  }
   check_same_shape(op, input, target);
   float_input(op, input);
   // log(1 + exp(-|x|)) + max(-x, 0) is -log(sigmoid(x)) without overflow for any x.

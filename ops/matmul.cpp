@@ -5,6 +5,7 @@
 namespace loom {
 
 Tensor matmul(const Tensor& a0, const Tensor& b0) {
+  if (autocast_to_low(a0) || autocast_to_low(b0)) return matmul(autocast_low(a0), autocast_low(b0));
   check_same_device("matmul", a0, b0);
   LOOM_CHECK(a0.dim() >= 1 && b0.dim() >= 1, Value,
              "matmul: both arguments need at least 1 dim, got ", shape_str(a0.shape()), " and ",

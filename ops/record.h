@@ -4,6 +4,7 @@
 
 #include "fusion/runtime_lock.h"
 #include "fusion/trace.h"
+#include "ops/autocast.h"
 #include "ops/tensor.h"
 
 namespace loom {

@@ -203,6 +203,7 @@ static Tensor logsumexp_forward(const Tensor& x, const std::vector<int>& ax, boo
 }
 
 Tensor logsumexp(const Tensor& x, const Dims& dims, bool keepdim) {
+  if (autocast_to_f32(x, true)) return logsumexp(autocast_f32(x, true), dims, keepdim);
   auto ax = reduce_axes("logsumexp", dims, x.shape());
   Tensor r;
   {
@@ -214,6 +215,7 @@ Tensor logsumexp(const Tensor& x, const Dims& dims, bool keepdim) {
 }
 
 Tensor norm(const Tensor& x, double p, const Dims& dims, bool keepdim) {
+  if (autocast_to_f32(x, true)) return norm(autocast_f32(x, true), p, dims, keepdim);
   LOOM_CHECK(is_floating(x.dtype()), Type, "norm: needs a floating point tensor, got ",
              dtype_name(x.dtype()), " of shape ", shape_str(x.shape()));
   auto ax = reduce_axes("norm", dims, x.shape());
@@ -238,6 +240,7 @@ Tensor norm(const Tensor& x, double p, const Dims& dims, bool keepdim) {
 }
 
 Tensor cumsum(const Tensor& x, int64_t dim) {
+  if (autocast_to_f32(x, true)) return cumsum(autocast_f32(x, true), dim);
   int d = normalize_dim("cumsum", dim, x.shape());
   DType rt = reduce_dtype(Op::Sum, x.dtype());  // torch: integers and bool sum to int64
   if (x.dim() == 0) return cast(x, rt).clone();

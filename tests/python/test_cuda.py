@@ -52,3 +52,21 @@ def test_dlpack_with_cupy():
     check(t * 2, np.arange(12.0).reshape(3, 4) * 2)
     b = cp.from_dlpack(t + 1)
     np.testing.assert_array_equal(cp.asnumpy(b), np.arange(12.0).reshape(3, 4) + 1)
+
+
+def test_autocast_cuda_policy(rng):
+    # CUDA's policy: products in float16 (the default) and the range ops lifted to float32.
+    x = loom.tensor(rng.normal(size=(8, 16)).astype(np.float32), device="cuda")
+    t = loom.tensor(rng.integers(0, 16, 8), device="cuda")
+    with loom.autocast("cuda"):
+        h = x @ x.T @ x
+        assert h.dtype == loom.float16
+        for y in (loom.softmax(h, -1), loom.log_softmax(h, -1), loom.layer_norm(h, [16]),
+                  loom.logsumexp(h, -1), loom.cross_entropy(h, t)):
+            assert y.dtype == loom.float32
+        with loom.autocast("cpu"):
+            assert (x @ x.T).dtype == loom.float16  # the CPU's state is its own
+    a = x.numpy().astype(np.float64)
+    with loom.autocast("cuda", dtype=loom.bfloat16):
+        got = (x @ x.T).float().numpy()
+    np.testing.assert_allclose(got, a @ a.T, rtol=2e-2, atol=5e-2)
