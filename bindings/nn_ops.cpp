@@ -24,6 +24,10 @@ void init_nn_ops(nb::module_& m) {
   m.def("one_hot", &one_hot, "tensor"_a, "num_classes"_a = -1,
         "int64 [..., num_classes] with a 1 at each class (num_classes=-1: the largest + 1, "
         "read from the tensor).");
+  m.def("multinomial", &multinomial, "input"_a, "num_samples"_a, "replacement"_a = false,
+        "Category indices drawn from each row's weights (int64 [..., num_samples]).");
+  c.def("multinomial", &multinomial, "num_samples"_a, "replacement"_a = false,
+        "Category indices drawn from each row's weights.");
   m.def("scaled_dot_product_attention", &scaled_dot_product_attention, "query"_a, "key"_a,
         "value"_a, "attn_mask"_a = nb::none(), "dropout_p"_a = 0.0, "is_causal"_a = false,
         "scale"_a = nb::none(),

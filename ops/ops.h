@@ -126,6 +126,11 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                     double dropout_p = 0, bool is_causal = false,
                                     std::optional<double> scale = {});
 
+// torch.multinomial: num_samples category indices per row of probs ([V] or [B, V]; weights,
+// not necessarily normalized), drawn from loom's generator; an invalid row raises at the next
+// sync point.
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false);
+
 // ---- masks (ops/masks.cpp) --------------------------------------------------------------
 // The lower / upper triangle of the last two dims (j - i <= / >= diagonal), zeros elsewhere.
 Tensor tril(const Tensor& x, int64_t diagonal = 0);
