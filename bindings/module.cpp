@@ -109,6 +109,7 @@ NB_MODULE(_loom, m) {
   init_autograd(m);
   init_optim(m);
   init_index(m);
+  init_index_ops(m);
   init_operators(m);
   init_ops(m);
   init_reduce(m);
