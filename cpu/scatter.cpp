@@ -93,6 +93,13 @@ void accumulate(const Node& n, T* out) {
       T* ob = out + os.outer(o);
       const I* ib = ip + is.outer(o);
       const T* sb = sp + ss.outer(o);
+      if (inner == 1) {  // along the last dim: one element a position, no offset tables
+        for (int64_t j = 0; j < J; ++j) {
+          T& e = ob[clamp_index(int64_t(ib[j * is.dim_stride]), L) * os.dim_stride];
+          e = add(e, sb[j * ss.dim_stride]);
+        }
+        continue;
+      }
       for (int64_t j = 0; j < J; ++j) {
         const I* ij = ib + j * is.dim_stride;
         const T* sj = sb + j * ss.dim_stride;
