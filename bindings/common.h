@@ -51,6 +51,7 @@ Tensor& assign_result(Tensor& t, const Tensor& v, const char* op);
 void init_dtype(nb::module_& m);
 void init_tensor(nb::module_& m);
 void init_index(nb::module_& m);
+void init_index_ops(nb::module_& m);
 void init_operators(nb::module_& m);
 void init_ops(nb::module_& m);
 void init_reduce(nb::module_& m);

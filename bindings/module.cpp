@@ -112,6 +112,7 @@ NB_MODULE(_loom, m) {
   init_nn_ops(m);
   init_autocast(m);
   init_index(m);
+  init_index_ops(m);
   init_operators(m);
   init_ops(m);
   init_reduce(m);

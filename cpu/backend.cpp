@@ -9,10 +9,12 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "cpu/gather.h"
 #include "cpu/interp.h"
 #include "cpu/matmul.h"
 #include "cpu/matmul_epilogue.h"
 #include "cpu/scan.h"
+#include "cpu/scatter.h"
 #include "cpu/svd.h"
 #include "tensor/error.h"
 #include "tensor/knobs.h"
@@ -97,6 +99,10 @@ struct CpuBackend : Backend {
       cpu::run_scan(g);
     else if (g.opaque->op == Op::Svdvals)
       cpu::run_svdvals(g);
+    else if (g.opaque->op == Op::Gather)
+      cpu::run_gather(g);
+    else if (g.opaque->op == Op::ScatterAdd)
+      cpu::run_scatter_add(g);
     else
       cpu::run_matmul(g);
   }
@@ -109,7 +115,10 @@ struct CpuBackend : Backend {
     return pages > 0 && page > 0 ? size_t(pages) * size_t(page) : 0;
   }
   BackendCaps caps() const override {
-    return {.scan = true, .svd = true, .matmul_epilogue = knob_flag(Knob::CpuMatmulEpilogue)};
+    return {.scan = true,
+            .svd = true,
+            .gather = true,
+            .matmul_epilogue = knob_flag(Knob::CpuMatmulEpilogue)};
   }
 };
 

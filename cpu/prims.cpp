@@ -528,6 +528,8 @@ void lower(Op op, K& k) {
     case Op::MatMul:   // run_opaque: run_matmul (cpu/matmul.cpp)
     case Op::CumSum:   // run_opaque: run_scan (cpu/scan.cpp)
     case Op::Svdvals:  // run_opaque: run_svdvals (cpu/svd.cpp)
+    case Op::Gather:   // run_opaque: run_gather (cpu/gather.cpp)
+    case Op::ScatterAdd:  // run_opaque: run_scatter_add (cpu/scatter.cpp)
     case Op::NumOps:   // not an op
       LOOM_REDUCE_OPS(LOOM_CASE)  // and the reductions: fold_run() (cpu/prims_reduce.cpp)
       return;

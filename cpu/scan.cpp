@@ -13,6 +13,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "cpu/split_view.h"
 #include "tensor/convert.h"
 
 namespace loom::cpu {
@@ -20,24 +21,6 @@ namespace {
 
 constexpr int64_t kChunk = 2048;  // elements of a row scanned per load/store run
 constexpr int64_t kTile = 512;    // inner elements accumulated together
-
-// The single stride that walks dims [lo, hi) of `v` in row-major order, if there is one.
-bool collapsed_stride(const View& v, int lo, int hi, int64_t* stride) {
-  int64_t s = 1, span = 1;  // span: elements of the dims after d
-  bool any = false;
-  for (int d = hi - 1; d >= lo; --d) {
-    if (v.shape[d] == 1) continue;
-    if (!any) {
-      s = v.strides[d];
-      any = true;
-    } else if (v.strides[d] != s * span) {
-      return false;
-    }
-    span *= v.shape[d];
-  }
-  *stride = s;
-  return true;
-}
 
 template <typename A>
 inline A add(A a, A b) {

@@ -126,18 +126,26 @@
 
 // The primitives outside the three op families: X(Name, name, Class, Arity)
 //   Class: see PrimClass. Their result dtype is the node's, chosen by the op layer.
-#define LOOM_OTHER_PRIMS(X)     \
-  X(Where, where, Pointwise, 3) \
-  X(Cast, cast, Pointwise, 1)   \
-  X(Copy, copy, Pointwise, 1)   \
-  X(Const, const, Scalar, 0)    \
-  X(Iota, iota, Index, 0)       \
-  X(Rand, rand, Random, 0)      \
-  X(Randn, randn, Random, 0)    \
-  X(Empty, empty, Alloc, 0)     \
-  X(MatMul, matmul, Opaque, 2)  \
-  X(CumSum, cumsum, Opaque, 1) \
-  X(Svdvals, svdvals, Opaque, 1)
+//   Gather (input, index): out[.., j, ..] = input[.., index[.., j, ..], ..] along `dim`, in
+//   index's shape (input's view already cut to it in the other dims).
+//   ScatterAdd (input, index, src): input with src[.., j, ..] added at index[.., j, ..] along
+//   `dim`, duplicates summed in increasing j. Both clamp an index to the dim's range (the op
+//   layer raises for one outside it at the next sync point), so no kernel reads or writes
+//   outside its tensors.
+#define LOOM_OTHER_PRIMS(X)      \
+  X(Where, where, Pointwise, 3)  \
+  X(Cast, cast, Pointwise, 1)    \
+  X(Copy, copy, Pointwise, 1)    \
+  X(Const, const, Scalar, 0)     \
+  X(Iota, iota, Index, 0)        \
+  X(Rand, rand, Random, 0)       \
+  X(Randn, randn, Random, 0)     \
+  X(Empty, empty, Alloc, 0)      \
+  X(MatMul, matmul, Opaque, 2)   \
+  X(CumSum, cumsum, Opaque, 1)   \
+  X(Svdvals, svdvals, Opaque, 1) \
+  X(Gather, gather, Opaque, 2)   \
+  X(ScatterAdd, scatter_add, Opaque, 3)
 
 namespace loom {
 

@@ -100,6 +100,10 @@ void record_reduce(Op op, const Tensor& x, const std::vector<int>& ax, Tensor& y
 void record_where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& y);
 void record_matmul(const Tensor& a, const Tensor& b, Tensor& y);  // a, b: 2+ dims, batch broadcast
 void record_cumsum(const Tensor& x, int dim, Tensor& y);
+// y = gather(x, dim, index) / scatter_add(self, dim, index, src) (ops/index_prims.h).
+void record_gather(const Tensor& x, int dim, const Tensor& index, Tensor& y);
+void record_scatter_add(const Tensor& self, int dim, const Tensor& index, const Tensor& src,
+                        Tensor& y);
 void record_same(const char* name, const Tensor& x, Tensor& y);  // cast, clone, to(device)
 
 // The composites' own nodes (ops/grad_composite.cpp). Their forwards run with grad mode off.

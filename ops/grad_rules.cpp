@@ -6,6 +6,7 @@
 #include <numbers>
 
 #include "ops/grad_node.h"
+#include "ops/index_prims.h"
 #include "ops/record.h"
 
 namespace loom::autograd {
@@ -439,6 +440,28 @@ void record_cumsum(const Tensor& x, int dim, Tensor& y) {
          [dim](const Tensor& g, const std::vector<Tensor>&, const std::vector<bool>&) {
            // The reversed prefix sum: the total minus the sum before each element.
            return std::vector<Tensor>{sum(g, {dim}, true) - cumsum(g, dim) + g};
+         });
+}
+
+void record_gather(const Tensor& x, int dim, const Tensor& index, Tensor& y) {
+  record(y, "GatherBackward0", {x}, {index},
+         [dim, xs = x.shape()](const Tensor& g, const std::vector<Tensor>& s,
+                               const std::vector<bool>&) {
+           // Each input element gets the sum of the gradients of the outputs that read it.
+           Tensor z = zeros(xs, {g.dtype(), g.device()});
+           return std::vector<Tensor>{scatter_add_prim(z, dim, s[0], g)};
+         });
+}
+
+void record_scatter_add(const Tensor& self, int dim, const Tensor& index, const Tensor& src,
+                        Tensor& y) {
+  record(y, "ScatterAddBackward0", {self, src}, {index},
+         [dim, ss = src.shape()](const Tensor& g, const std::vector<Tensor>& s,
+                                 const std::vector<bool>& need) {
+           // self passes through; each src element reaches the one output its index names (src
+           // elements past the index's shape reach none).
+           Tensor gs = need[1] ? pad_zeros(gather_prim(g, dim, s[0]), ss) : Tensor();
+           return std::vector<Tensor>{need[0] ? g : Tensor(), gs};
          });
 }
 

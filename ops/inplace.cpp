@@ -71,6 +71,16 @@ Tensor& Tensor::sub_(Scalar s) {
   update("sub_", *this, fit("sub_", *this, sub(source(*this), s)));
   return *this;
 }
+Tensor& Tensor::scatter_add_(int64_t dim, const Tensor& index, const Tensor& src) {
+  update("scatter_add_", *this,
+         fit("scatter_add_", *this, loom::scatter_add(source(*this, src), dim, index, src)));
+  return *this;
+}
+Tensor& Tensor::index_add_(int64_t dim, const Tensor& index, const Tensor& src, Scalar alpha) {
+  update("index_add_", *this,
+         fit("index_add_", *this, loom::index_add(source(*this, src), dim, index, src, alpha)));
+  return *this;
+}
 Tensor& Tensor::mul_(const Tensor& o) {
   update("mul_", *this, fit("mul_", *this, mul(source(*this, o), o)));
   return *this;

@@ -110,6 +110,28 @@ Tensor any(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
 // fused) on the CPU, floats accumulated in double.
 Tensor cumsum(const Tensor& x, int64_t dim);
 
+// ---- indexing by integer tensors (ops/index_ops.cpp) --------------------------------------
+// An index is int64 or int32. An index outside [0, size along dim) (negative ones too) raises
+// an IndexError-kind loom::Error at the next sync point after the work ran, naming the op and
+// the shapes; the kernels clamp it meanwhile and never read or write out of bounds.
+// torch.gather: out[i][j][k] = input[i][index[i][j][k]][k] for dim 1. index: input's rank, no
+// larger than input in the other dims; the result has index's shape.
+Tensor gather(const Tensor& input, int64_t dim, const Tensor& index);
+// input's slices at the 1-d index's positions along dim.
+Tensor index_select(const Tensor& input, int64_t dim, const Tensor& index);
+// gather with input and indices broadcast in the dims other than dim; without dim, of the
+// flattened input and indices.
+Tensor take_along_dim(const Tensor& input, const Tensor& indices, std::optional<int64_t> dim = {});
+// Rows of weight [num_embeddings, dim] at input's indices: input's shape + [dim].
+Tensor embedding(const Tensor& input, const Tensor& weight);
+// torch.scatter_add: input with src[i][j][k] added at [i][index[i][j][k]][k] for dim 1 (src, same
+// dtype, no smaller than index; input no smaller than index but along dim). Duplicate indices
+// accumulate in increasing position of the index, so every run gives the same bits.
+Tensor scatter_add(const Tensor& input, int64_t dim, const Tensor& index, const Tensor& src);
+// input with alpha * source's slices added at the 1-d index's positions along dim.
+Tensor index_add(const Tensor& input, int64_t dim, const Tensor& index, const Tensor& source,
+                 Scalar alpha = 1);
+
 // ---- composites (decomposed into primitives; the fuser makes each one group) -------------
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);

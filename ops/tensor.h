@@ -86,6 +86,12 @@ class Tensor {
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
   Tensor index(const std::vector<Slice>& idx) const;
   Tensor operator[](int64_t i) const { return select(0, i); }
+  // Indexing by integer tensors (ops/ops.h).
+  Tensor gather(int64_t dim, const Tensor& index) const;
+  Tensor index_select(int64_t dim, const Tensor& index) const;
+  Tensor take_along_dim(const Tensor& indices, std::optional<int64_t> dim = {}) const;
+  Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& src) const;
+  Tensor index_add(int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha = 1) const;
   Tensor contiguous() const;
   Tensor clone() const;
   Tensor to(DType t) const;
@@ -111,6 +117,8 @@ class Tensor {
   Tensor& lerp_(const Tensor& end, Scalar weight);
   Tensor& masked_fill_(const Tensor& mask, Scalar value);
   Tensor masked_fill(const Tensor& mask, Scalar value) const;
+  Tensor& scatter_add_(int64_t dim, const Tensor& index, const Tensor& src);
+  Tensor& index_add_(int64_t dim, const Tensor& index, const Tensor& source, Scalar alpha = 1);
   void index_put(const std::vector<Slice>& idx, const Tensor& value);  // t[idx] = value
   void index_put(const std::vector<Slice>& idx, Scalar value);
 

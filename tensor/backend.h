@@ -22,6 +22,9 @@ inline constexpr int64_t kMaxAlignShift = 7;
 struct BackendCaps {
   bool scan = false;  // runs CumSum as its own kernel (else cumsum is recorded as a reduction)
   bool svd = false;   // runs Svdvals (else the op layer computes it on the host's backend)
+  // Runs Gather and ScatterAdd as their own kernels (else the op layer records them as masked
+  // reductions: quadratic in the indexed dim, but fusable and deterministic).
+  bool gather = false;
   // Runs a matmul's pointwise consumers as its epilogue (Group::epilogue, run_opaque_epilogue),
   // so the planner may put them in the matmul's group.
   bool matmul_epilogue = false;

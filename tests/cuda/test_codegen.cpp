@@ -26,6 +26,7 @@
 #include "fusion/group.h"
 #include "fusion/trace.h"
 #include "loom.h"
+#include "ops/index_prims.h"
 
 using namespace loom;
 namespace lc = loom::cuda;
@@ -350,6 +351,22 @@ void build_corpus(Corpus& c) {
   c.add(a.norm(2, {1}), "norm", false);
   c.add(cumsum(a.slice(1, 0, 50), 1), "cumsum", false);
   c.add(cross_entropy(a, cast(arange(64) % 10, DType::Int64)), "cross_entropy", false);
+  // ---- gather and scatter_add as the CUDA backend records them (no BackendCaps::gather):
+  // masked reductions, with their producers and consumers, int64 and int32 indices ----
+  for (DType dt : {DType::Float32, DType::BFloat16, DType::Int32, DType::Float64}) {
+    std::string name = dtype_name(dt);
+    Tensor x = cast(a, dt);
+    Tensor idx = (arange(64 * 50).reshape({64, 50}) * 7) % 100;  // pending int64
+    Tensor idx32 = cast(idx, DType::Int32);
+    c.add(gather_masked(x.slice(1, 0, 100), 1, idx), "gather dim 1 " + name, false);
+    c.add(gather_masked(x.slice(0, 0, 8).t(), 0, idx32.slice(0, 0, 8).t()) * 2,
+          "gather dim 0 of a transpose " + name, false);
+    c.add(scatter_add_masked(x.slice(1, 0, 100), 1, idx, x.slice(1, 200, 250)),
+          "scatter_add dim 1 " + name, false);
+    c.add(scatter_add_masked(x.slice(1, 0, 100), 0, idx32.slice(1, 0, 16) % 64,
+                             x.slice(1, 0, 16).abs()),
+          "scatter_add dim 0, padded " + name, false);
+  }
   // ---- normalizations ----
   for (DType dt : {DType::Float32, DType::Float16, DType::BFloat16, DType::Float64}) {
     Tensor xd = data({64, 1000}, dt, 5), wd = data({1000}, dt, 6), bd = data({1000}, dt, 7);

@@ -406,6 +406,41 @@ TEST_CASE("gpu: strided broadcast unaligned region-write kernels match the CPU")
   check_same(ga.var({1}), a.var({1}), "var", Tol{1e-5, 1e-6});
 }
 
+TEST_CASE("gpu: gather scatter_add index_select index_add embedding match the CPU") {
+  if (skip()) return;
+  // CUDA has no BackendCaps::gather: these run as masked reductions there, as the CPU's
+  // kernels here; integer results bit for bit, float sums within the device tolerance.
+  for (DType dt : {DType::Float32, DType::BFloat16, DType::Int32, DType::Float64}) {
+    std::string name = dtype_name(dt);
+    Tensor a = host_data({16, 300}, dt, 40), s = host_data({16, 70}, dt, 41);
+    manual_seed(42);
+    Tensor idx = randint(0, 300, {16, 70}), i1 = randint(0, 16, {40});
+    Tensor src40 = host_data({40, 300}, dt, 43);
+    Tensor ga = a.to(kGPU), gs = s.to(kGPU), gi = idx.to(kGPU),
+           gi1 = cast(i1, DType::Int32).to(kGPU);
+    Tol t = is_floating(dt) && dt != DType::Float64 ? Tol{2e-2, 2e-2} : lt::device_tol(dt);
+    check_same(gather(ga, 1, gi), gather(a, 1, idx), "gather " + name);
+    check_same(gather(ga.t(), 0, gi.t()) * 2, gather(a.t(), 0, idx.t()) * 2, "gather^T " + name);
+    check_same(scatter_add(ga, 1, gi, gs), scatter_add(a, 1, idx, s), "scatter_add " + name, t);
+    check_same(index_select(ga, 0, gi1), index_select(a, 0, i1), "index_select " + name);
+    check_same(index_add(ga, 0, gi1, src40.to(kGPU)), index_add(a, 0, i1, src40),
+               "index_add " + name, t);
+    check_same(embedding(gi1.reshape({5, 8}), ga), embedding(i1.reshape({5, 8}), a),
+               "embedding " + name);
+  }
+  // the gradient of gather (a scatter_add) on the device, and the deferred range check
+  Tensor x = host_data({8, 50}, DType::Float32, 44);
+  Tensor gx = x.to(kGPU).requires_grad_(), cx = x.clone().requires_grad_();
+  manual_seed(45);
+  Tensor idx = randint(0, 50, {8, 90});
+  (gather(gx, 1, idx.to(kGPU)) * 3.0).sum().backward();
+  (gather(cx, 1, idx) * 3.0).sum().backward();
+  check_same(gx.grad(), cx.grad(), "gather backward", Tol{1e-6, 1e-6});
+  Tensor bad = gather(x.to(kGPU), 1, (idx + 10).to(kGPU));
+  CHECK_THROWS_AS(loom::sync(), Error);
+  CHECK(bad.to(kCPU).shape() == Shape{8, 90});
+}
+
 TEST_CASE("gpu: matmul (cuBLASLt and fallback) matches the CPU") {
   if (skip()) return;
   for (DType dt : {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int32,

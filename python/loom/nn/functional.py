@@ -8,7 +8,7 @@ from .. import _loom
 __all__ = [
     "linear", "relu", "gelu", "silu", "tanh", "sigmoid", "softplus", "softmax",
     "log_softmax", "dropout", "layer_norm", "rms_norm", "cross_entropy", "mse_loss",
-    "l1_loss", "binary_cross_entropy_with_logits",
+    "l1_loss", "binary_cross_entropy_with_logits", "embedding",
 ]
 
 
@@ -128,6 +128,20 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     _legacy_reduction("nll_loss", size_average, reduce)
     return _loom.nll_loss(input, target, weight=weight, ignore_index=ignore_index,
                           reduction=reduction)
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+              scale_grad_by_freq=False, sparse=False):
+    """The rows of weight [num_embeddings, embedding_dim] at input's indices (int64 or
+    int32): input's shape + [embedding_dim]. An index out of range raises IndexError at
+    the next sync point. The weight's gradient accumulates repeated indices in a fixed
+    order (index_add)."""
+    for name, value, default in (("padding_idx", padding_idx, None), ("max_norm", max_norm, None),
+                                 ("scale_grad_by_freq", scale_grad_by_freq, False),
+                                 ("sparse", sparse, False)):
+        if value != default:
+            raise NotImplementedError(f"embedding: {name}={value!r} is not supported yet")
+    return _loom.embedding(input, weight)
 
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
