@@ -28,6 +28,14 @@ void init_nn_ops(nb::module_& m) {
         "Category indices drawn from each row's weights (int64 [..., num_samples]).");
   c.def("multinomial", &multinomial, "num_samples"_a, "replacement"_a = false,
         "Category indices drawn from each row's weights.");
+  m.def("_sort", &sort, "input"_a, "dim"_a = -1, "descending"_a = false, "stable"_a = false,
+        "(values, indices) sorted along dim (stable; NaN largest).");
+  m.def("argsort", &argsort, "input"_a, "dim"_a = -1, "descending"_a = false, "stable"_a = false,
+        "The indices that sort input along dim (stable; NaN largest).");
+  c.def("argsort", &argsort, "dim"_a = -1, "descending"_a = false, "stable"_a = false,
+        "The indices that sort self along dim.");
+  m.def("_topk", &topk, "input"_a, "k"_a, "dim"_a = -1, "largest"_a = true, "sorted"_a = true,
+        "(values, indices) of the k largest (or smallest) along dim, in order.");
   m.def("scaled_dot_product_attention", &scaled_dot_product_attention, "query"_a, "key"_a,
         "value"_a, "attn_mask"_a = nb::none(), "dropout_p"_a = 0.0, "is_causal"_a = false,
         "scale"_a = nb::none(),

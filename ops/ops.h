@@ -153,6 +153,14 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 // sync point.
 Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false);
 
+// Sorting along a dim (ops/sort.cpp): (values, int64 indices), stable, NaN largest; by ranks
+// (quadratic in the dim's length). topk: the k largest (or smallest), in order.
+std::pair<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descending = false,
+                               bool stable = false);
+Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = false);
+std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true,
+                               bool sorted = true);
+
 // ---- masks (ops/masks.cpp) --------------------------------------------------------------
 // The lower / upper triangle of the last two dims (j - i <= / >= diagonal), zeros elsewhere.
 Tensor tril(const Tensor& x, int64_t diagonal = 0);

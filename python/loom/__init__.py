@@ -21,6 +21,7 @@ from . import nn  # noqa: F401
 from . import optim  # noqa: F401
 from .checkpoint import load, save  # noqa: F401
 from .amp import autocast  # noqa: F401
+from ._sorting import sort, topk  # noqa: F401
 from .autograd import enable_grad, inference_mode, no_grad, set_grad_enabled  # noqa: F401
 
 # torch's dtype names that shadow Python builtins (kept out of _loom so its stub stays clean).
@@ -30,7 +31,7 @@ float = _loom.float32  # noqa: A001
 int = _loom.int32  # noqa: A001
 __all__ = [n for n in dir(_loom) if not n.startswith("_")] + [
     "bool", "float", "int", "autograd", "no_grad", "enable_grad", "set_grad_enabled",
-    "inference_mode", "nn", "optim", "amp", "autocast", "save", "load"]
+    "inference_mode", "nn", "optim", "amp", "autocast", "sort", "topk", "save", "load"]
 
 
 def __getattr__(name):

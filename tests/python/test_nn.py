@@ -773,3 +773,27 @@ def test_default_init_and_repr_match_torch():
     w = loom.empty(6, 5, 3)
     assert init._calculate_fan_in_and_fan_out(w) == \
         torch.nn.init._calculate_fan_in_and_fan_out(torch.empty(6, 5, 3))
+
+
+def test_embedding_layer(fusion, rng):
+    loom.manual_seed(5)
+    emb = nn.Embedding(10, 4, padding_idx=2)
+    w = emb.weight.numpy().copy()
+    np.testing.assert_array_equal(w[2], np.zeros(4))  # the padding row starts at zero
+    assert 0.5 < w[[0, 1, 3, 4, 5, 6, 7, 8, 9]].std() < 1.5  # N(0, 1) as torch's
+    idx = rng.integers(0, 10, (3, 5))
+    idx[0, 0] = 2
+    out = emb(loom.tensor(idx))
+    assert list(out.shape) == [3, 5, 4]
+    np.testing.assert_array_equal(out.numpy(), w[idx])
+    g = rng.standard_normal((3, 5, 4))
+    (out * loom.tensor(g.astype(np.float32))).sum().backward()
+    want = np.zeros_like(w, dtype=np.float64)
+    np.add.at(want, idx.reshape(-1), g.reshape(-1, 4))
+    want[2] = 0  # padding_idx: no gradient
+    np.testing.assert_allclose(emb.weight.grad.numpy(), want, rtol=1e-5, atol=1e-6)
+    assert repr(emb) == "Embedding(10, 4, padding_idx=2)"
+    frozen = nn.Embedding.from_pretrained(loom.tensor(w))
+    assert not frozen.weight.requires_grad
+    with pytest.raises(ValueError, match="padding_idx"):
+        nn.Embedding(3, 2, padding_idx=5)

@@ -56,3 +56,40 @@ def test_invalid_distributions_raise_at_the_sync():
         zero.numpy()
     with pytest.raises(ValueError, match="multinomial"):
         loom.multinomial(loom.ones(2, 2, 2), 1)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "int32"])
+def test_sort_argsort_topk_match_numpy(fusion, rng, dtype):
+    x = rng.integers(-5, 5, (3, 7, 9)).astype(dtype)  # many ties: stability shows
+    if dtype.startswith("float"):
+        x[0, 1, 2] = np.nan
+        x[2, 3, 4] = np.nan
+    for dim in (-1, 1, 0):
+        for desc in (False, True):
+            # numpy's stable argsort with NaN last; descending as torch: NaN first, ties in
+            # index order (a stable sort of the negated keys, NaN mapped to -inf).
+            if desc:
+                key = -np.where(np.isnan(x), np.inf, x) if dtype.startswith("float") else -x
+                want_i = np.argsort(key, axis=dim, kind="stable")
+            else:
+                want_i = np.argsort(x, axis=dim, kind="stable")
+            v, i = loom.sort(loom.tensor(x), dim=dim, descending=desc)
+            np.testing.assert_array_equal(i.numpy(), want_i)
+            np.testing.assert_array_equal(v.numpy(), np.take_along_axis(x, want_i, dim))
+            np.testing.assert_array_equal(
+                loom.argsort(loom.tensor(x), dim=dim, descending=desc).numpy(), want_i)
+            k = 4 if x.shape[dim] >= 4 else 1
+            tv, ti = loom.tensor(x).topk(k, dim=dim, largest=desc)
+            np.testing.assert_array_equal(ti.numpy(), np.take(want_i, range(k), axis=dim))
+
+
+def test_topk_gradient_and_errors(rng):
+    x = loom.tensor(rng.standard_normal((4, 6)), requires_grad=True)
+    v, i = loom.topk(x, 3)
+    (v * loom.tensor(np.arange(3.0))).sum().backward()
+    want = np.zeros((4, 6))
+    np.put_along_axis(want, i.numpy(), np.arange(3.0)[None].repeat(4, 0), axis=1)
+    np.testing.assert_array_equal(x.grad.numpy(), want)
+    with pytest.raises(ValueError, match=r"topk: k 7 out of range for dim 1 of size 6"):
+        loom.topk(x, 7)
+    assert list(loom.topk(x, 0).values.shape) == [4, 0]

@@ -14,10 +14,11 @@ from .loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
 from .module import Module
 from .normalization import LayerNorm, RMSNorm
 from .parameter import Parameter
+from .sparse import Embedding
 
 __all__ = [
     "Module", "Parameter", "Linear", "Identity", "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid",
     "Softplus", "Softmax", "LogSoftmax", "Dropout", "LayerNorm", "RMSNorm", "Flatten",
     "Sequential", "ModuleList", "ModuleDict", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss",
-    "BCEWithLogitsLoss", "functional", "init", "utils",
+    "BCEWithLogitsLoss", "Embedding", "functional", "init", "utils",
 ]

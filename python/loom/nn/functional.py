@@ -135,13 +135,21 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     """The rows of weight [num_embeddings, embedding_dim] at input's indices (int64 or
     int32): input's shape + [embedding_dim]. An index out of range raises IndexError at
     the next sync point. The weight's gradient accumulates repeated indices in a fixed
-    order (index_add)."""
-    for name, value, default in (("padding_idx", padding_idx, None), ("max_norm", max_norm, None),
+    order (index_add); the padding_idx row gets none."""
+    for name, value, default in (("max_norm", max_norm, None),
                                  ("scale_grad_by_freq", scale_grad_by_freq, False),
                                  ("sparse", sparse, False)):
         if value != default:
             raise NotImplementedError(f"embedding: {name}={value!r} is not supported yet")
-    return _loom.embedding(input, weight)
+    out = _loom.embedding(input, weight)
+    if padding_idx is not None:
+        n = weight.shape[0]
+        if not -n <= padding_idx < n:
+            raise ValueError(f"embedding: padding_idx {padding_idx} out of range for "
+                             f"{n} embeddings")
+        pad = (input == (padding_idx % n)).unsqueeze(-1)
+        out = _loom.where(pad, out.detach(), out)  # same values; no gradient to that row
+    return out
 
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
