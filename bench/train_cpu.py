@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Training steps on the CPU in one process: loom against torch eager and torch.compile.
+
+Two models, each built from ONE source for every implementation: examples/gpt.py (nanoGPT's
+shape) runs on torch by replacing the word "loom" with "torch" in its text, the digits MLP is
+an nn.Sequential of either library. Every implementation starts from the same weights (copied
+through numpy), sees the same batches and takes AdamW steps with the same hyper-parameters.
+Before timing, the first steps' losses are compared (loom vs torch eager). Timed: the
+steady-state step (forward, backward, gradient clipping for the GPT, AdamW, reading the loss),
+median over rounds that interleave the implementations, and the first step (cold: loom's
+kernels compiled, torch.compile's graphs compiled)."""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import loom
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXAMPLES = os.path.join(os.path.dirname(HERE), "examples")
+
+
+def gpt_module(lib_name):
+    """examples/gpt.py as a module over `lib_name` ("loom" or "torch")."""
+    with open(os.path.join(EXAMPLES, "gpt.py")) as f:
+        src = f.read().replace("loom", lib_name)
+    mod = type(sys)("gpt_" + lib_name)
+    exec(compile(src, f"gpt.py[{lib_name}]", "exec"), mod.__dict__)
+    return mod
+
+
+def mlp(lib):
+    nn = lib.nn
+    return nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 256), nn.GELU(),
+                         nn.Linear(256, 10))
+
+
+def copy_weights(src_torch, dst_loom):
+    sd = {k: loom.tensor(v.detach().numpy()) for k, v in src_torch.state_dict().items()}
+    dst_loom.load_state_dict(sd, strict=False)  # tied weights appear once in loom's
+
+
+def build(model_name, cfg):
+    """{impl: (step(batch) -> loss float, batches)}; impls share weights and batches."""
+    rng = np.random.default_rng(0)
+    if model_name == "gpt":
+        tg, lg = gpt_module("torch"), gpt_module("loom")
+        tcfg = tg.GPTConfig(block_size=cfg.block, vocab_size=96, n_layer=cfg.layers,
+                            n_head=cfg.heads, n_embd=cfg.width, dropout=0.0)
+        lcfg = lg.GPTConfig(**vars(tcfg))
+        torch.manual_seed(0)
+        tmodel = tg.GPT(tcfg)
+        lmodel = lg.GPT(lcfg)
+        x = rng.integers(0, 96, (cfg.batch, cfg.block + 1))
+        batch_np = (x[:, :-1], x[:, 1:])
+    else:
+        torch.manual_seed(0)
+        tmodel, lmodel = mlp(torch), mlp(loom)
+        batch_np = (rng.standard_normal((64, 64)).astype(np.float32), rng.integers(0, 10, 64))
+    copy_weights(tmodel, lmodel)
+    impls = {}
+
+    def torch_step_fn(model, opt):
+        xb, yb = (torch.tensor(a) for a in batch_np)
+
+        def step():
+            if model_name == "gpt":
+                _, loss = model(xb, yb)
+            else:
+                loss = torch.nn.functional.cross_entropy(model(xb), yb)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if model_name == "gpt":
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            return loss.item()
+        return step
+
+    def loom_step_fn(model, opt):
+        xb, yb = (loom.tensor(a) for a in batch_np)
+
+        def step():
+            if model_name == "gpt":
+                _, loss = model(xb, yb)
+            else:
+                loss = loom.nn.functional.cross_entropy(model(xb), yb)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if model_name == "gpt":
+                loom.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            return loss.item()
+        return step
+
+    def opt_for(lib, model):
+        return lib.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.99),
+                               weight_decay=0.1)
+
+    impls["loom"] = loom_step_fn(lmodel, opt_for(loom, lmodel))
+    impls["torch eager"] = torch_step_fn(tmodel, opt_for(torch, tmodel))
+    if cfg.compile:
+        cmodel = mlp(torch) if model_name == "mlp" else tg.GPT(tcfg)
+        cmodel.load_state_dict(tmodel.state_dict())
+        impls["torch.compile"] = torch_step_fn(torch.compile(cmodel), opt_for(torch, cmodel))
+    return impls
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--models", default="mlp,gpt")
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--steps", type=int, default=5, help="steps per round and implementation")
+    ap.add_argument("--layers", type=int, default=4)
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--width", type=int, default=128)
+    ap.add_argument("--block", type=int, default=64)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--no-compile", dest="compile", action="store_false")
+    args = ap.parse_args()
+    if torch is None:
+        sys.exit("bench/train_cpu.py compares against torch: pip install torch")
+    torch.set_num_threads(os.cpu_count())
+    for name in args.models.split(","):
+        impls = build(name, args)
+        first = {}
+        losses = {}
+        for impl, step in impls.items():
+            t0 = time.perf_counter()
+            losses[impl] = [step()]
+            first[impl] = time.perf_counter() - t0
+            losses[impl] += [step() for _ in range(4)]
+        ref = losses["torch eager"]
+        for impl, ls in losses.items():
+            if not np.allclose(ls, ref, rtol=2e-3, atol=2e-3):
+                sys.exit(f"{name}: {impl}'s losses {ls} differ from torch eager's {ref}")
+        times = {impl: [] for impl in impls}
+        for _ in range(args.rounds):
+            for impl, step in impls.items():
+                t0 = time.perf_counter()
+                for _ in range(args.steps):
+                    step()
+                times[impl].append((time.perf_counter() - t0) / args.steps * 1e3)
+        base = statistics.median(times["torch eager"])
+        print(f"\n{name} training step ({os.cpu_count()} threads; losses agree over 5 steps: "
+              f"{ref[0]:.4f} -> {ref[-1]:.4f})")
+        print(f"{'impl':<14} {'median ms':>10} {'min ms':>8} {'vs eager':>9} {'first step s':>13}")
+        for impl, ts in times.items():
+            med = statistics.median(ts)
+            print(f"{impl:<14} {med:10.3f} {min(ts):8.3f} {med / base:8.2f}x {first[impl]:13.3f}")
+
+
+if __name__ == "__main__":
+    main()
