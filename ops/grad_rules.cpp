@@ -423,14 +423,36 @@ void record_where(const Tensor& cond, const Tensor& a, const Tensor& b, Tensor& 
          });
 }
 
+namespace {
+
+// Whether t's last two dims are stored column-major (t is the transpose of a row-major
+// matrix, as a linear layer's weight.T is).
+bool column_major(const Tensor& t) {
+  int r = t.dim();
+  return r >= 2 && t.shape()[r - 2] > 1 && t.strides()[r - 2] == 1 &&
+         t.strides()[r - 1] == t.shape()[r - 2];
+}
+
+// x @ y, computed as (y^T @ x^T)^T when `transposed`: the same values, with the product's
+// memory in the order of a column-major operand, so its gradient reaches the row-major tensor
+// behind it as a view instead of a transposing copy.
+Tensor product(const Tensor& x, const Tensor& y, bool transposed) {
+  if (!transposed) return matmul(x, y);
+  return matmul(y.transpose(-1, -2), x.transpose(-1, -2)).transpose(-1, -2);
+}
+
+}  // namespace
+
 void record_matmul(const Tensor& a, const Tensor& b, Tensor& y) {
   const char* name = a.dim() == 2 && b.dim() == 2 ? "MmBackward0" : "BmmBackward0";
   record(y, name, {a, b}, {a, b},
          [](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>& need) {
            const Tensor &a = s[0], &b = s[1];
            Tensor ga, gb;
-           if (need[0]) ga = sum_to(matmul(g, b.transpose(-1, -2)), a.shape(), a.dtype());
-           if (need[1]) gb = sum_to(matmul(a.transpose(-1, -2), g), b.shape(), b.dtype());
+           if (need[0])
+             ga = sum_to(product(g, b.transpose(-1, -2), column_major(a)), a.shape(), a.dtype());
+           if (need[1])
+             gb = sum_to(product(a.transpose(-1, -2), g, column_major(b)), b.shape(), b.dtype());
            return std::vector<Tensor>{ga, gb};
          });
 }

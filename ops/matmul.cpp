@@ -3,6 +3,23 @@
 #include "ops/record.h"
 
 namespace loom {
+namespace {
+
+// Whether dims [0, hi] of t collapse into one (a view, no copy): each stride is the next
+// dim's stride times its size (size-1 dims aside).
+bool leading_dims_collapse(const Tensor& t, int hi) {
+  int64_t inner = -1, span = 1;
+  for (int d = hi; d >= 0; --d) {
+    int64_t n = t.shape()[d];
+    if (n == 1) continue;
+    if (inner >= 0 && t.strides()[d] != inner * span) return false;
+    if (inner < 0) inner = t.strides()[d];
+    span *= n;
+  }
+  return true;
+}
+
+}  // namespace
 
 Tensor matmul(const Tensor& a0, const Tensor& b0) {
   if (autocast_to_low(a0) || autocast_to_low(b0)) return matmul(autocast_low(a0), autocast_low(b0));
@@ -16,6 +33,15 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
              shape_str(b0.shape()));
   LOOM_CHECK(!is_bool(a0.dtype()), Type, "matmul: not supported for bool tensors (shapes ",
              shape_str(a0.shape()), " and ", shape_str(b0.shape()), ")");
+  if (a0.dim() > 2 && b0.dim() == 2 && leading_dims_collapse(a0, a0.dim() - 2) &&
+      a0.shape().back() == b0.shape()[0]) {
+    // [..., M, K] @ [K, N] as one [(... M), K] @ [K, N] product: one large GEMM instead of a
+    // batch of small ones, and a weight gradient that is one GEMM over every row instead of a
+    // batch of products summed afterwards.
+    Dims out(a0.shape().begin(), a0.shape().end() - 1);
+    out.push_back(b0.shape()[1]);
+    return matmul(a0.reshape({-1, a0.shape().back()}), b0).reshape(out);
+  }
   Tensor a = a0.dim() == 1 ? a0.unsqueeze(0) : a0;
   Tensor b = b0.dim() == 1 ? b0.unsqueeze(1) : b0;
   int64_t M = a.shape()[a.dim() - 2], K = a.shape()[a.dim() - 1];

@@ -224,6 +224,13 @@ TEST_CASE("autograd: matmul, batched and broadcast, with vectors") {
             {grad_input({2, 1, 3, 4}, 51), grad_input({3, 4, 2}, 52)});
   gradcheck("transposed operand", [](const V& v) { return matmul(v[0].t(), v[1]); },
             {grad_input({4, 3}, 53), grad_input({4, 2}, 54)});
+  // A linear layer: batch dims folded into one product with a column-major weight (whose
+  // gradient is computed in the weight's own memory order), and a non-collapsible input.
+  gradcheck("linear over batch dims", [](const V& v) { return matmul(v[0], v[1].t()); },
+            {grad_input({2, 3, 4}, 55), grad_input({5, 4}, 56)});
+  gradcheck("linear over a permuted input",
+            [](const V& v) { return matmul(v[0].transpose(0, 1), v[1].t()); },
+            {grad_input({3, 2, 4}, 57), grad_input({5, 4}, 58)});
 }
 
 TEST_CASE("autograd: composites through their decompositions") {
@@ -273,10 +280,13 @@ TEST_CASE("autograd: double backward of pointwise, reduction, matmul and composi
                 {grad_input({2, 5}, 77), grad_input({5}, 78)});
   gradgradcheck("rms_norm", [](const V& v) { return rms_norm(v[0], {5}, v[1]); },
                 {grad_input({2, 5}, 81), grad_input({5}, 82)});
-  gradgradcheck("log_softmax logsumexp var std mean", [](const V& v) {
-    return log_softmax(v[0], 1) + logsumexp(v[0], {1}, true) + var(v[0], {1}, 1, true) +
-           loom::std(v[0], {0}) + mean(v[0] * v[0], {1}, true);
-  }, {grad_input({3, 5}, 83)});
+  gradgradcheck("log_softmax logsumexp var std mean",
+                [](const V& v) {
+                  return log_softmax(v[0], 1) + logsumexp(v[0], {1}, true) +
+                         var(v[0], {1}, 1, true) + loom::std(v[0], {0}) +
+                         mean(v[0] * v[0], {1}, true);
+                },
+                {grad_input({3, 5}, 83)});
   Tensor tgt = tensor<int64_t>({2, 0, 4}, {3});
   gradgradcheck("cross_entropy", [=](const V& v) { return cross_entropy(v[0] * v[0], tgt); },
                 {grad_input({3, 5}, 84)});
