@@ -4,7 +4,8 @@
 # libopenblas-dev: the CPU matmul's BLAS (CMakeLists.txt, LOOM_BLAS). bench/gemm_blas.cpp also
 # compares libblis-dev, libdnnl-dev and libopenblas0-openmp when they are installed (not needed).
 # --python: also the Python package's build and test modules (pip; scikit-learn for the digits
-# data the training example and its test read), which the Release build
+# data the training examples read; matplotlib, nbclient, nbformat and ipykernel to run the
+# example notebook headless in the tests), which the Release build
 # needs too when it builds the extension (scripts/test.sh).
 set -euo pipefail
 need=()
@@ -22,7 +23,9 @@ if [ "${1:-}" = --python ]; then
   missing=$("$PY" -c '
 import importlib.util
 mods = {"nanobind": "nanobind", "scikit_build_core": "scikit-build-core", "numpy": "numpy",
-        "pytest": "pytest", "hypothesis": "hypothesis", "sklearn": "scikit-learn"}
+        "pytest": "pytest", "hypothesis": "hypothesis", "sklearn": "scikit-learn",
+        "matplotlib": "matplotlib", "nbclient": "nbclient", "nbformat": "nbformat",
+        "ipykernel": "ipykernel"}
 print(" ".join(p for m, p in mods.items() if importlib.util.find_spec(m) is None))')
   if [ -n "$missing" ]; then
     # shellcheck disable=SC2086  # a list of names

@@ -27,3 +27,33 @@ def test_digits_mlp_reaches_97_percent(tmp_path, monkeypatch):
     except ImportError:
         return
     assert png.stat().st_size > 1000
+
+
+def test_digits_notebook_runs_headless():
+    # The notebook runs in a fresh kernel (the loom this test imports: its folder goes on the
+    # kernel's path) and its last cell's value is the held-out accuracy.
+    pytest.importorskip("sklearn")
+    pytest.importorskip("matplotlib")
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    import os
+
+    import loom
+
+    nb = nbformat.read(EXAMPLES / "notebooks" / "digits.ipynb", as_version=4)
+    loom_parent = str(pathlib.Path(loom.__file__).resolve().parents[1])
+    env_path = os.environ.get("PYTHONPATH", "")
+    os.environ["PYTHONPATH"] = loom_parent + (os.pathsep + env_path if env_path else "")
+    try:
+        nbclient.NotebookClient(nb, timeout=300, kernel_name="python3").execute()
+    finally:
+        if env_path:
+            os.environ["PYTHONPATH"] = env_path
+        else:
+            del os.environ["PYTHONPATH"]
+    last = nb.cells[-1]
+    result = [o for o in last.outputs if o.output_type == "execute_result"]
+    assert result, last.outputs
+    accuracy = float(result[0]["data"]["text/plain"])
+    assert accuracy >= 0.97
