@@ -24,7 +24,7 @@ gpu_python_install() {
     ninja -C build-py _loom >>"$log" 2>&1 || return 1
   local stage=$PWD/build-py/stage
   rm -rf "$stage" && mkdir -p "$stage/loom"
-  cp python/loom/*.py "$stage/loom/" && cp build-py/bindings/_loom*.so "$stage/loom/"
+  cp -r python/loom/* "$stage/loom/" && cp build-py/bindings/_loom*.so "$stage/loom/"
   export PYTHONPATH=$stage${PYTHONPATH:+:$PYTHONPATH}
   python3 -c "import loom" >>"$log" 2>&1
 }

@@ -406,6 +406,54 @@ TEST_CASE("gpu: strided broadcast unaligned region-write kernels match the CPU")
   check_same(ga.var({1}), a.var({1}), "var", Tol{1e-5, 1e-6});
 }
 
+TEST_CASE(
+    "gpu: a training step (embedding, attention, layer_norm, losses, AdamW) matches the CPU") {
+  if (skip()) return;
+  // The same small transformer-ish step on both devices from the same weights: token
+  // embedding, causal attention, layer_norm, a GELU layer, cross_entropy with options, the
+  // backward and two AdamW steps; parameters compared after each step.
+  auto make = [](Device d) {
+    std::vector<Tensor> ps;
+    uint64_t seed = 40;
+    for (Shape s : {Shape{50, 32}, Shape{96, 32}, Shape{32}, Shape{32}, Shape{64, 32}, Shape{64},
+                    Shape{50, 64}}) {
+      Tensor t = host_data(s, DType::Float32, seed++) * 0.2;
+      ps.push_back(t.to(d).detach().requires_grad_());
+    }
+    return ps;
+  };
+  Tensor idx = randint(0, 50, {4, 16}), target = randint(0, 50, {4 * 16});
+  auto loss_of = [&](const std::vector<Tensor>& p, Device d) {
+    Tensor x = embedding(idx.to(d), p[0]);                        // [4, 16, 32]
+    Tensor qkv = matmul(x, p[1].t()).reshape({4, 16, 3, 2, 16});  // 2 heads of 16
+    Tensor q = qkv.select(2, 0).transpose(1, 2), k = qkv.select(2, 1).transpose(1, 2);
+    Tensor v = qkv.select(2, 2).transpose(1, 2);
+    Tensor a =
+        scaled_dot_product_attention(q, k, v, {}, 0.0, true).transpose(1, 2).reshape({4, 16, 32});
+    Tensor h = layer_norm(x + a, {32}, p[2], p[3]);
+    Tensor z = gelu(matmul(h, p[4].t()) + p[5]);
+    Tensor logits = matmul(z, p[6].t()).reshape({64, 50});
+    CrossEntropyOptions o;
+    o.ignore_index = 7;
+    o.label_smoothing = 0.1;
+    return cross_entropy(logits, target.to(d), o);
+  };
+  std::vector<Tensor> pc = make(kCPU), pg = make(kGPU);
+  optim::AdamOptions ao = optim::adamw_defaults();
+  ao.lr = 1e-2;
+  optim::AdamW oc(pc, ao), og(pg, ao);
+  for (int step = 0; step < 2; ++step) {
+    Tensor lc = loss_of(pc, kCPU), lg = loss_of(pg, kGPU);
+    oc.zero_grad(), og.zero_grad();
+    lc.backward(), lg.backward();
+    oc.step(), og.step();
+    CHECK(std::fabs(lc.item<float>() - lg.item<float>()) < 1e-4);
+    for (size_t i = 0; i < pc.size(); ++i)
+      check_same(pg[i], pc[i], ("training step parameter " + std::to_string(i)).c_str(),
+                 Tol{2e-4, 1e-4});
+  }
+}
+
 TEST_CASE("gpu: gather scatter_add index_select index_add embedding match the CPU") {
   if (skip()) return;
   // CUDA has no BackendCaps::gather: these run as masked reductions there, as the CPU's
