@@ -113,6 +113,43 @@ def build(model_name, cfg):
     return impls
 
 
+def converge(cfg, steps):
+    """The GPT trained by loom and by torch eager from the same weights on the same batches:
+    the losses of the last 10 steps, averaged, and their relative difference."""
+    tg, lg = gpt_module("torch"), gpt_module("loom")
+    tcfg = tg.GPTConfig(block_size=cfg.block, vocab_size=96, n_layer=cfg.layers,
+                        n_head=cfg.heads, n_embd=cfg.width, dropout=0.0)
+    torch.manual_seed(0)
+    tmodel, lmodel = tg.GPT(tcfg), lg.GPT(lg.GPTConfig(**vars(tcfg)))
+    copy_weights(tmodel, lmodel)
+    topt = tmodel.configure_optimizers(0.1, 1e-3, (0.9, 0.99))
+    lopt = lmodel.configure_optimizers(0.1, 1e-3, (0.9, 0.99))
+    # A learnable stream: a noisy repeating pattern over 96 symbols.
+    rng = np.random.default_rng(1)
+    base = rng.integers(0, 96, 997)
+    stream = np.where(rng.random(200_000) < 0.1, rng.integers(0, 96, 200_000),
+                      np.resize(base, 200_000))
+    curves = {"loom": [], "torch eager": []}
+    for _ in range(steps):
+        ix = rng.integers(0, len(stream) - cfg.block - 1, cfg.batch)
+        x = np.stack([stream[i:i + cfg.block] for i in ix])
+        y = np.stack([stream[i + 1:i + 1 + cfg.block] for i in ix])
+        for lib, model, opt, key in ((loom, lmodel, lopt, "loom"),
+                                     (torch, tmodel, topt, "torch eager")):
+            _, loss = model(lib.tensor(x), lib.tensor(y))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            lib.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            curves[key].append(loss.item())
+    end = {k: float(np.mean(v[-10:])) for k, v in curves.items()}
+    rel = abs(end["loom"] - end["torch eager"]) / end["torch eager"]
+    print(f"\ngpt convergence over {steps} steps (same weights and batches): loss "
+          f"{curves['loom'][0]:.4f} -> loom {end['loom']:.4f}, torch eager "
+          f"{end['torch eager']:.4f} (last 10 steps' mean), relative difference {100 * rel:.2f}%")
+    return rel
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", default="mlp,gpt")
@@ -124,11 +161,16 @@ def main():
     ap.add_argument("--block", type=int, default=64)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--no-compile", dest="compile", action="store_false")
+    ap.add_argument("--converge", type=int, default=0,
+                    help="also train the GPT this many steps in loom and torch eager and "
+                         "compare the final losses")
     args = ap.parse_args()
     if torch is None:
         sys.exit("bench/train_cpu.py compares against torch: pip install torch")
     torch.set_num_threads(os.cpu_count())
-    for name in args.models.split(","):
+    if args.converge:
+        converge(args, args.converge)
+    for name in [m for m in args.models.split(",") if m]:
         impls = build(name, args)
         first = {}
         losses = {}
