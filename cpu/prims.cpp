@@ -517,20 +517,20 @@ void lower(Op op, K& k) {
         return k.arith([](T x, T y) { return sm::int_fmod(x, y); });
 
     // ---- the other primitives: not per-op loops; each is run where named ----
-    case Op::Where:    // select() (cpu/math.cpp), from the interpreter's apply
-    case Op::Cast:     // cast() (cpu/math.cpp)
-    case Op::Copy:     // a memcpy or cast() (cpu/math.cpp)
-    case Op::Const:    // a row value from the group's scalars (eval_row, cpu/interp_eval.cpp)
-    case Op::Iota:     // the element's index (index_values, cpu/interp_eval.cpp)
-    case Op::Rand:     // philox_uniform() (cpu/math.cpp)
-    case Op::Randn:    // philox_normal() (cpu/math.cpp)
-    case Op::Empty:    // memory only: the base region writes fill; no instruction
-    case Op::MatMul:   // run_opaque: run_matmul (cpu/matmul.cpp)
-    case Op::CumSum:   // run_opaque: run_scan (cpu/scan.cpp)
-    case Op::Svdvals:  // run_opaque: run_svdvals (cpu/svd.cpp)
-    case Op::Gather:   // run_opaque: run_gather (cpu/gather.cpp)
+    case Op::Where:       // select() (cpu/math.cpp), from the interpreter's apply
+    case Op::Cast:        // cast() (cpu/math.cpp)
+    case Op::Copy:        // a memcpy or cast() (cpu/math.cpp)
+    case Op::Const:       // a row value from the group's scalars (eval_row, cpu/interp_eval.cpp)
+    case Op::Iota:        // the element's index (index_values, cpu/interp_eval.cpp)
+    case Op::Rand:        // philox_uniform() (cpu/math.cpp)
+    case Op::Randn:       // philox_normal() (cpu/math.cpp)
+    case Op::Empty:       // memory only: the base region writes fill; no instruction
+    case Op::MatMul:      // run_opaque: run_matmul (cpu/matmul.cpp)
+    case Op::CumSum:      // run_opaque: run_scan (cpu/scan.cpp)
+    case Op::Svdvals:     // run_opaque: run_svdvals (cpu/svd.cpp)
+    case Op::Gather:      // run_opaque: run_gather (cpu/gather.cpp)
     case Op::ScatterAdd:  // run_opaque: run_scatter_add (cpu/scatter.cpp)
-    case Op::NumOps:   // not an op
+    case Op::NumOps:      // not an op
       LOOM_REDUCE_OPS(LOOM_CASE)  // and the reductions: fold_run() (cpu/prims_reduce.cpp)
       return;
   }

@@ -400,11 +400,11 @@ CudaPrim lowering(Op op) {
       return {kLibm, 0, [](const Expr& c) { return random_expr(c, "rand"); }};
     case Op::Randn:
       return {kLibm, 0, [](const Expr& c) { return random_expr(c, "randn"); }};
-    case Op::Empty:    // memory only
-    case Op::MatMul:   // run by the backend (cuda/cublaslt.cpp)
-    case Op::CumSum:   // declined: the backend has no scan, so cumsum records a reduction
-    case Op::Svdvals:  // declined: the backend has no SVD; svdvals runs on the host
-    case Op::Gather:   // declined: no caps().gather, so gather records a masked reduction
+    case Op::Empty:       // memory only
+    case Op::MatMul:      // run by the backend (cuda/cublaslt.cpp)
+    case Op::CumSum:      // declined: the backend has no scan, so cumsum records a reduction
+    case Op::Svdvals:     // declined: the backend has no SVD; svdvals runs on the host
+    case Op::Gather:      // declined: no caps().gather, so gather records a masked reduction
     case Op::ScatterAdd:  // declined: likewise (ops/index_masked.cpp)
       return {kSimple, 0, nullptr};
     case Op::NumOps:
