@@ -797,3 +797,19 @@ def test_embedding_layer(fusion, rng):
     assert not frozen.weight.requires_grad
     with pytest.raises(ValueError, match="padding_idx"):
         nn.Embedding(3, 2, padding_idx=5)
+
+
+def test_to_keeps_tied_parameters_tied():
+    # A weight shared by two modules stays one Parameter after to() / float() / double(), so
+    # its gradient is not split and an optimizer updates it once.
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(5, 3)
+            self.head = nn.Linear(3, 5, bias=False)
+            self.emb.weight = self.head.weight
+
+    for convert in (lambda m: m.to("cpu"), lambda m: m.double(), lambda m: m.float()):
+        m = convert(Tied())
+        assert m.emb.weight is m.head.weight
+        assert len(list(m.parameters())) == 1

@@ -367,21 +367,26 @@ class Module:
 
     # ---- conversion ----------------------------------------------------------------
 
-    def _apply(self, fn):
+    def _apply(self, fn, _memo=None):
         """Replaces every parameter, gradient and buffer t (recursively) by fn(t).
         Parameters stay Parameters with their requires_grad. A conversion makes new
-        storage, so Parameter objects are new: build optimizers after moving a model."""
+        storage, so Parameter objects are new: build optimizers after moving a model. A
+        parameter shared by several modules (tied weights) becomes one new Parameter shared
+        the same way."""
+        memo = {} if _memo is None else _memo
         for m in self.children():
-            m._apply(fn)
+            m._apply(fn, memo)
         with no_grad():
             for name, p in self._parameters.items():
                 if p is None:
                     continue
-                grad = p.grad
-                new = Parameter(fn(p), p.requires_grad)
-                if grad is not None:
-                    new.grad = fn(grad)
-                self._parameters[name] = new
+                if id(p) not in memo:
+                    grad = p.grad
+                    new = Parameter(fn(p), p.requires_grad)
+                    if grad is not None:
+                        new.grad = fn(grad)
+                    memo[id(p)] = (p, new)  # p kept alive so its id stays unique
+                self._parameters[name] = memo[id(p)][1]
             for name, b in self._buffers.items():
                 if b is not None:
                     self._buffers[name] = fn(b)
