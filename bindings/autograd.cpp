@@ -81,6 +81,10 @@ void init_autograd(nb::module_& m) {
           "Computes the gradients of this tensor with respect to the leaves it depends on and "
           "accumulates them into their .grad. Records the work: it runs at the next sync point.")
       .def("detach", &Tensor::detach, "The same data, outside the autograd graph.")
+      .def_prop_rw(
+          "data", &Tensor::detach, [](Tensor& x, const Tensor& d) { x.set_data(d); },
+          "The same data outside the graph; assigning replaces this tensor's data (memory, "
+          "shape, dtype, device) and keeps its place in the graph (requires_grad, grad).")
       .def(
           "detach_", [](Tensor& x) -> Tensor& { return x.detach_(); }, nb::rv_policy::reference,
           "Takes this tensor out of the autograd graph; returns self.")

@@ -82,6 +82,17 @@ void Tensor::backward(const std::optional<Tensor>& gradient, std::optional<bool>
 
 Tensor Tensor::detach() const { return Tensor(buf_, view_, dtype_, device_); }
 
+void Tensor::set_data(const Tensor& other) {
+  LOOM_CHECK(other.defined(), Value, "set_data: an undefined tensor");
+  LOOM_CHECK(!requires_grad() || is_floating(other.dtype()), Type,
+             "set_data: a tensor that requires grad can't take data of dtype ",
+             dtype_name(other.dtype()), " (shape ", shape_str(other.shape()), ")");
+  buf_ = other.buf_;
+  view_ = other.view_;
+  dtype_ = other.dtype_;
+  device_ = other.device_;
+}
+
 Tensor& Tensor::detach_() {
   if (ag_) ag_->grad_fn.reset(), ag_->requires_grad = false;
   return *this;

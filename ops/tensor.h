@@ -161,6 +161,9 @@ class Tensor {
                 bool create_graph = false) const;
   Tensor detach() const;  // same buffer and view, no graph place
   Tensor& detach_();      // this tensor (and its copies) leave the graph
+  // torch's `t.data = other`: this handle takes other's memory, view, dtype and device and
+  // keeps its graph place (requires_grad, grad, hooks). Other handles keep the old memory.
+  void set_data(const Tensor& other);
   void retain_grad() const;
   bool retains_grad() const;
   // hook(grad) runs when this tensor's gradient is computed; a defined result replaces it.

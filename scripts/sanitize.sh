@@ -16,7 +16,7 @@ FLAGS=(-DCMAKE_BUILD_TYPE=Sanitize "-DCMAKE_CXX_FLAGS_SANITIZE=-O1 -g1 -DNDEBUG"
 stage "ASan+UBSan build"
 cmake -S . -B build-asan -G Ninja "${FLAGS[@]}" -DLOOM_SANITIZE=address \
   "-DLOOM_TEST_EXCLUDE=*[slow]*" >/dev/null
-cmake --build build-asan -j"$(nproc)" --target loom_tests
+cmake --build build-asan -j"$(nproc)" --target loom_tests loom_train_spirals
 # One process a test file, two at a time: the suite's long files (NVRTC compiles, the fuzz
 # batch) run mostly on one core each.
 stage "ASan+UBSan suite"

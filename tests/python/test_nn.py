@@ -813,3 +813,25 @@ def test_to_keeps_tied_parameters_tied():
         m = convert(Tied())
         assert m.emb.weight is m.head.weight
         assert len(list(m.parameters())) == 1
+
+
+def test_to_keeps_parameter_objects_and_data_assignment(rng):
+    m = nn.Linear(3, 2)
+    w = m.weight
+    opt = loom.optim.SGD(m.parameters(), lr=0.1)
+    m.double()
+    assert m.weight is w and w.dtype == loom.float64 and w.requires_grad and w.is_leaf
+    x = loom.tensor(rng.standard_normal((4, 3)))
+    m(x).sum().backward()
+    assert w.grad.dtype == loom.float64
+    before = w.numpy().copy()
+    opt.step()  # the optimizer built before double() updates the converted parameter
+    np.testing.assert_allclose(w.numpy(), before - 0.1 * w.grad.numpy(), rtol=1e-12)
+    # t.data = other: new memory for this tensor, its graph flags kept.
+    p = loom.zeros(3, requires_grad=True)
+    p.data = loom.ones(2, 2)
+    assert list(p.shape) == [2, 2] and p.requires_grad and p.is_leaf
+    np.testing.assert_array_equal(p.data.numpy(), np.ones((2, 2)))
+    assert not p.data.requires_grad
+    with pytest.raises(TypeError, match="set_data"):
+        p.data = loom.zeros(2, dtype=loom.int64)

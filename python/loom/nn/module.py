@@ -368,25 +368,22 @@ class Module:
     # ---- conversion ----------------------------------------------------------------
 
     def _apply(self, fn, _memo=None):
-        """Replaces every parameter, gradient and buffer t (recursively) by fn(t).
-        Parameters stay Parameters with their requires_grad. A conversion makes new
-        storage, so Parameter objects are new: build optimizers after moving a model. A
-        parameter shared by several modules (tied weights) becomes one new Parameter shared
-        the same way."""
-        memo = {} if _memo is None else _memo
+        """Replaces the data of every parameter, gradient and buffer t (recursively) by
+        fn(t). Parameters keep their identity (their `.data` is replaced, as torch's), so an
+        optimizer built before a to() still holds them, and a parameter shared by several
+        modules (tied weights) is converted once and stays shared."""
+        done = set() if _memo is None else _memo
         for m in self.children():
-            m._apply(fn, memo)
+            m._apply(fn, done)
         with no_grad():
-            for name, p in self._parameters.items():
-                if p is None:
+            for p in self._parameters.values():
+                if p is None or id(p) in done:
                     continue
-                if id(p) not in memo:
-                    grad = p.grad
-                    new = Parameter(fn(p), p.requires_grad)
-                    if grad is not None:
-                        new.grad = fn(grad)
-                    memo[id(p)] = (p, new)  # p kept alive so its id stays unique
-                self._parameters[name] = memo[id(p)][1]
+                done.add(id(p))
+                grad = p.grad
+                p.data = fn(p)
+                if grad is not None:
+                    p.grad = fn(grad)
             for name, b in self._buffers.items():
                 if b is not None:
                     self._buffers[name] = fn(b)
