@@ -68,34 +68,18 @@ def build(model_name, cfg):
     copy_weights(tmodel, lmodel)
     impls = {}
 
-    def torch_step_fn(model, opt):
-        xb, yb = (torch.tensor(a) for a in batch_np)
+    def step_fn(lib, model, opt):
+        xb, yb = (lib.tensor(a) for a in batch_np)
 
         def step():
             if model_name == "gpt":
                 _, loss = model(xb, yb)
             else:
-                loss = torch.nn.functional.cross_entropy(model(xb), yb)
+                loss = lib.nn.functional.cross_entropy(model(xb), yb)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             if model_name == "gpt":
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            return loss.item()
-        return step
-
-    def loom_step_fn(model, opt):
-        xb, yb = (loom.tensor(a) for a in batch_np)
-
-        def step():
-            if model_name == "gpt":
-                _, loss = model(xb, yb)
-            else:
-                loss = loom.nn.functional.cross_entropy(model(xb), yb)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if model_name == "gpt":
-                loom.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                lib.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             return loss.item()
         return step
@@ -104,12 +88,12 @@ def build(model_name, cfg):
         return lib.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.99),
                                weight_decay=0.1)
 
-    impls["loom"] = loom_step_fn(lmodel, opt_for(loom, lmodel))
-    impls["torch eager"] = torch_step_fn(tmodel, opt_for(torch, tmodel))
+    impls["loom"] = step_fn(loom, lmodel, opt_for(loom, lmodel))
+    impls["torch eager"] = step_fn(torch, tmodel, opt_for(torch, tmodel))
     if cfg.compile:
         cmodel = mlp(torch) if model_name == "mlp" else tg.GPT(tcfg)
         cmodel.load_state_dict(tmodel.state_dict())
-        impls["torch.compile"] = torch_step_fn(torch.compile(cmodel), opt_for(torch, cmodel))
+        impls["torch.compile"] = step_fn(torch, torch.compile(cmodel), opt_for(torch, cmodel))
     return impls
 
 

@@ -244,6 +244,18 @@ inline std::vector<double> check_fused_matches_unfused(const std::function<Tenso
 
 // ---- errors -------------------------------------------------------------------------------
 
+// Calls `f`, which records an op with a deferred value check (fusion/checks.h), and checks
+// that it neither raised nor flushed and that a check is pending.
+template <typename F>
+auto recorded_without_flush(F&& f) {
+  loom::sync();
+  int64_t flushes = loom::counters().flushes.load();
+  auto r = f();
+  CHECK(loom::counters().flushes.load() == flushes);
+  CHECK(loom::pending_checks() >= 1);
+  return r;
+}
+
 // `f` must throw loom::Error at the call (no flush runs first, so the error cannot come
 // from a sync point) with every one of `parts` in its message.
 inline void check_error_at_call(const std::function<void()>& f,

@@ -9,17 +9,6 @@ using namespace loom;
 
 namespace {
 
-// Calls `f`, which records a checked op, and checks that it neither raised nor flushed.
-template <typename F>
-auto recorded_without_flush(F&& f) {
-  loom::sync();
-  int64_t flushes = counters().flushes.load();
-  auto r = f();
-  CHECK(counters().flushes.load() == flushes);
-  CHECK(pending_checks() >= 1);
-  return r;
-}
-
 // `sync_point` raises a loom::Error of `kind` whose message has every one of `parts`.
 void check_raises(const std::function<void()>& sync_point, ErrorKind kind,
                   std::initializer_list<std::string> parts) {
@@ -45,24 +34,24 @@ TEST_CASE("deferred checks: integer division by a zero tensor element") {
     INFO("fusion " << fused);
     Tensor a = lt::make({7, -7, 9, 5, 6, -8}, {2, 3}, DType::Int32);
     Tensor b = lt::make({2, 0, 4}, {3}, DType::Int32);  // broadcast over a's rows
-    Tensor q = recorded_without_flush([&] { return floor_divide(a, b); });
+    Tensor q = lt::recorded_without_flush([&] { return floor_divide(a, b); });
     check_raises([&] { (void)q.to_vector<int32_t>(); }, ErrorKind::Value,
                  {"floor_divide", "integer division by zero", "int32 [2, 3]", "int32 [3]"});
     // The quotient was computed (0 where the divisor is 0) and reads back now.
     lt::check_equal(q, {3, 0, 2, 2, 0, -2});
-    Tensor r = recorded_without_flush([&] { return remainder(a, b); });
+    Tensor r = lt::recorded_without_flush([&] { return remainder(a, b); });
     check_raises([] { loom::sync(); }, ErrorKind::Value, {"remainder", "division by zero"});
     lt::check_equal(r, {1, 0, 1, 1, 0, 0});
-    Tensor f = recorded_without_flush([&] { return fmod(a * 1, b); });
+    Tensor f = lt::recorded_without_flush([&] { return fmod(a * 1, b); });
     check_raises([] { flush(); }, ErrorKind::Value, {"fmod"});
     lt::check_equal(f, {1, 0, 1, 1, 0, 0});
     // a scalar dividend: the tensor is the divisor
-    Tensor s = recorded_without_flush([&] { return floor_divide(12, b); });
+    Tensor s = lt::recorded_without_flush([&] { return floor_divide(12, b); });
     check_raises([&] { (void)s.sum().item<int64_t>(); }, ErrorKind::Value,
                  {"floor_divide", "the scalar 12 by int32 [3]"});
     // bool divisors compute in int64: false is a zero
     Tensor bb = lt::make({1, 0, 1}, {3}, DType::Bool);
-    Tensor qb = recorded_without_flush([&] { return floor_divide(a, bb); });
+    Tensor qb = lt::recorded_without_flush([&] { return floor_divide(a, bb); });
     check_raises([&] { (void)qb.to_vector<int64_t>(); }, ErrorKind::Value, {"floor_divide"});
   }
   set_fusion(true);
@@ -109,7 +98,7 @@ TEST_CASE("deferred checks: cross_entropy's target range, with no sync at the ca
     INFO("fusion " << fused);
     for (int64_t bad : {10, -3}) {
       Tensor t = lt::make({0, 2, double(bad), 1}, {4}, DType::Int64);
-      Tensor loss = recorded_without_flush([&] { return cross_entropy(logits, t); });
+      Tensor loss = lt::recorded_without_flush([&] { return cross_entropy(logits, t); });
       check_raises([&] { (void)loss.item<float>(); }, ErrorKind::Index,
                    {"cross_entropy", "out of range [0, 10)", "[4, 10]", "int64 of shape [4]"});
       // the loss was computed; reading it again goes on

@@ -62,17 +62,6 @@ Tensor rand_index(const Shape& s, int64_t len, uint32_t seed, DType dt = DType::
 const DType kDataTypes[] = {DType::Float32, DType::Float64, DType::BFloat16, DType::Float16,
                             DType::Int32,   DType::Int64,   DType::UInt8,    DType::Bool};
 
-// Calls `f`, which records a checked op, and checks that it neither raised nor flushed.
-template <typename F>
-Tensor recorded_without_flush(F&& f) {
-  loom::sync();
-  int64_t flushes = counters().flushes.load();
-  Tensor r = f();
-  CHECK(counters().flushes.load() == flushes);
-  CHECK(pending_checks() >= 1);
-  return r;
-}
-
 // `sync_point` raises an IndexError-kind loom::Error naming every one of `parts`.
 void check_raises(const std::function<void()>& sync_point,
                   std::initializer_list<std::string> parts) {
@@ -374,24 +363,24 @@ TEST_CASE("index: an out-of-range index raises at the next sync point, not at th
     INFO("fusion " << fused);
     Tensor x = lt::make({1, 2, 3, 4, 5, 6}, {2, 3});
     Tensor hi = lt::make({0, 3, 1, 2}, {2, 2}, DType::Int64);  // 3 is past [0, 3)
-    Tensor g = recorded_without_flush([&] { return gather(x, 1, hi); });
+    Tensor g = lt::recorded_without_flush([&] { return gather(x, 1, hi); });
     Tensor y = x * 2.0;  // other work of the same flush
     check_raises([&] { (void)y.to_vector<double>(); },
                  {"gather", "out of range [0, 3)", "dim 1", "[2, 3]", "int64 of shape [2, 2]"});
     lt::check_equal(y, {2, 4, 6, 8, 10, 12});
     lt::check_equal(g, {1, 3, 5, 6});  // computed, the bad index clamped
     Tensor neg = lt::make({-1, 0}, {2}, DType::Int32);
-    Tensor s = recorded_without_flush([&] { return index_select(x, 0, neg); });
+    Tensor s = lt::recorded_without_flush([&] { return index_select(x, 0, neg); });
     check_raises([] { loom::sync(); }, {"index_select", "[0, 2)", "int32 of shape [2]"});
     lt::check_equal(s, {1, 2, 3, 1, 2, 3});
-    Tensor a = recorded_without_flush([&] { return scatter_add(x, 0, hi % 2 + 1, x); });
+    Tensor a = lt::recorded_without_flush([&] { return scatter_add(x, 0, hi % 2 + 1, x); });
     check_raises([&] { (void)a.to_vector<double>(); }, {"scatter_add", "[0, 2)"});
-    Tensor b = recorded_without_flush([&] {
+    Tensor b = lt::recorded_without_flush([&] {
       return index_add(x, 1, lt::make({5}, {1}, DType::Int64), ones({2, 1}));
     });
     check_raises([] { flush(); }, {"index_add", "[0, 3)"});
     lt::check_equal(b, {1, 2, 4, 4, 5, 7});
-    Tensor e = recorded_without_flush([&] { return embedding(hi * 2, x.t()); });
+    Tensor e = lt::recorded_without_flush([&] { return embedding(hi * 2, x.t()); });
     check_raises([] { loom::sync(); }, {"embedding", "[0, 3)", "[3, 2]"});
     // A good index afterwards raises nothing.
     lt::check_equal(gather(x, 1, hi % 3), {1, 1, 5, 6});
