@@ -9,12 +9,27 @@ namespace loom::plan_impl {
 // May node `w` of group `gi` write over `st`'s memory? Only when nothing outside the
 // group reads `st`, and (for in-place updates) the group reads it element for element
 // in the order it writes, so each element is read before it is overwritten.
-bool GroupEmitter::only_reader(const Storage* st, int w, int gi, bool same_order) const {
+bool GroupEmitter::only_reader(const Storage* st, int w, int gi, bool same_order) {
   if (st->kept) return false;
   if (st->pending() && s_.idx(st) >= 0 && s_.nodes[s_.idx(st)].root) return false;
   const PGroup& G = s_.groups[gi];
   if (same_order && !G.axes.empty()) return false;
-  for (int i = 0; i < int(s_.nodes.size()); ++i) {
+  if (!readers_built_) {
+    readers_built_ = true;
+    for (int i = 0; i < int(s_.nodes.size()); ++i) {
+      const Node& n = *s_.nodes[i].n;
+      auto note = [&](const Storage* s) {
+        if (!s) return;
+        auto& v = readers_[s];
+        if (v.empty() || v.back() != i) v.push_back(i);
+      };
+      note(n.base.get());
+      for (auto& in : n.in) note(in.st.get());
+    }
+  }
+  auto it = readers_.find(st);
+  if (it == readers_.end()) return true;
+  for (int i : it->second) {
     const Node& n = *s_.nodes[i].n;
     if (n.base.get() == st && i != w) return false;
     for (auto& in : n.in) {
@@ -24,8 +39,7 @@ bool GroupEmitter::only_reader(const Storage* st, int w, int gi, bool same_order
       // A kernel may store an output as soon as it is computed (the CPU tile does): a
       // reader evaluated after the writer (later in dag order) would see the new values.
       if (i > w) return false;
-      if (in.view.offset != 0 || in.view.shape != G.S ||
-          in.view.strides != contiguous_strides(G.S))
+      if (in.view.offset != 0 || in.view.shape != G.S || in.view.strides != contiguous_strides(G.S))
         return false;
     }
   }

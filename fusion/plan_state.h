@@ -3,6 +3,7 @@
 // node joins, and by which rule) and the emitter (fusion/plan_emit.cpp: each group as a Group,
 // with the memory its outputs may take over). Not an API.
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "fusion/group.h"
@@ -63,9 +64,14 @@ class GroupEmitter {
 
  private:
   // May node `w` of group `gi` write over `st`'s memory?
-  bool only_reader(const Storage* st, int w, int gi, bool same_order) const;
+  bool only_reader(const Storage* st, int w, int gi, bool same_order);
   const PlanState& s_;
-  std::vector<std::vector<ScalarSrc>>* srcs_;   // when asked: each group's scalar sources
+  // The nodes that read each storage (an input or a region write's base), in dag order; built
+  // at the first only_reader: asking every in-place output over all nodes was quadratic (an
+  // optimizer step over a hundred parameters spent half its flush there).
+  std::unordered_map<const Storage*, std::vector<int>> readers_;
+  bool readers_built_ = false;
+  std::vector<std::vector<ScalarSrc>>* srcs_;    // when asked: each group's scalar sources
   std::vector<int> member_id_, const_id_, set_;  // builder ids by planner index
 };
 
