@@ -1,6 +1,7 @@
 #include "cpu/matmul.h"
 
 #include <tbb/parallel_for.h>
+#include <tbb/partitioner.h>
 #include <tbb/task_arena.h>
 
 #include <Eigen/Core>
@@ -68,13 +69,45 @@ void matmul_blas(const Node& n, void* out_mem) {
     });
     return;
   }
+  int threads = tbb::this_task_arena::max_concurrency();
+  // One matrix below kSplitMacs multiply-adds: blocks of C along its longer side over TBB,
+  // OpenBLAS on one thread each. OpenBLAS's own threads spin (sched_yield) for a long while
+  // after each call, taking a core from the fused kernels and GEMMs that follow: a training
+  // step alternates them (GPT step 150 -> 120 ms, bench/RESULTS.md). Past kSplitMacs the GEMM
+  // is long enough that sharing packed panels between OpenBLAS's threads wins (4096^3 ran
+  // at 0.7x split this way).
+  constexpr double kSplitMacs = double(1 << 30);
+  if (s.batch == 1 && direct_out && threads > 1 &&
+      double(s.M) * double(s.N) * double(s.K) < kSplitMacs) {
+    const T* a = A.matrix(0, s.M, s.K);
+    const T* b = B.matrix(0, s.K, s.N);
+    T* c = reinterpret_cast<T*>(out);
+    const bool by_rows = s.M >= s.N;
+    const int64_t len = by_rows ? s.M : s.N;
+    const int parts = int(std::min<int64_t>(threads, std::max<int64_t>(len / 16, 1)));
+    const int64_t per = ((len + parts - 1) / parts + 15) / 16 * 16;
+    blas_threads(1);
+    tbb::parallel_for(
+        0, parts,
+        [&](int t) {
+          const int64_t i0 = t * per, w = std::min(per, len - i0);
+          if (w <= 0) return;
+          if (by_rows)
+            gemm(A.trans, B.trans, w, s.N, s.K, a + (A.trans ? i0 : i0 * A.ld), A.ld, b, B.ld,
+                 c + i0 * s.N, s.N);
+          else
+            gemm(A.trans, B.trans, s.M, w, s.K, a, A.ld, b + (B.trans ? i0 * B.ld : i0), B.ld,
+                 c + i0, s.N);
+        },
+        tbb::static_partitioner());
+    return;
+  }
   auto one = [&](int64_t b, T* tmp) {
     T* c = direct_out ? reinterpret_cast<T*>(out) + b * s.M * s.N : tmp;
     gemm(A.trans, B.trans, s.M, s.N, s.K, A.matrix(b, s.M, s.K), A.ld, B.matrix(b, s.K, s.N), B.ld,
          c, s.N);
     if (!direct_out) store_run<T>(out + b * s.M * s.N * int64_t(osz), n.dtype, 1, tmp, s.M * s.N);
   };
-  int threads = tbb::this_task_arena::max_concurrency();
   std::unique_ptr<T[]> tmp;
   if (s.batch >= threads && s.batch > 1) {
     blas_threads(1);

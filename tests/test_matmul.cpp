@@ -1,4 +1,6 @@
 // matmul / bmm against float64 loops: 2D, 1D cases, broadcast batch dims, strided operands.
+#include <array>
+
 #include "helpers.h"
 
 using namespace loom;
@@ -52,6 +54,26 @@ TEST_CASE("matmul: 2D against float64 loops") {
   lt::check_equal(matmul(ia, ib), ref_bmm(host(ia), host(ib), 1, 5, 6, 4));
   // K = 0 gives zeros
   check_close(matmul(zeros({3, 0}), zeros({0, 2})), Vec(6, 0.0));
+}
+
+TEST_CASE("matmul: one matrix split into blocks of C over threads, every transpose") {
+  // Wide and tall C (split along N or along M), sides not a multiple of the block, and the
+  // transposed storage of either operand (the block's offset steps differently there).
+  for (auto [M, K, N] : {std::array<int64_t, 3>{37, 70, 301},
+                         {301, 70, 37},
+                         {130, 9, 130},
+                         {16, 300, 17},
+                         {1, 50, 200},
+                         {200, 50, 1}}) {
+    for (int tr = 0; tr < 4; ++tr) {
+      INFO(M << "x" << K << "x" << N << " trans " << tr);
+      Tensor a = tr & 1 ? lt::random({K, M}, DType::Float32, 171).t()
+                        : lt::random({M, K}, DType::Float32, 171);
+      Tensor b = tr & 2 ? lt::random({N, K}, DType::Float32, 172).t()
+                        : lt::random({K, N}, DType::Float32, 172);
+      check_close(matmul(a, b), ref_bmm(host(a), host(b), 1, M, K, N), lt::Tol{1e-4, 1e-5});
+    }
+  }
 }
 
 TEST_CASE("matmul: 1D operands") {
