@@ -1,6 +1,7 @@
 // Running one flush's plan: the groups in order, each lowered (or taken from the kernel cache)
 // before its outputs get memory, so a failed lowering loses nothing.
 #include <algorithm>
+#include <chrono>
 #include <iostream>
 #include <sstream>
 
@@ -85,7 +86,6 @@ std::string what_computes(const Storage& st) {
   return s;
 }
 
-
 // Group `g` failed for memory (`e`): none of its outputs was computed, and those that got memory
 // before the failure give it back now, not at the retry. When the failure was the allocation of
 // output `st`, only `st` (and later what needs it) is blocked: the other outputs may run in a
@@ -153,8 +153,14 @@ void run_groups(Device d, std::vector<Group>& groups, std::ostream* log) {
     Group& g = groups[gi];
     counters().groups++;
     const GOutput* at = nullptr;
+    auto t0 = log ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     try {
       run_group(d, g, gi, log, &at);
+      if (log)  // host time: a GPU group's is its launch
+        *log << "    ran in "
+             << std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
+                    .count()
+             << " us\n";
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::Memory) throw;
       group_oom(g, e.what(), at ? at->st : nullptr);
@@ -168,7 +174,6 @@ void run_groups(Device d, std::vector<Group>& groups, std::ostream* log) {
     }
   }
 }
-
 
 }  // namespace
 
@@ -217,10 +222,10 @@ void run_pending(Device d, const std::vector<std::shared_ptr<Storage>>& roots, b
   // driver).
   for (size_t i = dag.size(); i-- > 0;) {
     Storage& st = *dag[i];
-    if (st.node && (dag[i].use_count() == 1 || prim_class(st.node->op) == PrimClass::Alloc)) st.node.reset();
+    if (st.node && (dag[i].use_count() == 1 || prim_class(st.node->op) == PrimClass::Alloc))
+      st.node.reset();
   }
   if (log) std::cerr << os->str();
 }
-
 
 }  // namespace loom::trace_impl
