@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Training steps on the CPU in one process: loom against torch eager and torch.compile.
+"""Training steps in one process: loom against torch eager and torch.compile (CPU, or CUDA by flag).
 
 Two models, each built from ONE source for every implementation: examples/gpt.py (nanoGPT's
 shape) runs on torch by replacing the word "loom" with "torch" in its text, the digits MLP is
@@ -66,10 +66,12 @@ def build(model_name, cfg):
         tmodel, lmodel = mlp(torch), mlp(loom)
         batch_np = (rng.standard_normal((64, 64)).astype(np.float32), rng.integers(0, 10, 64))
     copy_weights(tmodel, lmodel)
+    tmodel.to(cfg.device)
+    lmodel.to(cfg.device)
     impls = {}
 
     def step_fn(lib, model, opt):
-        xb, yb = (lib.tensor(a) for a in batch_np)
+        xb, yb = (lib.tensor(a).to(cfg.device) for a in batch_np)
 
         def step():
             if model_name == "gpt":
@@ -93,6 +95,7 @@ def build(model_name, cfg):
     if cfg.compile:
         cmodel = mlp(torch) if model_name == "mlp" else tg.GPT(tcfg)
         cmodel.load_state_dict(tmodel.state_dict())
+        cmodel.to(cfg.device)
         impls["torch.compile"] = step_fn(torch, torch.compile(cmodel), opt_for(torch, cmodel))
     return impls
 
@@ -145,6 +148,7 @@ def main():
     ap.add_argument("--block", type=int, default=64)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--no-compile", dest="compile", action="store_false")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (both libraries)")
     ap.add_argument("--converge", type=int, default=0,
                     help="also train the GPT this many steps in loom and torch eager and "
                          "compare the final losses")
@@ -175,7 +179,7 @@ def main():
                     step()
                 times[impl].append((time.perf_counter() - t0) / args.steps * 1e3)
         base = statistics.median(times["torch eager"])
-        print(f"\n{name} training step ({os.cpu_count()} threads; losses agree over 5 steps: "
+        print(f"\n{name} training step on {args.device} ({os.cpu_count()} threads; losses agree over 5 steps: "
               f"{ref[0]:.4f} -> {ref[-1]:.4f})")
         print(f"{'impl':<14} {'median ms':>10} {'min ms':>8} {'vs eager':>9} {'first step s':>13}")
         for impl, ts in times.items():
