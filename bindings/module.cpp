@@ -31,6 +31,8 @@ nb::dict counters_dict() {
   d["disk_hits"] = c.disk_hits.load();
   d["kernel_evictions"] = c.kernel_evictions.load();
   d["plan_hits"] = c.plan_hits.load();
+  d["plan_ns"] = c.plan_ns.load();
+  d["run_ns"] = c.run_ns.load();
   d["col_kernels"] = c.col_kernels.load();
   d["bytes_moved"] = c.bytes_moved.load();
   d["materialized"] = c.materialized.load();

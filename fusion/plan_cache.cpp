@@ -5,8 +5,9 @@
 #include <cstring>
 #include <unordered_map>
 
-#include "tensor/counters.h"
 #include "fusion/planner.h"
+#include "tensor/backend.h"
+#include "tensor/counters.h"
 #include "tensor/knobs.h"
 
 namespace loom {
@@ -14,13 +15,21 @@ namespace {
 
 constexpr int32_t kNoStorage = INT32_MIN;  // an index leaf (Iota, Rand): no memory
 
-// A plan with its storages and scalars taken out: each leaf and output names its storage by
-// a code (>= 0: dag index; < 0: -1 - the input class of a ready storage), each scalar slot
-// the node it comes from.
+// Where a group's storages come from, as codes (>= 0: dag index; < 0: -1 - the input class
+// of a ready storage; kNoStorage: none): its leaves, its outputs and their init / alias
+// storages, the opaque op's node (by its storage), and the same for a matmul's epilogue.
+struct GroupCodes {
+  std::vector<int32_t> leaves, outs, inits, aliases;
+  int32_t opaque = kNoStorage;
+  std::unique_ptr<GroupCodes> epilogue;
+};
+
+// A plan with its storages and scalars taken out: each group's storage codes, and each scalar
+// slot the node it comes from.
 struct Entry {
   std::vector<uint64_t> key;
   std::vector<Group> groups;  // storages null
-  std::vector<std::vector<int32_t>> leaf_src, out_src;
+  std::vector<GroupCodes> codes;
   std::vector<std::vector<ScalarSrc>> scalar_src;
 };
 
@@ -30,7 +39,7 @@ struct Cache {
   bool on = knob_flag(Knob::PlanCache);
   // Scratch of the key walk, kept between flushes (no allocation once warm).
   std::vector<uint64_t> key;
-  std::vector<const std::shared_ptr<Storage>*> ready;  // input classes of ready storages
+  std::vector<std::shared_ptr<Storage>> ready;  // input classes of ready storages
   std::vector<char> root;
   // An entry's groups lent to a running flush (FlushPlan): while lent, entries are neither
   // lent again nor dropped (a flush within a flush copies and does not insert).
@@ -79,51 +88,66 @@ ViewForm view_form(const View& v, const Shape& s) {
   return dense ? kDense : splat ? kSplat : kGeneral;
 }
 
-// Writes the DAG's structure into c.key and numbers the ready inputs into c.ready (dag
-// storages get mark = their index, ready inputs mark = -1 - class, under a fresh epoch).
-// False when the DAG is not cacheable.
-bool describe(Cache& c, const std::vector<std::shared_ptr<Storage>>& dag,
+// Writes the DAG's structure into c.key and numbers the ready storages it touches into c.ready
+// (dag storages get mark = their index, ready ones mark = -1 - class, under a fresh epoch).
+// Besides ops, shapes and views, the key holds what the planner's memory decisions read: which
+// storages a saved tensor keeps, region writes' bases and regions, and each in-place update's
+// earlier version (none, freed, or which storage), so a plan that hands memory over is only
+// reused where the same hand-overs are safe.
+void describe(Cache& c, const std::vector<std::shared_ptr<Storage>>& dag,
               const std::vector<std::shared_ptr<Storage>>& roots, bool fuse, DeviceKind target) {
   auto& k = c.key;
   k.clear();
   c.ready.clear();
   c.root.assign(dag.size(), 0);
   uint64_t e = next_mark_epoch();
-  for (size_t i = 0; i < dag.size(); ++i) {
-    Storage& st = *dag[i];
-    const Node& n = *st.node;
-    if (n.base || is_opaque(n.op) || prim_class(n.op) == PrimClass::Alloc) return false;
-    // An in-place update's reuse (even an expired one) makes aliasing decisions: not cached.
-    std::weak_ptr<Storage> none;
-    if (n.reuse.owner_before(none) || none.owner_before(n.reuse)) return false;
-    st.mark_epoch = e, st.mark = int64_t(i);
-  }
+  for (size_t i = 0; i < dag.size(); ++i) dag[i]->mark_epoch = e, dag[i]->mark = int64_t(i);
   for (auto& r : roots)
     if (r->mark_epoch == e) c.root[size_t(r->mark)] = 1;
+  // One word naming a storage: its mark (a ready one gets its class now), kept, pending.
+  auto storage_word = [&](const std::shared_ptr<Storage>& sp) {
+    Storage& s = *sp;
+    if (s.mark_epoch != e) {  // a ready input (or pending elsewhere): its class
+      s.mark_epoch = e;
+      s.mark = -1 - int64_t(c.ready.size());
+      c.ready.push_back(sp);
+    }
+    // Marks fit 32 bits (plan codes are int32).
+    return uint64_t(uint32_t(int32_t(s.mark))) | uint64_t(s.pending()) << 40 |
+           uint64_t(s.kept) << 44;
+  };
   k.push_back(uint64_t(target) | uint64_t(fuse) << 8 | uint64_t(dag.size()) << 16);
   for (size_t i = 0; i < dag.size(); ++i) {
     const Node& n = *dag[i]->node;
     uint64_t scalar_kind = prim_class(n.op) == PrimClass::Scalar ? uint64_t(n.value.kind) : 0;
     k.push_back(uint64_t(n.op) | uint64_t(n.dtype) << 16 | uint64_t(c.root[i]) << 24 |
                 uint64_t(n.in.size()) << 32 | scalar_kind << 40 | uint64_t(uint32_t(n.dim)) << 48);
-    k.push_back(uint64_t(n.shape.size()) | uint64_t(n.axes.size()) << 32);
+    // 0: no earlier version, 1: freed, 2: alive (its storage word follows)
+    std::shared_ptr<Storage> prev = n.reuse.lock();
+    std::weak_ptr<Storage> none;
+    uint64_t reuse = prev ? 2 : (n.reuse.owner_before(none) || none.owner_before(n.reuse)) ? 1 : 0;
+    // A matmul's epilogue is the backend's to allow (a knob read at each flush).
+    bool epilogue = fuse && n.op == Op::MatMul && backend_available(n.device.kind) &&
+                    backend(n.device).caps().matmul_epilogue;
+    k.push_back(uint64_t(n.shape.size()) | uint64_t(n.axes.size()) << 16 |
+                uint64_t(dag[i]->kept) << 32 | uint64_t(n.base != nullptr) << 33 | reuse << 34 |
+                uint64_t(epilogue) << 36);
     for (int64_t x : n.shape) k.push_back(uint64_t(x));
     for (int a : n.axes) k.push_back(uint64_t(a));
+    if (prev) k.push_back(storage_word(prev));
+    if (n.base) {
+      k.push_back(storage_word(n.base));
+      put_dims(k, n.region->shape);
+      put_dims(k, n.region->strides);
+      k.push_back(uint64_t(n.region->offset));
+    }
     for (auto& in : n.in) {
       if (!in.st) {  // the scalar operand: its dtype and kind (a signature holds the kind)
         k.push_back(uint64_t(in.dtype) << 32 | uint64_t(1) << 43 | uint64_t(n.value.kind) << 44);
         continue;
       }
-      Storage& s = *in.st;
-      if (s.mark_epoch != e) {  // a ready input (or pending elsewhere): its class
-        s.mark_epoch = e;
-        s.mark = -1 - int64_t(c.ready.size());
-        c.ready.push_back(&in.st);
-      }
-      // Marks fit 32 bits (plan codes are int32): one word of separate fields.
       ViewForm f = view_form(in.view, n.shape);
-      k.push_back(uint64_t(uint32_t(int32_t(s.mark))) | uint64_t(in.dtype) << 32 |
-                  uint64_t(s.pending()) << 40 | uint64_t(f) << 41);
+      k.push_back(storage_word(in.st) | uint64_t(in.dtype) << 32 | uint64_t(f) << 41);
       if (f == kGeneral) {
         put_dims(k, in.view.shape);
         put_dims(k, in.view.strides);
@@ -131,7 +155,6 @@ bool describe(Cache& c, const std::vector<std::shared_ptr<Storage>>& dag,
       }
     }
   }
-  return true;
 }
 
 // Four independent multiply chains (the key is thousands of words for a long trace, and one
@@ -158,83 +181,134 @@ Scalar scalar_value(const Node& n, int part) {
   return n.value;
 }
 
+// Takes every storage (and the opaque node) out of a cached group, its epilogue included.
+void strip(Group& g) {
+  for (GLeaf& l : g.leaves) l.st.reset();
+  for (GOutput& o : g.outputs) o.st.reset(), o.init.reset(), o.alias.reset();
+  g.opaque.reset();
+  if (g.epilogue) strip(*g.epilogue);
+}
+
 }  // namespace
 
 void FlushPlan::release() {
   if (!borrowed_) return;
-  for (Group& g : *borrowed_) {
-    for (GLeaf& l : g.leaves) l.st.reset();
-    for (GOutput& o : g.outputs) o.st.reset();
-  }
+  for (Group& g : *borrowed_) strip(g);
   borrowed_ = nullptr;
   Cache& c = cache();
   c.lent = false;
   if (c.clear_when_returned) c.clear_when_returned = false, clear_plan_cache();
 }
 
+namespace {
+
+// Puts this flush's storages into a cached group (and its epilogue) from their codes.
+void fill(Group& g, const GroupCodes& gc, const std::vector<std::shared_ptr<Storage>>& dag,
+          const Cache& c) {
+  auto storage = [&](int32_t code) -> std::shared_ptr<Storage> {
+    if (code == kNoStorage) return nullptr;
+    return code >= 0 ? dag[size_t(code)] : c.ready[size_t(-1 - code)];
+  };
+  for (size_t i = 0; i < g.leaves.size(); ++i) g.leaves[i].st = storage(gc.leaves[i]);
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    g.outputs[i].st = storage(gc.outs[i]);
+    g.outputs[i].init = storage(gc.inits[i]);
+    g.outputs[i].alias = storage(gc.aliases[i]);
+  }
+  if (gc.opaque != kNoStorage) g.opaque = dag[size_t(gc.opaque)]->node;
+  if (g.epilogue) fill(*g.epilogue, *gc.epilogue, dag, c);
+}
+
+// The codes of a planned group's storages; false when one does not come back from its code
+// (the plan is then not kept). `t` is the group's copy for the cache: its storages are taken
+// out, its epilogue made its own.
+bool codes_of(Group& t, GroupCodes& gc, const std::vector<std::shared_ptr<Storage>>& dag,
+              const Cache& c) {
+  bool ok = true;
+  auto code = [&](const std::shared_ptr<Storage>& st) {
+    int32_t k = code_of(st.get());
+    const Storage* back =
+        k == kNoStorage ? nullptr
+        : k >= 0        ? (size_t(k) < dag.size() ? dag[size_t(k)].get() : nullptr)
+                 : (size_t(-1 - k) < c.ready.size() ? c.ready[size_t(-1 - k)].get() : nullptr);
+    if (back != st.get()) ok = false;
+    return k;
+  };
+  for (auto& l : t.leaves) gc.leaves.push_back(code(l.st));
+  for (auto& o : t.outputs) {
+    gc.outs.push_back(code(o.st));
+    gc.inits.push_back(code(o.init));
+    gc.aliases.push_back(code(o.alias));
+  }
+  if (t.opaque) {
+    // The opaque node by the dag storage it computes.
+    gc.opaque = kNoStorage;
+    for (size_t i = 0; i < dag.size(); ++i)
+      if (dag[i]->node == t.opaque) gc.opaque = int32_t(i);
+    if (gc.opaque == kNoStorage) ok = false;
+  }
+  if (t.epilogue) {
+    t.epilogue = std::make_shared<Group>(*t.epilogue);
+    gc.epilogue = std::make_unique<GroupCodes>();
+    ok = codes_of(*t.epilogue, *gc.epilogue, dag, c) && ok;
+  }
+  strip(t);
+  return ok;
+}
+
+}  // namespace
+
 FlushPlan plan_cached(const std::vector<std::shared_ptr<Storage>>& dag,
                       const std::vector<std::shared_ptr<Storage>>& roots, bool fuse,
-                      DeviceKind target) {
+                      DeviceKind target, bool use_cache) {
   Cache& c = cache();
-  if (!c.on || c.lent || !describe(c, dag, roots, fuse, target)) {
+  if (!c.on || c.lent || !use_cache) {
     auto groups = plan(dag, roots, fuse);
     for (auto& g : groups)
       if (!g.opaque) g.signature = signature(g, target);
     return FlushPlan(std::move(groups));
   }
+  describe(c, dag, roots, fuse, target);
+  // The groups take what they need from c.ready: the cache keeps no storage alive after.
+  struct ClearReady {
+    Cache& c;
+    ~ClearReady() { c.ready.clear(); }
+  } clear_ready{c};
   uint64_t h = hash_of(c.key);
   auto it = c.map.find(h);
   if (it != c.map.end() && it->second.key == c.key) {
     counters().plan_hits++;
     Entry& en = it->second;
     std::vector<Group>& groups = en.groups;
-    auto storage = [&](int32_t code) -> std::shared_ptr<Storage> {
-      if (code == kNoStorage) return nullptr;
-      return code >= 0 ? dag[size_t(code)] : *c.ready[size_t(-1 - code)];
-    };
     for (size_t gi = 0; gi < groups.size(); ++gi) {
       Group& g = groups[gi];
-      for (size_t i = 0; i < g.leaves.size(); ++i) g.leaves[i].st = storage(en.leaf_src[gi][i]);
-      for (size_t i = 0; i < g.outputs.size(); ++i) g.outputs[i].st = storage(en.out_src[gi][i]);
-      for (size_t i = 0; i < g.scalars.size(); ++i) {
+      fill(g, en.codes[gi], dag, c);
+      // A matmul's scalars are its epilogue's.
+      std::vector<Scalar>& sc = g.epilogue ? g.epilogue->scalars : g.scalars;
+      for (size_t i = 0; i < sc.size(); ++i) {
         const ScalarSrc& s = en.scalar_src[gi][i];
-        g.scalars[i] = scalar_value(*dag[size_t(s.node)]->node, s.part);
+        sc[i] = scalar_value(*dag[size_t(s.node)]->node, s.part);
       }
     }
     c.lent = true;
     return FlushPlan(&groups);
   }
   // A miss: plan, then keep the plan with its storages replaced by codes. The planner
-  // re-marks dag storages with their dag index; ready inputs keep describe's class marks.
+  // re-marks dag storages with their dag index; ready storages keep describe's class marks.
   std::vector<std::vector<ScalarSrc>> srcs;
   auto groups = plan(dag, roots, fuse, {}, &srcs);
   Entry en;
   en.key = c.key;
   bool ok = srcs.size() == groups.size();
-  auto code = [&](const std::shared_ptr<Storage>& st) {
-    int32_t k = code_of(st.get());
-    // Every storage must come back from its code, or the plan is not kept.
-    const Storage* back =
-        k == kNoStorage ? nullptr
-        : k >= 0        ? (size_t(k) < dag.size() ? dag[size_t(k)].get() : nullptr)
-                 : (size_t(-1 - k) < c.ready.size() ? c.ready[size_t(-1 - k)]->get() : nullptr);
-    if (back != st.get()) ok = false;
-    return k;
-  };
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     Group& g = groups[gi];
-    g.signature = signature(g, target);
+    if (!g.opaque) g.signature = signature(g, target);
     if (!ok) continue;
-    if (srcs[gi].size() != g.scalars.size()) ok = false;
+    const Group* sg = g.epilogue ? g.epilogue.get() : &g;
+    if (srcs[gi].size() != sg->scalars.size() || (g.epilogue && !g.scalars.empty())) ok = false;
     Group t = g;
-    en.leaf_src.emplace_back();
-    en.out_src.emplace_back();
-    for (auto& l : t.leaves) en.leaf_src.back().push_back(code(l.st)), l.st.reset();
-    for (auto& o : t.outputs) {
-      en.out_src.back().push_back(code(o.st));
-      if (o.init || o.alias) ok = false;
-      o.st.reset();
-    }
+    en.codes.emplace_back();
+    ok = codes_of(t, en.codes.back(), dag, c) && ok;
     en.groups.push_back(std::move(t));
   }
   if (!ok) return FlushPlan(std::move(groups));

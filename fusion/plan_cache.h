@@ -4,9 +4,10 @@
 // flush's groups instead of planning again, with this flush's storages and scalar values put
 // in. The key is the DAG's full structural description (compared word for word on a hit, so
 // a hash collision cannot run a wrong plan); sizes are part of it, unlike kernel signatures,
-// because a plan holds concrete strides. DAGs with region writes, in-place reuse, opaque ops
-// or bare allocations are planned every time (their plans depend on more than structure).
-// LOOM_PLAN_CACHE=0 turns it off.
+// because a plan holds concrete strides. What the planner's memory hand-overs depend on is
+// part of the key too (saved tensors' storages, in-place updates' earlier versions, region
+// writes' bases), so training steps (matmuls, in-place optimizer updates) hit it from their
+// second step. LOOM_PLAN_CACHE=0 turns it off.
 #include <memory>
 #include <utility>
 #include <vector>
@@ -36,10 +37,11 @@ class FlushPlan {
 };
 
 // The groups for `dag` (as plan() returns them, with signatures for `target` set), from the
-// cache or planned now (and cached when the DAG allows).
+// cache or planned now (and cached when the DAG allows). `use_cache` false: planned now and
+// not kept (a caller that edits the groups).
 FlushPlan plan_cached(const std::vector<std::shared_ptr<Storage>>& dag,
                       const std::vector<std::shared_ptr<Storage>>& roots, bool fuse,
-                      DeviceKind target);
+                      DeviceKind target, bool use_cache = true);
 size_t plan_cache_size();
 void clear_plan_cache();
 

@@ -20,6 +20,10 @@ struct Counters {
   std::atomic<int64_t> bytes_live{0};  // device + host memory held by loom
   std::atomic<int64_t> bytes_peak{0};
   std::atomic<int64_t> plan_hits{0};  // flushes whose groups came from the plan cache
+  // Host time of flushes: planning (the plan cache's lookup or the planner) and running the
+  // groups (CPU kernels, or GPU launches); the rest of a flush's time is the DAG walk and frees.
+  std::atomic<int64_t> plan_ns{0};
+  std::atomic<int64_t> run_ns{0};
   // Bytes of the tensors autograd nodes hold for their backward (live; not reset), counted
   // as torch's saved_tensors_hooks see them: every saved tensor's elements, parameters included.
   std::atomic<int64_t> saved_bytes{0};
