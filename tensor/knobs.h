@@ -86,9 +86,9 @@
     "printed to stderr at exit")                                                                   \
   X(CudaPeer, "LOOM_CUDA_PEER", Flag, "1", Once,                                                   \
     "0: copies between GPUs go through host memory even where the GPUs can reach each other")      \
-  X(CudaBlockCache, "LOOM_CUDA_BLOCK_CACHE", Int, "67108864", Device,                              \
-    "bytes of freed device blocks a device keeps for reuse; 0: every block goes back to the "      \
-    "driver's pool")                                                                               \
+  X(CudaBlockCache, "LOOM_CUDA_BLOCK_CACHE", Int, "2147483648", Device,                            \
+    "bytes of freed device blocks a device keeps for reuse (blocks up to 1/16 of it; all go "      \
+    "back when an allocation runs out); 0: every block goes back to the driver's pool")            \
   X(CudaLaunchMemo, "LOOM_CUDA_LAUNCH_MEMO", Flag, "1", Once,                                      \
     "0: every launch chooses its variant and grid afresh (no per-kernel memo)")                    \
   X(DisableCublas, "LOOM_DISABLE_CUBLAS", Flag, "0", Device,                                       \
