@@ -2,6 +2,7 @@
 // before its outputs get memory, so a failed lowering loses nothing.
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <iostream>
 #include <sstream>
 
@@ -148,7 +149,43 @@ void run_group(Device d, Group& g, size_t gi, std::ostream* log, const GOutput**
 
 // Runs the groups in order. Out of memory stops at the group that met it (FlushOom): the groups
 // before it keep their results, it and the ones after stay pending.
-void run_groups(Device d, std::vector<Group>& groups, std::ostream* log) {
+// For each group, the intermediates whose memory may go once it has run: storages of this
+// flush that no live tensor holds (not roots) and that no later group reads. Without this a
+// training step's one flush kept every activation and gradient it wrote until its end: the
+// small GPT step's peak was 300 MB above what it started with, torch eager's about 150.
+// Only this flush's nodes and groups refer to such a storage (a node of another stream that
+// reads it flushed this trace when it was recorded, and held it through a live tensor).
+std::vector<std::vector<Storage*>> frees_after(const std::vector<std::shared_ptr<Storage>>& dag,
+                                               const std::vector<std::shared_ptr<Storage>>& roots,
+                                               const std::vector<Group>& groups) {
+  uint64_t epoch = next_mark_epoch();
+  for (size_t i = 0; i < dag.size(); ++i) dag[i]->mark_epoch = epoch, dag[i]->mark = int64_t(i);
+  std::vector<int> last(dag.size(), -1);
+  for (auto& r : roots)
+    if (r->mark_epoch == epoch) last[size_t(r->mark)] = INT_MAX;  // kept
+  auto read = [&](const std::shared_ptr<Storage>& st, int gi) {
+    if (st && st->mark_epoch == epoch && last[size_t(st->mark)] != INT_MAX)
+      last[size_t(st->mark)] = gi;
+  };
+  auto read_group = [&](const Group& h, int gi) {
+    for (auto& l : h.leaves) read(l.st, gi);
+    for (auto& o : h.outputs) read(o.init, gi), read(o.alias, gi);
+  };
+  for (int gi = 0; gi < int(groups.size()); ++gi) {
+    const Group& g = groups[size_t(gi)];
+    read_group(g, gi);
+    if (g.epilogue) read_group(*g.epilogue, gi);
+    if (g.opaque)
+      for (auto& in : g.opaque->in) read(in.st, gi);
+  }
+  std::vector<std::vector<Storage*>> out(groups.size());
+  for (size_t i = 0; i < dag.size(); ++i)
+    if (last[i] >= 0 && last[i] != INT_MAX) out[size_t(last[i])].push_back(dag[i].get());
+  return out;
+}
+
+void run_groups(Device d, std::vector<Group>& groups, std::ostream* log,
+                const std::vector<std::vector<Storage*>>& frees) {
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     Group& g = groups[gi];
     counters().groups++;
@@ -172,6 +209,7 @@ void run_groups(Device d, std::vector<Group>& groups, std::ostream* log) {
       o.st->node.reset();  // ready: releases the producer and what only it read
       counters().materialized++;
     }
+    for (Storage* st : frees[gi]) st->mem.reset();  // read for the last time
   }
 }
 
@@ -218,7 +256,7 @@ void run_pending(Device d, const std::vector<std::shared_ptr<Storage>>& roots, b
          << (keep ? " (partial: around work that ran out of memory)" : "") << "\n";
   const auto t_run = Clock::now();
   try {
-    run_groups(d, groups, log);
+    run_groups(d, groups, log, frees_after(dag, roots, groups));
     counters().run_ns += ns_since(t_run);
   } catch (...) {
     if (log) std::cerr << os->str();

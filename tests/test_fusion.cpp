@@ -424,3 +424,26 @@ TEST_CASE("flush() runs every stream's pending ops without a read") {
   check_close(y, lt::ref_unary(v, [](double a) { return std::exp(a) * 0.5 + a; }));
   CHECK(counters().kernels.load() == k0 + 1);  // reading it ran nothing more
 }
+
+// An intermediate that no tensor holds gives its memory back once the last kernel reading it
+// has run, within the flush: a chain of matmuls (each result written, as the next one reads it
+// from memory) holds two or three of them at a time, not all of them until the flush ends.
+TEST_CASE("fusion: a flush frees intermediates after their last reader") {
+  Tensor x = lt::random({256, 256}, DType::Float32, 91, -1, 1);
+  Tensor w = lt::random({256, 256}, DType::Float32, 92, -0.1, 0.1);
+  const int64_t one = 256 * 256 * 4;
+  auto chain = [&] {
+    Tensor h = x;
+    for (int k = 0; k < 10; ++k) h = matmul(h, w) + 0.5;
+    return h;
+  };
+  loom::sync();
+  reset_counters();
+  int64_t live0 = counters().bytes_live.load();
+  Tensor r = chain();
+  loom::sync();
+  int64_t added = counters().bytes_peak.load() - live0;
+  CHECK(added <= 4 * one);  // 10 intermediates of `one` bytes were all held before
+  CHECK(counters().bytes_live.load() - live0 <= one);  // the result alone stays
+  lt::check_fused_matches_unfused(chain);
+}
