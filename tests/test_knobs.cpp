@@ -177,8 +177,8 @@ TEST_CASE("knobs: types read by the rule of tensor/env.h; Each rows at every use
     e.set("-5");
     CHECK(knob_int(Knob::CudaBlockCache) == -5);
     e.set("");
-    CHECK(knob_int(Knob::CudaBlockCache) == 64ll << 20);
-    CHECK(state(Knob::CudaBlockCache).value == std::to_string(64ll << 20));
+    CHECK(knob_int(Knob::CudaBlockCache) == 2048ll << 20);
+    CHECK(state(Knob::CudaBlockCache).value == std::to_string(2048ll << 20));
   }
 }
 
