@@ -121,7 +121,8 @@ class CudaBackend : public Backend {
 
   void* alloc(size_t bytes) override {
     cuda::Stream s = active();
-    if (uint64_t p = blocks_.take(s.id, bytes)) return reinterpret_cast<void*>(uintptr_t(p));
+    if (!cuda::fault::alloc_would_fail(bytes))
+      if (uint64_t p = blocks_.take(s.id, bytes)) return reinterpret_cast<void*>(uintptr_t(p));
     try {
       return reinterpret_cast<void*>(uintptr_t(cuda::alloc(bytes, s)));
     } catch (const Error& e) {

@@ -185,6 +185,9 @@ void fail_next_alloc();
 // Every alloc() of more than `bytes` throws that error, until fail_allocs_above(0): a device with
 // little memory, where small allocations (and the backend's scratch) still succeed.
 void fail_allocs_above(size_t bytes);
+// Whether an alloc() of `bytes` would fail by one of the above: the backend's kept blocks are
+// then not handed out either, so a test's device behaves as one with that little memory.
+bool alloc_would_fail(size_t bytes);
 }  // namespace fault
 
 }  // namespace loom::cuda

@@ -177,6 +177,10 @@ void memset_d8(DevicePtr dst, unsigned char value, size_t bytes, const Stream& s
 namespace fault {
 void fail_next_alloc() { g_fail_next_alloc = true; }
 void fail_allocs_above(size_t bytes) { g_alloc_limit = bytes; }
+bool alloc_would_fail(size_t bytes) {
+  size_t lim = g_alloc_limit.load(std::memory_order_relaxed);
+  return g_fail_next_alloc || (lim && bytes > lim);
+}
 }  // namespace fault
 
 }  // namespace loom::cuda
