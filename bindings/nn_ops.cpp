@@ -36,6 +36,9 @@ void init_nn_ops(nb::module_& m) {
         "The indices that sort self along dim.");
   m.def("_topk", &topk, "input"_a, "k"_a, "dim"_a = -1, "largest"_a = true, "sorted"_a = true,
         "(values, indices) of the k largest (or smallest) along dim, in order.");
+  m.def("_linear", &linear, "input"_a, "weight"_a, "bias"_a = nb::none(),
+        "input @ weight^T + bias (weight [out_features, in_features]); the bias add fuses "
+        "into the matmul's epilogue.");
   m.def("scaled_dot_product_attention", &scaled_dot_product_attention, "query"_a, "key"_a,
         "value"_a, "attn_mask"_a = nb::none(), "dropout_p"_a = 0.0, "is_causal"_a = false,
         "scale"_a = nb::none(),

@@ -73,4 +73,20 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 
 Tensor Tensor::matmul(const Tensor& o) const { return loom::matmul(*this, o); }
 
+Tensor linear(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias) {
+  LOOM_CHECK(weight.dim() == 2, Runtime,
+             "linear: weight must be 2-D [out_features, in_features], got shape ",
+             shape_str(weight.shape()));
+  LOOM_CHECK(input.dim() >= 1 && input.shape().back() == weight.shape()[1], Runtime,
+             "linear: input shape ", shape_str(input.shape()), " does not match weight shape ",
+             shape_str(weight.shape()), ": the input's last dim must equal in_features (",
+             weight.shape()[1], ")");
+  if (bias)
+    LOOM_CHECK(bias->dim() == 0 || (bias->dim() == 1 && bias->shape()[0] == weight.shape()[0]),
+               Runtime, "linear: bias shape ", shape_str(bias->shape()),
+               " does not match out_features (", weight.shape()[0], ")");
+  Tensor out = matmul(input, weight.t());
+  return bias ? out + *bias : out;
+}
+
 }  // namespace loom

@@ -203,6 +203,10 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& xs, int64_t dim = 0);
 Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor bmm(const Tensor& a, const Tensor& b);
+// torch.nn.functional.linear: input @ weight^T (+ bias), weight [out_features, in_features],
+// input [..., in_features]; the bias add fuses into the matmul's epilogue.
+Tensor linear(const Tensor& input, const Tensor& weight,
+              const std::optional<Tensor>& bias = std::nullopt);
 // torch.linalg.svdvals: the singular values of the matrices in the last two dims, descending,
 // [..., min(m, n)]; computed in float64 (on the host for a device without an SVD).
 Tensor svdvals(const Tensor& x);

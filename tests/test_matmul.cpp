@@ -316,3 +316,26 @@ TEST_CASE("matmul: x @ w + b then relu, fused, equals fusion off and the float64
   CHECK(fused.size() == ref.size());
   check_close(lt::make(fused, {64, 48}), ref, lt::Tol{1e-4, 1e-4});
 }
+
+TEST_CASE("linear: input @ weight^T + bias with leading batch dims, and its errors") {
+  Tensor x = lt::random({2, 3, 5}, DType::Float32, 181, -1, 1);
+  Tensor w = lt::random({4, 5}, DType::Float32, 182, -1, 1);
+  Tensor b = lt::random({4}, DType::Float32, 183, -1, 1);
+  Vec hx = host(x), hw = host(w), hb = host(b), want(24);
+  for (int r = 0; r < 6; ++r)
+    for (int o = 0; o < 4; ++o) {
+      double s = hb[size_t(o)];
+      for (int i = 0; i < 5; ++i) s += hx[size_t(r * 5 + i)] * hw[size_t(o * 5 + i)];
+      want[size_t(r * 4 + o)] = s;
+    }
+  Tensor y = linear(x, w, b);
+  CHECK(y.shape() == Shape{2, 3, 4});
+  check_close(y, want, lt::Tol{1e-5, 1e-5});
+  Vec nob = want;
+  for (int r = 0; r < 6; ++r)
+    for (int o = 0; o < 4; ++o) nob[size_t(r * 4 + o)] -= hb[size_t(o)];
+  check_close(linear(x, w), nob, lt::Tol{1e-5, 1e-5});
+  LT_CHECK_ERROR(linear(x, w.t()), "linear: input shape [2, 3, 5]", "[5, 4]", "(4)");
+  LT_CHECK_ERROR(linear(x, x), "linear", "weight must be 2-D", "[2, 3, 5]");
+  LT_CHECK_ERROR(linear(x, w, b.slice(0, 0, 3)), "linear", "bias shape [3]", "(4)");
+}

@@ -15,21 +15,7 @@ __all__ = [
 def linear(input, weight, bias=None):
     """input @ weight.T + bias, with weight [out_features, in_features]; input may have
     any number of leading batch dims. The bias add fuses into the matmul's epilogue."""
-    if weight.ndim != 2:
-        raise RuntimeError(
-            f"linear: weight must be 2-D [out_features, in_features], got shape "
-            f"{list(weight.shape)}")
-    if input.ndim == 0 or input.shape[-1] != weight.shape[1]:
-        raise RuntimeError(
-            f"linear: input shape {list(input.shape)} does not match weight shape "
-            f"{list(weight.shape)}: the input's last dim must equal in_features "
-            f"({weight.shape[1]})")
-    if bias is not None and tuple(bias.shape) not in ((weight.shape[0],), ()):
-        raise RuntimeError(
-            f"linear: bias shape {list(bias.shape)} does not match out_features "
-            f"({weight.shape[0]})")
-    out = _loom.matmul(input, weight.T)
-    return out if bias is None else out + bias
+    return _loom._linear(input, weight, bias)
 
 
 def relu(input, inplace=False):
