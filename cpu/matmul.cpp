@@ -73,9 +73,9 @@ void matmul_blas(const Node& n, void* out_mem) {
   // One matrix below kSplitMacs multiply-adds: blocks of C along its longer side over TBB,
   // OpenBLAS on one thread each. OpenBLAS's own threads spin (sched_yield) for a long while
   // after each call, taking a core from the fused kernels and GEMMs that follow: a training
-  // step alternates them (GPT step 150 -> 120 ms, bench/RESULTS.md). Past kSplitMacs the GEMM
-  // is long enough that sharing packed panels between OpenBLAS's threads wins (4096^3 ran
-  // at 0.7x split this way).
+  // step alternates them (bench/RESULTS.md, "Training steps: host overheads"). Past kSplitMacs
+  // the GEMM is long enough that sharing packed panels between OpenBLAS's threads wins (see
+  // "CPU matmul: the BLAS choice").
   constexpr double kSplitMacs = double(1 << 30);
   if (s.batch == 1 && direct_out && threads > 1 &&
       double(s.M) * double(s.N) * double(s.K) < kSplitMacs) {

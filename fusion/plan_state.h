@@ -67,8 +67,8 @@ class GroupEmitter {
   bool only_reader(const Storage* st, int w, int gi, bool same_order);
   const PlanState& s_;
   // The nodes that read each storage (an input or a region write's base), in dag order; built
-  // at the first only_reader: asking every in-place output over all nodes was quadratic (an
-  // optimizer step over a hundred parameters spent half its flush there).
+  // at the first only_reader: asking every in-place output over all nodes was quadratic in an
+  // optimizer step's flush.
   std::unordered_map<const Storage*, std::vector<int>> readers_;
   bool readers_built_ = false;
   std::vector<std::vector<ScalarSrc>>* srcs_;    // when asked: each group's scalar sources

@@ -147,12 +147,9 @@ void run_group(Device d, Group& g, size_t gi, std::ostream* log, const GOutput**
   }
 }
 
-// Runs the groups in order. Out of memory stops at the group that met it (FlushOom): the groups
-// before it keep their results, it and the ones after stay pending.
 // For each group, the intermediates whose memory may go once it has run: storages of this
-// flush that no live tensor holds (not roots) and that no later group reads. Without this a
-// training step's one flush kept every activation and gradient it wrote until its end: the
-// small GPT step's peak was 300 MB above what it started with, torch eager's about 150.
+// flush that no live tensor holds (not roots) and that no later group reads: a training step is
+// one flush, which would otherwise hold every activation and gradient it wrote until its end.
 // Only this flush's nodes and groups refer to such a storage (a node of another stream that
 // reads it flushed this trace when it was recorded, and held it through a live tensor).
 std::vector<std::vector<Storage*>> frees_after(const std::vector<std::shared_ptr<Storage>>& dag,
@@ -184,6 +181,9 @@ std::vector<std::vector<Storage*>> frees_after(const std::vector<std::shared_ptr
   return out;
 }
 
+// Runs the groups in order. Out of memory stops at the group that met it (FlushOom): the groups
+// before it keep their results, it and the ones after stay pending.
+// `frees`: frees_after's lists.
 void run_groups(Device d, std::vector<Group>& groups, std::ostream* log,
                 const std::vector<std::vector<Storage*>>& frees) {
   for (size_t gi = 0; gi < groups.size(); ++gi) {
