@@ -299,6 +299,66 @@ namespace {
 
 void add_into(Tensor& acc, const Tensor& g) { acc = acc.defined() ? add(acc, g) : g; }
 
+// The region gradients the running rule told of (note_region_grad); cleared after each rule.
+thread_local std::vector<RegionGrad> t_region_grads;
+thread_local int t_rules_running = 0;
+
+// The gradient of one input being summed: other gradients added as they come, region
+// gradients (RegionGrad) kept apart and summed last, as a cat when their regions tile the base.
+struct GradSum {
+  Tensor dense;
+  std::vector<RegionGrad> regions;
+
+  void add(const Tensor& g) {
+    for (auto it = t_region_grads.begin(); it != t_region_grads.end(); ++it)
+      if (it->whole.buffer() == g.buffer() && it->whole.shape() == g.shape()) {
+        regions.push_back(std::move(*it));
+        t_region_grads.erase(it);
+        return;
+      }
+    add_into(dense, g);
+  }
+
+  Tensor take() {
+    Tensor r = regions_sum();
+    regions.clear();
+    if (!dense.defined()) return r;
+    if (!r.defined()) return std::move(dense);
+    return loom::add(dense, r);
+  }
+
+ private:
+  // True when the regions are [start, stop) slices of one dim, step 1, that cover it without
+  // overlap; sorts them by start.
+  bool tiles() {
+    int d = regions[0].dim;
+    for (auto& r : regions)
+      if (r.dim != d || r.step != 1) return false;
+    std::sort(regions.begin(), regions.end(),
+              [](const RegionGrad& a, const RegionGrad& b) { return a.start < b.start; });
+    int64_t at = 0;
+    for (auto& r : regions) {
+      if (r.start != at) return false;
+      at = r.stop;
+    }
+    return at == regions[0].whole.shape()[d];
+  }
+
+  Tensor regions_sum() {
+    if (regions.empty()) return Tensor();
+    if (regions.size() == 1) return regions[0].whole;
+    const Tensor& w = regions[0].whole;
+    if (tiles()) {
+      std::vector<Tensor> parts;
+      for (auto& r : regions) parts.push_back(r.selected ? r.src.unsqueeze(r.dim) : r.src);
+      return cat(parts, regions[0].dim);
+    }
+    Tensor z = zeros(w.shape(), {w.dtype(), w.device()});
+    for (auto& r : regions) r.region(z).add_(r.src);
+    return z;
+  }
+};
+
 std::vector<Tensor> unpack(GradNode& n, bool create_graph) {
   std::vector<Tensor> out;
   out.reserve(n.saved.size());
@@ -344,14 +404,15 @@ struct Run {
   std::unordered_map<const AutogradMeta*, size_t> leaf_target;
   std::unordered_map<const GradNode*, size_t> node_target;
   bool only_targets = false;
-  std::vector<Tensor> captured;
+  std::vector<GradSum> captured;
+  std::vector<Tensor> result;  // the captured gradients, summed after the run
   std::vector<bool> reached;
   std::vector<std::shared_ptr<AutogradMeta>> target_leaf;  // by input: its hooks run once
 
   std::unordered_map<GradNode*, int> deps;
   std::unordered_map<GradNode*, bool> needed;
-  std::unordered_map<GradNode*, Tensor> buffer;
-  std::vector<std::pair<std::shared_ptr<AutogradMeta>, Tensor>> leaf_grads;
+  std::unordered_map<GradNode*, GradSum> buffer;
+  std::vector<std::pair<std::shared_ptr<AutogradMeta>, GradSum>> leaf_grads;
   std::unordered_map<const AutogradMeta*, size_t> leaf_slot;
 
   bool leaf_wanted(const AutogradMeta* m) const {
@@ -395,15 +456,15 @@ struct Run {
     if (t != leaf_target.end()) {
       reached[t->second] = true;
       if (!accumulate) {
-        add_into(captured[t->second], g);
+        captured[t->second].add(g);
         return;
       }
     } else if (only_targets) {
       return;
     }
     auto [it, fresh] = leaf_slot.try_emplace(m.get(), leaf_grads.size());
-    if (fresh) leaf_grads.push_back({m, Tensor()});
-    add_into(leaf_grads[it->second].second, g);
+    if (fresh) leaf_grads.push_back({m, GradSum()});
+    leaf_grads[it->second].second.add(g);
   }
 
   void run_node(GradNode* n, Tensor g) {
@@ -420,7 +481,7 @@ struct Run {
     auto t = node_target.find(n);
     if (t != node_target.end()) {
       reached[t->second] = true;
-      add_into(captured[t->second], g);
+      captured[t->second].add(g);
       if (accumulate && out && !out->retains_grad)
         out->grad = out->grad.defined() ? add(out->grad, g) : g;
     }
@@ -440,7 +501,16 @@ struct Run {
                               ") saved were freed by the first backward; pass retain_graph=True "
                               "to it"));
     std::vector<Tensor> s = unpack(*n, create_graph);
-    std::vector<Tensor> gi = n->rule(g, s, need);
+    ++t_rules_running;
+    std::vector<Tensor> gi;
+    try {
+      gi = n->rule(g, s, need);
+    } catch (...) {
+      --t_rules_running;
+      t_region_grads.clear();
+      throw;
+    }
+    --t_rules_running;
     LOOM_CHECK(gi.size() == n->next.size(), Runtime, "internal: ", n->name, " gave ", gi.size(),
                " gradients for ", n->next.size(), " inputs");
     for (size_t i = 0; i < gi.size(); ++i) {
@@ -452,10 +522,11 @@ struct Run {
                  " of shape ", shape_str(e.shape));
       if (gg.dtype() != e.dtype) gg = cast(gg, e.dtype);
       if (e.fn)
-        add_into(buffer[e.fn.get()], gg);
+        buffer[e.fn.get()].add(gg);
       else
         to_leaf(e.leaf, gg);
     }
+    t_region_grads.clear();  // those of gradients not needed
   }
 
   void release(GradNode* n) {
@@ -478,17 +549,19 @@ struct Run {
       GradNode* n = ready.top();
       ready.pop();
       auto b = buffer.find(n);
-      if (needed[n] && b != buffer.end() && b->second.defined()) {
-        Tensor g = std::move(b->second);
+      if (needed[n] && b != buffer.end()) {
+        Tensor g = b->second.take();
         buffer.erase(b);
-        run_node(n, std::move(g));
-        release(n);
+        if (g.defined()) {
+          run_node(n, std::move(g));
+          release(n);
+        }
       }
       for (const Edge& e : n->next)
         if (e.fn && --deps[e.fn.get()] == 0) ready.push(e.fn.get());
     }
-    for (auto& [m, g] : leaf_grads) {
-      Tensor gg = apply_hooks(m, g);
+    for (auto& [m, sum] : leaf_grads) {
+      Tensor gg = apply_hooks(m, sum.take());
       if (!m->grad.defined()) {
         // The leaf's grad must own its memory: the user writes into it in place.
         if (!create_graph && (!gg.is_contiguous() || gg.buffer().use_count() > 2)) gg = gg.clone();
@@ -554,19 +627,24 @@ void run(const char* op, const std::vector<Tensor>& outputs, const std::vector<T
     Tensor g = root_grad(outputs[i], grads.empty() ? Tensor() : grads[i], i, op);
     if (fn) {
       roots.push_back(fn);
-      add_into(r.buffer[fn.get()], g);
+      r.buffer[fn.get()].add(g);
     } else {
       r.to_leaf(A::meta(outputs[i]), g);
     }
   }
   r.execute(roots);
+  for (auto& c : r.captured) r.result.push_back(c.take());
   if (!accumulate)  // a leaf's hooks see its whole gradient, as when it accumulates
     for (size_t j = 0; j < r.target_leaf.size(); ++j)
-      if (r.target_leaf[j] && r.captured[j].defined())
-        r.captured[j] = apply_hooks(r.target_leaf[j], r.captured[j]);
+      if (r.target_leaf[j] && r.result[j].defined())
+        r.result[j] = apply_hooks(r.target_leaf[j], r.result[j]);
 }
 
 }  // namespace
+
+void note_region_grad(RegionGrad r) {
+  if (t_rules_running > 0) t_region_grads.push_back(std::move(r));
+}
 
 void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grads,
               std::optional<bool> retain_graph, bool create_graph,
@@ -589,7 +667,7 @@ std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<T
     LOOM_CHECK(r.reached[j] || allow_unused, Runtime, "grad: input ", j, " (", place(inputs[j]),
                ") was not used in the graph of the outputs; pass allow_unused=True if this is "
                "intended");
-  return r.captured;
+  return r.result;
 }
 
 }  // namespace autograd

@@ -91,6 +91,22 @@ void mark_view(Tensor& result);
 // op using it).
 void check_view_current(const Tensor& x, const char* where);
 
+// The gradient of a region view (slice, select, narrow): zeros of the base's shape with the
+// region set to `src`. The view's rule returns `whole` and tells the engine its parts, so that
+// the gradients of several regions of one base (split, chunk, the q/k/v thirds of one
+// projection) sum as one cat, or one buffer with each region added in, instead of a sum of
+// mostly-zero tensors (a fill and a full pass each).
+struct RegionGrad {
+  Tensor whole;                                 // the gradient when it arrives alone
+  Tensor src;                                   // the region's values, shaped as the view
+  std::function<Tensor(const Tensor&)> region;  // the same view of another base tensor
+  int dim = 0;  // the region along one dim: [start, stop), every `step`-th
+  int64_t start = 0, stop = 0, step = 1;
+  bool selected = false;  // src lacks `dim` (a select): unsqueezed to be catted
+};
+// Called by a rule while the engine runs it; ignored elsewhere.
+void note_region_grad(RegionGrad r);
+
 // The backward nodes of the primitives' families, their rules in ops/grad_rules.cpp (a switch
 // over every row: a new primitive without a rule fails the build).
 void record_unary(Op op, const Tensor& x, Tensor& y);

@@ -67,10 +67,16 @@ Tensor tracked(Tensor r, const char* name, const Tensor& x, F back) {
 
 Dims dims_of(const Shape& s) { return Dims(s.begin(), s.end()); }
 
-// The gradient of a region view of a tensor of shape xs: zeros with the region set to g. The
-// fill is no op of the graph; with create_graph its own backward reads the region back.
+// The gradient of a region view of a tensor of shape xs: zeros with the region set to g (the
+// region: `along` of dim d, [a, b) every step-th, or index a when `selected`). The fill is no op
+// of the graph; with create_graph its own backward reads the region back.
+struct Along {
+  int d;
+  int64_t a, b, step;
+  bool selected;
+};
 template <typename Region>
-Tensor region_grad(const Tensor& g, const Shape& xs, Region region) {
+Tensor region_grad(const Tensor& g, const Shape& xs, Region region, Along along) {
   Tensor z;
   {
     NoGradGuard fill;
@@ -83,6 +89,15 @@ Tensor region_grad(const Tensor& g, const Shape& xs, Region region) {
         [region](const Tensor& gz, const std::vector<Tensor>&, const std::vector<bool>&) {
           return std::vector<Tensor>{region(gz)};
         });
+  else
+    autograd::note_region_grad({.whole = z,
+                                .src = g,
+                                .region = region,
+                                .dim = along.d,
+                                .start = along.a,
+                                .stop = along.b,
+                                .step = along.step,
+                                .selected = along.selected});
   return z;
 }
 
@@ -232,8 +247,9 @@ Tensor Tensor::slice(int64_t dm, std::optional<int64_t> start, std::optional<int
   v.strides[d] = strides()[d] * step;
   return tracked(Tensor(buf_, v, dtype_, device_), "SliceBackward0", *this,
                  [xs = shape(), d, a, b, step](const Tensor& g) {
-                   return region_grad(g, xs,
-                                      [=](const Tensor& z) { return z.slice(d, a, b, step); });
+                   return region_grad(
+                       g, xs, [=](const Tensor& z) { return z.slice(d, a, b, step); },
+                       Along{d, a, std::max(a, b), step, false});
                  });
 }
 
@@ -250,7 +266,9 @@ Tensor Tensor::select(int64_t dm, int64_t index) const {
   v.strides.erase(v.strides.begin() + d);
   return tracked(Tensor(buf_, v, dtype_, device_), "SelectBackward0", *this,
                  [xs = shape(), d, index](const Tensor& g) {
-                   return region_grad(g, xs, [=](const Tensor& z) { return z.select(d, index); });
+                   return region_grad(
+                       g, xs, [=](const Tensor& z) { return z.select(d, index); },
+                       Along{d, index, index + 1, 1, true});
                  });
 }
 

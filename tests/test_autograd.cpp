@@ -209,6 +209,62 @@ TEST_CASE("autograd: views and movement") {
             {grad_input({3, 4}, 36), grad_input({3, 4}, 37)});
 }
 
+TEST_CASE("autograd: gradients of several regions of one base: tiles, overlaps, steps") {
+  auto x = grad_input({2, 6, 4}, 38);
+  gradcheck("split, every part used (one cat)",
+            [](const V& v) {
+              auto p = v[0].split(2, 1);
+              return p[0].exp() * p[1] + p[2].sin();
+            },
+            {x});
+  gradcheck("parts and the whole",
+            [](const V& v) {
+              auto p = v[0].chunk(3, 1);
+              return p[2] * p[0] + v[0].sum({1}, true) + p[1];
+            },
+            {x});
+  gradcheck("selects that tile dim 0",
+            [](const V& v) { return v[0].select(0, 1).exp() * v[0].select(0, 0); }, {x});
+  gradcheck("overlapping slices",
+            [](const V& v) { return v[0].slice(1, 0, 4) * v[0].slice(1, 2, 6).cos(); }, {x});
+  gradcheck("slices with steps, and of different dims",
+            [](const V& v) {
+              return v[0].slice(2, 0, 4, 2) * v[0].slice(2, 1, 4, 2).exp() +
+                     v[0].slice(1, 0, 6, 3).slice(2, 0, 2).sum();
+            },
+            {x});
+  gradcheck("a gap between the parts",
+            [](const V& v) { return v[0].narrow(1, 0, 2) * v[0].narrow(1, 3, 2); }, {x});
+}
+
+TEST_CASE("autograd: q, k, v thirds of one tensor: their gradient is written in place, no sum") {
+  // The gradient of x is the three parts' gradients side by side: before, each part became a
+  // zero-filled tensor of x's shape and the three were added (three fills, two full sums).
+  Tensor x = randn({256, 96}).requires_grad_();
+  auto xs = x.to_vector<double>();
+  reset_counters();
+  auto p = x.split(32, 1);
+  Tensor loss = (p[0] * 2.0).sum() + (p[1].exp()).sum() + (p[2] * p[2]).sum();
+  loss.backward();
+  auto g = x.grad().to_vector<double>();
+  for (size_t i = 0; i < g.size(); ++i) {
+    int64_t c = int64_t(i % 96);
+    double want = c < 32 ? 2.0 : c < 64 ? std::exp(xs[i]) : 2 * xs[i];
+    CHECK(g[i] == doctest::Approx(want).epsilon(1e-6));
+  }
+  // The flush reads x (twice at most) and writes x.grad once: summing three x-sized
+  // gradients moved 9 such buffers.
+  CHECK(counters().bytes_moved.load() <= 3 * 256 * 96 * 4);
+  Tensor y = randn({256, 96}).requires_grad_();
+  auto q = y.split(32, 1);
+  auto gy = autograd::grad({(q[0] * 3.0).sum() + q[1].sum() + q[2].sum() * 0.5}, {y});
+  auto gv = gy[0].to_vector<double>();
+  for (size_t i = 0; i < gv.size(); ++i) {
+    int64_t c = int64_t(i % 96);
+    CHECK(gv[i] == (c < 32 ? 3.0 : c < 64 ? 1.0 : 0.5));
+  }
+}
+
 TEST_CASE("autograd: matmul, batched and broadcast, with vectors") {
   gradcheck("mm", [](const V& v) { return matmul(v[0], v[1]); },
             {grad_input({3, 4}, 41), grad_input({4, 2}, 42)});
