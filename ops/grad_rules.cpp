@@ -161,8 +161,9 @@ Tensor unary_grad(Op op, const Tensor& g, const Tensor& x, const Tensor& y,
       return g * (exp(y * y) * (std::sqrt(pi) / 2.0));
     case Op::Sigmoid:
       return g * (y * (1.0 - y));
-    case Op::Gelu: {  // Phi(x) + x phi(x)
-      Tensor cdf = (erf(x * std::numbers::sqrt2 / 2.0) + 1.0) * 0.5;
+    case Op::Gelu: {  // Phi(x) + x phi(x); Phi as erfc(-x / sqrt 2) / 2: no 1 + erf(z) to
+      // cancel for negative x, and one function call where erf adds a series below |z| = 0.5
+      Tensor cdf = erfc(x * -0.707106781186547524400844362104849039) * 0.5;
       Tensor pdf = exp(x * x * -0.5) * (1.0 / std::sqrt(2.0 * pi));
       return g * (cdf + x * pdf);
     }
