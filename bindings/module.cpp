@@ -1,5 +1,6 @@
 // The extension module loom._loom: error translation, runtime controls, then every init_xxx.
 #include "bindings/common.h"
+#include "cpu/blas_lib.h"
 
 namespace loom::py {
 namespace {
@@ -48,6 +49,10 @@ nb::dict counters_dict() {
 
 void init_runtime(nb::module_& m) {
   m.def("sync", &sync, "Runs all pending work on every device and waits (a sync point).");
+  m.def(
+      "_cpu_blas", [] { return loom::cpu::blas_lib().name; },
+      "The BLAS the CPU's float matmuls call: 'mkl (its file)', 'openblas' or 'eigen' "
+      "(LOOM_CPU_BLAS picks it at the first call).");
   m.def("flush", nb::overload_cast<>(&loom::flush),
         "Runs the pending work of every stream (submits it on a GPU) without waiting for it.");
   m.def("set_fusion", &set_fusion, "enabled"_a,

@@ -9,13 +9,10 @@
 #include <cstdint>
 #include <memory>
 
+#include "cpu/blas_lib.h"
 #include "cpu/ctype.h"
 #include "fusion/node.h"
 #include "tensor/convert.h"
-
-#ifdef LOOM_HAVE_OPENBLAS
-#include <cblas.h>
-#endif
 
 namespace loom::cpu {
 
@@ -54,19 +51,22 @@ inline Shapes shapes_of(const Node& n) {
 #ifdef LOOM_HAVE_OPENBLAS
 
 // Threads: one pool at a time owns the cores. A batch of at least as many matrices as TBB has
-// threads runs as a TBB loop over the batch with OpenBLAS on one thread each (a threaded GEMM
-// inside a TBB task would run threads x threads). Fewer, bigger matrices run one after the
-// other on OpenBLAS's own threads: its threaded GEMM shares the packed panels of B between
-// threads, where blocks of C split over TBB each pack all of B again (measured slower, most at
-// 4096^3; bench/RESULTS.md). Debian's OpenBLAS (0.3.21) has only the process-wide
+// threads runs as a TBB loop over the batch with the BLAS on one thread each (a threaded GEMM
+// inside a TBB task would run threads x threads). With OpenBLAS, fewer, bigger matrices run
+// one after the other on its own threads: its threaded GEMM shares the packed panels of B
+// between threads, where blocks of C split over TBB each pack all of B again (measured slower,
+// most at 4096^3; bench/RESULTS.md). Debian's OpenBLAS (0.3.21) has only the process-wide
 // openblas_set_num_threads, so each call sets the count it needs first; that is safe because
 // CPU groups run one at a time under the runtime lock (fusion/trace.h). Dropping back to one
 // thread after each threaded call would make the next small GEMM wake OpenBLAS's workers
 // again (measured: 128^3 took 1.5x as long). It is set on every call, not cached, because
-// another user of the same OpenBLAS in the process may change it. Either Debian build (pthread
-// or OpenMP, the system's libopenblas.so.0 alternative) behaves the same under an explicit
-// count.
-inline void blas_threads(int n) { openblas_set_num_threads(n); }
+// another user of the same OpenBLAS in the process may change it. MKL is opened sequential
+// (cpu/blas_lib.h): every GEMM is split over TBB.
+inline void blas_threads(int n) {
+  if (auto set = blas_lib().set_threads) set(n);
+}
+// Whether the BLAS runs threads of its own (else the caller splits every GEMM).
+inline bool blas_threaded() { return blas_lib().set_threads != nullptr; }
 
 // One operand's [R, C] matrices as BLAS sees them: a base pointer per batch entry, the
 // transpose flag and the leading dimension. A view whose last two strides are (ld, 1) is
@@ -136,13 +136,13 @@ struct Operand {
 
 inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
                  const float* b, int64_t ldb, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m),
-              int(n), int(k), 1.f, a, int(lda), b, int(ldb), 0.f, c, int(ldc));
+  blas_lib().sgemm(101, ta ? 112 : 111, tb ? 112 : 111, int(m), int(n), int(k), 1.f, a, int(lda), b,
+                   int(ldb), 0.f, c, int(ldc));
 }
 inline void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
                  const double* b, int64_t ldb, double* c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m),
-              int(n), int(k), 1.0, a, int(lda), b, int(ldb), 0.0, c, int(ldc));
+  blas_lib().dgemm(101, ta ? 112 : 111, tb ? 112 : 111, int(m), int(n), int(k), 1.0, a, int(lda), b,
+                   int(ldb), 0.0, c, int(ldc));
 }
 
 #endif  // LOOM_HAVE_OPENBLAS

@@ -3,6 +3,9 @@
 # nlohmann-json3-dev: the JSON headers of checkpoints (ops/checkpoint_header.cpp).
 # libopenblas-dev: the CPU matmul's BLAS (CMakeLists.txt, LOOM_BLAS). bench/gemm_blas.cpp also
 # compares libblis-dev, libdnnl-dev and libopenblas0-openmp when they are installed (not needed).
+# mkl (PyPI, without its OpenMP and TBB dependencies: loom opens it single-threaded at run time,
+# cpu/blas_lib.h): the float matmuls' faster BLAS where it loads; the build does not need it,
+# and without it (no network, other CPUs) the matmuls stay on OpenBLAS.
 # --python: also the Python package's build and test modules (pip; scikit-learn for the digits
 # data the training examples read; matplotlib, nbclient, nbformat and ipykernel to run the
 # example notebook headless in the tests), which the Release build
@@ -31,4 +34,9 @@ print(" ".join(p for m, p in mods.items() if importlib.util.find_spec(m) is None
     # shellcheck disable=SC2086  # a list of names
     "$PY" -m pip install -q $missing
   fi
+fi
+PY=${PYTHON:-python3}
+if ! "$PY" -c 'import importlib.metadata as m; m.version("mkl")' 2>/dev/null; then
+  "$PY" -m pip install -q --no-deps "mkl<2027" ||
+    echo "deps.sh: MKL not installed; the CPU matmuls use OpenBLAS" >&2
 fi

@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 t0=$SECONDS
 stage() { echo "== [$((SECONDS - t0)) s] $*" >&2; }
 bash scripts/deps.sh --python
+source scripts/mkl_env.sh  # the CPU matmuls on MKL where deps.sh installed it
 BUILD=${BUILD:-build}
 # The Release tree builds the Python extension too (LOOM_BUILD_PYTHON): test_python.sh's
 # pip install then builds in this tree and reuses its library objects.

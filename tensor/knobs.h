@@ -44,6 +44,12 @@
     "a directory: every lowered kernel's source (CUDA C++, the CPU tile program) is written "      \
     "there, named by a hash of its text (scripts/dump_kernels.sh)")                                \
   /* the CPU backend (cpu/) */                                                                     \
+  X(CpuBlas, "LOOM_CPU_BLAS", Str, "auto", Once,                                                   \
+    "the float matmuls' BLAS: auto (Intel MKL where it loads, else OpenBLAS), mkl (an error "      \
+    "where it does not load) or openblas")                                                         \
+  X(Mkl, "LOOM_MKL", Str, "", Once,                                                                \
+    "where MKL's libmkl_rt is: the file or its folder; empty: the loader's path, "                 \
+    "$VIRTUAL_ENV/lib, $CONDA_PREFIX/lib, /usr/local/lib, ~/.local/lib")                           \
   X(CpuCacheBytes, "LOOM_CPU_CACHE_BYTES", Int, "1073741824", Once,                                \
     "bytes of freed host blocks kept for reuse")                                                   \
   X(CpuPrefetch, "LOOM_CPU_PREFETCH", Int, "1", Once,                                              \

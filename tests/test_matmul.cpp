@@ -1,5 +1,6 @@
 // matmul / bmm against float64 loops: 2D, 1D cases, broadcast batch dims, strided operands.
 #include <array>
+#include <random>
 
 #include "helpers.h"
 
@@ -339,3 +340,43 @@ TEST_CASE("linear: input @ weight^T + bias with leading batch dims, and its erro
   LT_CHECK_ERROR(linear(x, x), "linear", "weight must be 2-D", "[2, 3, 5]");
   LT_CHECK_ERROR(linear(x, w, b.slice(0, 0, 3)), "linear", "bias shape [3]", "(4)");
 }
+
+#ifdef LOOM_HAVE_OPENBLAS_TESTS
+#include "cpu/blas_lib.h"
+
+TEST_CASE("matmul: each BLAS library's GEMMs against float64 loops (MKL where it loads)") {
+  std::vector<cpu::BlasLib> libs{cpu::openblas_lib()};
+  if (auto mkl = cpu::mkl_lib())
+    libs.push_back(*mkl);
+  else
+    MESSAGE("no MKL loads here (pip install mkl; LOOM_MKL): OpenBLAS alone");
+  std::mt19937 g(7);
+  std::uniform_real_distribution<double> d(-1, 1);
+  for (auto [m, k, n] : {std::array<int, 3>{37, 129, 65}, {128, 2048, 96}, {1, 7, 1}}) {
+    for (bool ta : {false, true}) {
+      std::vector<double> a(size_t(m) * k), b(size_t(k) * n), want(size_t(m) * n, 0.0);
+      for (auto& v : a) v = d(g);
+      for (auto& v : b) v = d(g);
+      // a is [m, k] row-major, or [k, m] read transposed
+      auto at = [&](int i, int p) { return ta ? a[size_t(p) * m + i] : a[size_t(i) * k + p]; };
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < n; ++j)
+          for (int p = 0; p < k; ++p) want[size_t(i) * n + j] += at(i, p) * b[size_t(p) * n + j];
+      std::vector<float> af(a.begin(), a.end()), bf(b.begin(), b.end());
+      for (const auto& lib : libs) {
+        CAPTURE(lib.name);
+        std::vector<float> cf(size_t(m) * n, -1.f);
+        std::vector<double> cd(size_t(m) * n, -1.0);
+        lib.sgemm(101, ta ? 112 : 111, 111, m, n, k, 1.f, af.data(), ta ? m : k, bf.data(), n, 0.f,
+                  cf.data(), n);
+        lib.dgemm(101, ta ? 112 : 111, 111, m, n, k, 1.0, a.data(), ta ? m : k, b.data(), n, 0.0,
+                  cd.data(), n);
+        for (size_t i = 0; i < want.size(); ++i) {
+          CHECK(cf[i] == doctest::Approx(want[i]).epsilon(1e-4).scale(std::sqrt(double(k))));
+          CHECK(cd[i] == doctest::Approx(want[i]).epsilon(1e-12).scale(double(k)));
+        }
+      }
+    }
+  }
+}
+#endif

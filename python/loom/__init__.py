@@ -9,7 +9,15 @@ The API follows PyTorch's names and keywords::
 
 ``loom.array_api`` is a Python array API standard (2023.12) namespace over the same tensors.
 """
-from . import _loom
+import os as _os
+import sys as _sys
+
+# MKL from PyPI (`pip install mkl`, scripts/deps.sh) lands in this interpreter's lib folder, which
+# the loader does not search: tell the runtime there (read at the first float matmul).
+if _os.path.exists(_os.path.join(_sys.prefix, "lib", "libmkl_rt.so.3")):
+    _os.environ.setdefault("LOOM_MKL", _os.path.join(_sys.prefix, "lib"))
+
+from . import _loom  # noqa: E402
 from ._loom import *  # noqa: F401,F403
 from ._loom import Tensor, device, dtype, __version__  # noqa: F401
 from ._loom import _load_file, _save_file  # noqa: F401  (loom.save and loom.load use them)
