@@ -73,7 +73,6 @@ Reads unary_reads(Op op) {
     case Op::Sinh:
     case Op::Cosh:
     case Op::Erf:
-    case Op::Gelu:
     case Op::GeluTanh:
     case Op::Silu:
     case Op::Softplus:
@@ -85,6 +84,8 @@ Reads unary_reads(Op op) {
     case Op::Lgamma:
     case Op::Sinc:
       return {true, false};
+    case Op::Gelu:  // Phi(x) as y / x
+      return {true, true};
       LOOM_BINARY_OPS(LOOM_CASE)
       LOOM_REDUCE_OPS(LOOM_CASE) LOOM_OTHER_PRIMS(LOOM_CASE) case Op::NumOps : break;
   }
@@ -161,9 +162,10 @@ Tensor unary_grad(Op op, const Tensor& g, const Tensor& x, const Tensor& y,
       return g * (exp(y * y) * (std::sqrt(pi) / 2.0));
     case Op::Sigmoid:
       return g * (y * (1.0 - y));
-    case Op::Gelu: {  // Phi(x) + x phi(x); Phi as erfc(-x / sqrt 2) / 2: no 1 + erf(z) to
-      // cancel for negative x, and one function call where erf adds a series below |z| = 0.5
-      Tensor cdf = erfc(x * -0.707106781186547524400844362104849039) * 0.5;
+    case Op::Gelu: {  // Phi(x) + x phi(x), with Phi(x) = y / x from the forward's result: no
+      // second erfc (the rule's chain took 1.5x the forward's time with one). Near 0, where y
+      // would be rounded or subnormal, Phi's series: its next term is 2e-10 relative there.
+      Tensor cdf = where(lt(abs(x), 1e-3), x * (1.0 / std::sqrt(2.0 * pi)) + 0.5, y / x);
       Tensor pdf = exp(x * x * -0.5) * (1.0 / std::sqrt(2.0 * pi));
       return g * (cdf + x * pdf);
     }
