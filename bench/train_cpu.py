@@ -148,6 +148,8 @@ def main():
     ap.add_argument("--block", type=int, default=64)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--no-compile", dest="compile", action="store_false")
+    ap.add_argument("--pause", type=float, default=0.2,
+                    help="seconds of rest before each timed block (0: none)")
     ap.add_argument("--device", default="cpu", help="cpu or cuda (both libraries)")
     ap.add_argument("--converge", type=int, default=0,
                     help="also train the GPT this many steps in loom and torch eager and "
@@ -172,8 +174,16 @@ def main():
             if not np.allclose(ls, ref, rtol=2e-3, atol=2e-3):
                 sys.exit(f"{name}: {impl}'s losses {ls} differ from torch eager's {ref}")
         times = {impl: [] for impl in impls}
-        for _ in range(args.rounds):
-            for impl, step in impls.items():
+        order = list(impls)
+        for r in range(args.rounds):
+            # Blocks in a rotated order, each after a pause and one untimed step: a library's
+            # worker threads keep spinning for a while after its last op (torch's OpenMP pool,
+            # loom's TBB) and would take a core from whichever block ran next; the untimed
+            # step wakes the block's own threads and caches after the pause.
+            for impl in order[r % len(order):] + order[:r % len(order)]:
+                step = impls[impl]
+                time.sleep(args.pause)
+                step()
                 t0 = time.perf_counter()
                 for _ in range(args.steps):
                     step()
