@@ -79,6 +79,9 @@ using VmathFn = void (*)(const float*, float*, int64_t);
 //                vector exp and log), rounded once at the end: float32 inputs only
 //   pred(f)      f: T -> bool
 //   arith(f)     f: (T, T) -> T
+//   power(f)     float pow, f: (T, T) -> T: arith(f), but a broadcast exponent of 2, 1 or -1
+//                is x * x, x or 1 / x in a vector loop (the same values: IEEE pow is exact
+//                there but for its rounding, and these are rounded once)
 //   test(f)      f: (T, T) -> bool
 // The sinks' own forms are always inlined: the loops are compiled inside the group's function,
 // each loop where its case is.
@@ -97,6 +100,8 @@ struct Sink {
   void pred(F) {}
   template <typename F>
   void arith(F) {}
+  template <typename F>
+  void power(F) {}
   template <typename F>
   void test(F) {}
 };
@@ -188,6 +193,18 @@ struct ArithSink : PairSink<T, T> {
   template <typename F>
   [[gnu::always_inline]] void arith(F f) {
     map2(this->a, this->sa, this->b, this->sb, this->out, this->n, f);
+  }
+  // glibc's pow is a scalar call of tens of cycles an element: x ** 2 took 90x torch's time.
+  template <typename F>
+  [[gnu::always_inline]] void power(F f) {
+    if (this->sa && !this->sb) {
+      const T y = this->b[0];
+      const T* a = this->a;
+      if (y == T(2)) return map1(a, this->out, this->n, [](T x) { return x * x; });
+      if (y == T(1)) return map1(a, this->out, this->n, [](T x) { return x; });
+      if (y == T(-1)) return map1(a, this->out, this->n, [](T x) { return T(1) / x; });
+    }
+    arith(f);
   }
 };
 template <typename T>

@@ -441,7 +441,7 @@ void lower(Op op, K& k) {
       return k.arith([](T x, T y) { return py_mod(x, y); });
     case Op::Pow:
       if constexpr (kFloat)
-        return k.arith([](T x, T y) { return std::pow(x, y); });
+        return k.power([](T x, T y) { return std::pow(x, y); });
       else
         return k.arith([](T x, T y) { return int_pow(x, y); });
     case Op::Maximum:

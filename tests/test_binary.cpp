@@ -438,3 +438,47 @@ TEST_CASE("binary: where, clamp, lerp, addcmul, addcdiv, rsub against float64") 
   check_close(addcdiv(a, a, b, 0.5), acd);
   check_close(rsub(a, 1.5), rs);
 }
+
+TEST_CASE("binary: pow by a scalar 2, 1 or -1 (a vector loop) is IEEE pow rounded once") {
+  // Special values, subnormals and random magnitudes; the reference is pow in long double,
+  // where the square and reciprocal of a float or double are exact before the one rounding.
+  std::vector<double> xs = {0.0,
+                            -0.0,
+                            1.0,
+                            -1.0,
+                            3.0,
+                            -2.5,
+                            1e-40,
+                            -1e-310,
+                            1e30,
+                            -3e200,
+                            std::numeric_limits<double>::infinity(),
+                            -std::numeric_limits<double>::infinity(),
+                            std::numeric_limits<double>::quiet_NaN()};
+  std::mt19937 g(11);
+  std::uniform_real_distribution<double> e(-60, 60);
+  for (int i = 0; i < 200; ++i) xs.push_back((g() & 1 ? -1 : 1) * std::exp2(e(g)) * 1.37);
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    Tensor x = lt::make(xs, {int64_t(xs.size())}, dt);
+    std::vector<double> xv = host(x);  // as the dtype holds them
+    for (double y : {2.0, 1.0, -1.0}) {
+      std::vector<double> want;
+      for (double v : xv) {
+        long double r = std::pow((long double)v, (long double)y);
+        want.push_back(dt == DType::Float32 ? double(float(r)) : double(r));
+      }
+      for (bool fused : {false, true}) {
+        INFO(dtype_name(dt) << " ** " << y << (fused ? " fused" : " fusion off"));
+        std::optional<lt::FusionOff> off;
+        if (!fused) off.emplace();
+        std::vector<double> got = host(fused ? pow(x * 1.0, y) * 1.0 : pow(x, y));
+        for (size_t i = 0; i < want.size(); ++i) {
+          CAPTURE(xv[i]);
+          CHECK((std::isnan(want[i])
+                     ? std::isnan(got[i])
+                     : std::bit_cast<uint64_t>(got[i]) == std::bit_cast<uint64_t>(want[i])));
+        }
+      }
+    }
+  }
+}
