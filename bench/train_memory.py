@@ -57,15 +57,16 @@ def measure(lib_name, cfg):
         _, loss = model(xb, yb)
         saved = lib.counters()["saved_bytes_peak"]
     else:
-        total = [0]
+        seen = {}
 
-        def pack(t):
-            total[0] += t.numel() * t.element_size()
+        def pack(t):  # each tensor once, however many nodes save it (as loom's counter)
+            seen[(t.untyped_storage().data_ptr(), t.storage_offset(), t.numel(),
+                  t.element_size())] = t.numel() * t.element_size()
             return t
 
         with lib.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
             _, loss = model(xb, yb)
-        saved = total[0]
+        saved = sum(seen.values())
     return {"saved": saved, "peak": peak}
 
 

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <atomic>
 #include <map>
+#include <mutex>
 #include <queue>
 #include <set>
 #include <unordered_map>
@@ -124,9 +125,57 @@ void Tensor::remove_hook(int id) const {
 
 uint32_t Tensor::version() const { return buf_ ? buf_->version : 0; }
 
+namespace {
+
+// counters().saved_bytes counts each saved tensor once however many nodes hold it (a layer's
+// output saved by its own node and by the next layer's matmul): the memory the graph keeps.
+struct SavedKey {
+  const void* buf;
+  int64_t offset, bytes;
+  bool operator==(const SavedKey&) const = default;
+};
+struct SavedKeyHash {
+  size_t operator()(const SavedKey& k) const {
+    return std::hash<const void*>()(k.buf) ^ (size_t(k.offset) * 0x9e3779b97f4a7c15ull) ^
+           (size_t(k.bytes) << 17);
+  }
+};
+std::mutex g_saved_mutex;
+std::unordered_map<SavedKey, int, SavedKeyHash> g_saved_holders;
+
+// The bytes: the view's elements, but no more than its buffer holds (an expanded index).
+SavedKey saved_key(const Tensor& t) {
+  int64_t bytes = t.numel() * int64_t(itemsize(t.dtype()));
+  if (const auto& st = t.buffer()->cur) bytes = std::min(bytes, int64_t(st->nbytes));
+  return {t.buffer().get(), t.offset(), bytes};
+}
+
+// The bytes that start counting: t's, where no node held it yet.
+int64_t hold_saved(const Tensor& t) {
+  SavedKey k = saved_key(t);
+  std::lock_guard<std::mutex> l(g_saved_mutex);
+  return ++g_saved_holders[k] == 1 ? k.bytes : 0;
+}
+
+// The bytes that stop counting: t's, where this was its last holder.
+int64_t drop_saved(const Tensor& t) {
+  SavedKey k = saved_key(t);
+  std::lock_guard<std::mutex> l(g_saved_mutex);
+  auto it = g_saved_holders.find(k);
+  if (it == g_saved_holders.end() || --it->second > 0) return 0;
+  g_saved_holders.erase(it);
+  return k.bytes;
+}
+
+}  // namespace
+
 void GradNode::free_saved() {
+  int64_t freed = 0;
+  if (saved_bytes)
+    for (auto& s : saved)
+      if (s.data.defined()) freed += drop_saved(s.data);
   saved.clear();
-  if (saved_bytes) counters().saved_bytes.fetch_sub(saved_bytes);
+  if (freed) counters().saved_bytes.fetch_sub(freed);
   saved_bytes = 0;
 }
 
@@ -209,9 +258,12 @@ void record(Tensor& result, const char* name, const std::vector<Tensor>& inputs,
     s.data = saved[i].detach();
     n->saved.push_back(std::move(s));
   }
-  if (n->saved_bytes) {
+  int64_t added = 0;
+  for (const SavedTensor& s : n->saved)
+    if (s.data.defined()) added += hold_saved(s.data);
+  if (added) {
     Counters& c = counters();
-    int64_t now = c.saved_bytes.fetch_add(n->saved_bytes) + n->saved_bytes;
+    int64_t now = c.saved_bytes.fetch_add(added) + added;
     for (int64_t p = c.saved_bytes_peak.load();
          now > p && !c.saved_bytes_peak.compare_exchange_weak(p, now);) {
     }

@@ -60,7 +60,7 @@ struct GradNode : std::enable_shared_from_this<GradNode> {
   GradRule rule;
   std::weak_ptr<AutogradMeta> out;  // the result's place (hooks, retain_grad)
   std::string what;                 // the forward's operands, for error messages
-  int64_t saved_bytes = 0;          // counted in counters().saved_bytes while held
+  int64_t saved_bytes = 0;  // its saved tensors' bytes (counters().saved_bytes counts each once)
   bool released = false;
   bool is_view = false;  // the result shares its input's memory
   uint64_t seq = 0;      // creation order: later nodes run first

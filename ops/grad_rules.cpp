@@ -383,10 +383,14 @@ void record_binary(Op op, const Tensor& a, const Tensor& b, Tensor& y) {
   bool ry = binary_reads_result(op);
   std::string what = describe({a, b});
   DType ct = y.dtype();
-  bool ro = op != Op::Add && op != Op::Sub;  // the others read their operands
+  // What the rule reads: Add and Sub nothing; Mul each operand for the other's gradient, Div a
+  // only for b's (a scaled score matrix, `scores * scale`, keeps nothing); the others both.
+  bool ra = op != Op::Add && op != Op::Sub, rb = ra;
+  if (op == Op::Mul || op == Op::Div) ra = b.requires_grad();
+  if (op == Op::Mul) rb = a.requires_grad();
   record(
       y, binary_node_name(op, true), {a, b},
-      {ro ? a : Tensor(), ro ? b : Tensor(), ry ? y : Tensor()},
+      {ra ? a : Tensor(), rb ? b : Tensor(), ry ? y : Tensor()},
       [op, what, ct, as = a.shape(), bs = b.shape(), at = a.dtype(), bt = b.dtype()](
           const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>& need) {
         Tensor a = s[0].defined() ? cast(s[0], ct) : Tensor();

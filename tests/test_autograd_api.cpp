@@ -248,3 +248,23 @@ TEST_CASE("autograd api: training steps compile nothing after the first, for any
   CHECK(std::isfinite(first));
   CHECK(std::isfinite(later));
 }
+
+TEST_CASE(
+    "autograd: saved bytes count each saved tensor once; a product by a constant keeps no "
+    "operand") {
+  Tensor x = randn({64, 96}).requires_grad_();
+  Tensor w = randn({96, 32}).requires_grad_();
+  loom::sync();
+  const int64_t base = counters().saved_bytes.load();
+  Tensor y = x * 2.0;  // its gradient is 2 g: only the constant is kept, not x
+  const int64_t f = 4;
+  CHECK(counters().saved_bytes.load() - base == f);
+  Tensor z = gelu(y);         // keeps y and z
+  Tensor out = matmul(z, w);  // keeps z (again: counted once) and w
+  CHECK(counters().saved_bytes.load() - base == (64 * 96 + 64 * 96 + 96 * 32) * f + f);
+  Tensor e = x.expand({3, 64, 96}) * w.sum();  // keeps the expanded view: x's bytes, not 3x
+  CHECK(counters().saved_bytes.load() - base ==
+        (64 * 96 + 64 * 96 + 96 * 32) * f + f + 64 * 96 * f + f);
+  (out.sum() + e.sum()).backward();
+  CHECK(counters().saved_bytes.load() == base);  // all given back
+}
