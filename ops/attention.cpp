@@ -1,8 +1,12 @@
 // scaled_dot_product_attention: q @ k^T, then scale, mask and softmax (one fused row kernel:
 // the causal mask is an iota comparison, the scale a multiply in its prologue), dropout,
-// then @ v. Its backward is the matmuls', softmax's own and where's rules.
+// then @ v. Without dropout, in float32 or float64, its backward is its own node, as a flash
+// kernel's: it keeps q, k, v and each row's logsumexp, not the [..., L, S] probabilities,
+// and recomputes them (one more q @ k^T); with dropout (whose mask the probabilities carry)
+// it is the matmuls', softmax's and where's rules.
 #include <cmath>
 
+#include "ops/grad_node.h"
 #include "ops/record.h"
 
 namespace loom {
@@ -28,23 +32,60 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   check_same_device(op, q, k);
   check_same_device(op, q, v);
   double s = scale ? *scale : 1.0 / std::sqrt(double(E));
-  Tensor scores = matmul(q, k.transpose(-2, -1)) * s;  // [..., L, S]
-  if (is_causal) {
-    // torch's causal mask: row i sees columns j <= i (the top-left aligned lower triangle).
-    Shape ls{L, S};
-    Tensor keep = le(iota(ls, 1, q.device()), iota(ls, 0, q.device()));
-    scores = where(keep, scores, -INFINITY);
-  } else if (attn_mask) {
-    check_same_device(op, q, *attn_mask);
-    if (attn_mask->dtype() == DType::Bool) {
-      scores = where(*attn_mask, scores, -INFINITY);  // True: take part
-    } else {
-      scores = scores + *attn_mask;
+  const std::optional<Tensor> mask = attn_mask;
+  // The scores after scale and mask; a float mask is added.
+  auto scores_of = [L, S, s, is_causal, mask](const Tensor& q, const Tensor& k) {
+    Tensor sc = matmul(q, k.transpose(-2, -1)) * s;  // [..., L, S]
+    if (is_causal) {
+      // torch's causal mask: row i sees columns j <= i (the top-left aligned lower triangle).
+      Shape ls{L, S};
+      Tensor keep = le(iota(ls, 1, q.device()), iota(ls, 0, q.device()));
+      return where(keep, sc, -INFINITY);
     }
+    if (mask) {
+      if (mask->dtype() == DType::Bool) return where(*mask, sc, -INFINITY);  // True: take part
+      return sc + *mask;
+    }
+    return sc;
+  };
+  if (mask) check_same_device(op, q, *mask);
+  const bool flash = dropout_p == 0 &&
+                     (q.dtype() == DType::Float32 || q.dtype() == DType::Float64) &&
+                     q.dtype() == k.dtype() && q.dtype() == v.dtype() &&
+                     (!mask || mask->dtype() == DType::Bool || mask->dtype() == q.dtype());
+  std::vector<Tensor> ins{q, k, v};
+  if (mask && mask->dtype() != DType::Bool) ins.push_back(*mask);
+  if (!flash || !autograd::needs_grad(ins)) {
+    Tensor p = softmax(scores_of(q, k), -1);
+    if (dropout_p > 0) p = dropout(p, dropout_p, true);
+    return matmul(p, v);
   }
-  Tensor p = softmax(scores, -1);
-  if (dropout_p > 0) p = dropout(p, dropout_p, true);
-  return matmul(p, v);
+  Tensor out, lse;
+  {
+    NoGradGuard forward;  // the node below is the whole op's
+    Tensor sc = scores_of(q, k);
+    lse = logsumexp(sc, {-1}, true);
+    out = matmul(exp(sc - lse), v);
+  }
+  Shape mask_shape = mask ? mask->shape() : Shape{};
+  autograd::record(
+      out, "ScaledDotProductFlashAttentionBackward0", ins, {q, k, v, lse},
+      [scores_of, s, mask_shape](const Tensor& g, const std::vector<Tensor>& sv,
+                                 const std::vector<bool>& need) {
+        const Tensor &q = sv[0], &k = sv[1], &v = sv[2], &lse = sv[3];
+        Tensor p = exp(scores_of(q, k) - lse);  // the forward's probabilities, bit for bit
+        Tensor dp = matmul(g, v.transpose(-2, -1));
+        // rowsum(dO * out) as rowsum(p * dp): out is not kept
+        Tensor ds = p * (dp - (p * dp).sum({-1}, true));  // d(scores after the mask)
+        std::vector<Tensor> r(need.size());
+        if (need[0]) r[0] = autograd::sum_to(matmul(ds * s, k), q.shape(), q.dtype());
+        if (need[1])
+          r[1] = autograd::sum_to(matmul((ds * s).transpose(-2, -1), q), k.shape(), k.dtype());
+        if (need[2]) r[2] = autograd::sum_to(matmul(p.transpose(-2, -1), g), v.shape(), v.dtype());
+        if (need.size() > 3 && need[3]) r[3] = autograd::sum_to(ds, mask_shape, ds.dtype());
+        return r;
+      });
+  return out;
 }
 
 }  // namespace loom

@@ -357,3 +357,27 @@ TEST_CASE("autograd: double backward of pointwise, reduction, matmul and composi
   Tensor gg = autograd::grad({g.sum()}, {x})[0];
   CHECK(gg.to_vector<double>() == std::vector<double>{6, 12, -18});
 }
+
+TEST_CASE(
+    "autograd: attention's own backward (probabilities recomputed) against finite differences") {
+  auto q = grad_input({2, 3, 5, 4}, 41), k = grad_input({3, 6, 4}, 42),
+       v = grad_input({2, 3, 6, 2}, 43), m = grad_input({1, 5, 6}, 44);
+  gradcheck("batch dims broadcast, a float mask that wants its gradient too",
+            [](const V& t) {
+              return scaled_dot_product_attention(t[0], t[1], t[2], t[3], 0.0, false, 0.7);
+            },
+            {q, k, v, m});
+  gradcheck("causal",
+            [](const V& t) {
+              return scaled_dot_product_attention(t[0], t[1], t[2], std::nullopt, 0.0, true);
+            },
+            {grad_input({2, 5, 4}, 45), grad_input({2, 5, 4}, 46), grad_input({2, 5, 3}, 47)});
+  // What the node keeps: q, k, v and one logsumexp a row, not the [.., L, S] probabilities.
+  Tensor a = randn({4, 32, 16}).requires_grad_(), b = randn({4, 32, 16}).requires_grad_(),
+         c = randn({4, 32, 16}).requires_grad_();
+  loom::sync();
+  const int64_t base = counters().saved_bytes.load();
+  Tensor o = scaled_dot_product_attention(a, b, c, std::nullopt, 0.0, true);
+  CHECK(o.grad_fn_name() == "ScaledDotProductFlashAttentionBackward0");
+  CHECK(counters().saved_bytes.load() - base == (3 * 4 * 32 * 16 + 4 * 32) * 4);
+}
