@@ -77,10 +77,11 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
         Tensor dp = matmul(g, v.transpose(-2, -1));
         // rowsum(dO * out) as rowsum(p * dp): out is not kept
         Tensor ds = p * (dp - (p * dp).sum({-1}, true));  // d(scores after the mask)
+        Tensor dss = ds * s;
         std::vector<Tensor> r(need.size());
-        if (need[0]) r[0] = autograd::sum_to(matmul(ds * s, k), q.shape(), q.dtype());
+        if (need[0]) r[0] = autograd::sum_to(matmul(dss, k), q.shape(), q.dtype());
         if (need[1])
-          r[1] = autograd::sum_to(matmul((ds * s).transpose(-2, -1), q), k.shape(), k.dtype());
+          r[1] = autograd::sum_to(matmul(dss.transpose(-2, -1), q), k.shape(), k.dtype());
         if (need[2]) r[2] = autograd::sum_to(matmul(p.transpose(-2, -1), g), v.shape(), v.dtype());
         if (need.size() > 3 && need[3]) r[3] = autograd::sum_to(ds, mask_shape, ds.dtype());
         return r;
