@@ -87,7 +87,7 @@ namespace {
 BlasLib pick() {
   std::string want = knob_str(Knob::CpuBlas);
   LOOM_CHECK(want == "auto" || want == "mkl" || want == "openblas", Value,
-             "LOOM_CPU_BLAS must be auto, mkl or openblas, got '", want, "'");
+             "matmul: LOOM_CPU_BLAS must be auto, mkl or openblas, got '", want, "'");
   if (want == "openblas") return openblas_lib();
   std::optional<BlasLib> mkl = mkl_lib();
   LOOM_CHECK(mkl || want == "auto", Runtime,
