@@ -171,12 +171,10 @@ int64_t drop_saved(const Tensor& t) {
 
 void GradNode::free_saved() {
   int64_t freed = 0;
-  if (saved_bytes)
-    for (auto& s : saved)
-      if (s.data.defined()) freed += drop_saved(s.data);
+  for (auto& s : saved)
+    if (s.data.defined()) freed += drop_saved(s.data);
   saved.clear();
   if (freed) counters().saved_bytes.fetch_sub(freed);
-  saved_bytes = 0;
 }
 
 // ---- recording --------------------------------------------------------------------------------
@@ -243,8 +241,6 @@ void record(Tensor& result, const char* name, const std::vector<Tensor>& inputs,
   }
   n->saved.reserve(saved.size());
   for (size_t i = 0; i < saved.size(); ++i) {
-    if (saved[i].defined())
-      n->saved_bytes += saved[i].numel() * int64_t(itemsize(saved[i].dtype()));
     SavedTensor s;
     s.is_output = int(i) == result_saved;
     s.version = saved[i].version();
@@ -406,7 +402,7 @@ struct GradSum {
       return cat(parts, regions[0].dim);
     }
     Tensor z = zeros(w.shape(), {w.dtype(), w.device()});
-    for (auto& r : regions) r.region(z).add_(r.src);
+    for (auto& r : regions) r.view_of(z).add_(r.src);
     return z;
   }
 };

@@ -60,7 +60,6 @@ struct GradNode : std::enable_shared_from_this<GradNode> {
   GradRule rule;
   std::weak_ptr<AutogradMeta> out;  // the result's place (hooks, retain_grad)
   std::string what;                 // the forward's operands, for error messages
-  int64_t saved_bytes = 0;  // its saved tensors' bytes (counters().saved_bytes counts each once)
   bool released = false;
   bool is_view = false;  // the result shares its input's memory
   uint64_t seq = 0;      // creation order: later nodes run first
@@ -97,12 +96,15 @@ void check_view_current(const Tensor& x, const char* where);
 // projection) sum as one cat, or one buffer with each region added in, instead of a sum of
 // mostly-zero tensors (a fill and a full pass each).
 struct RegionGrad {
-  Tensor whole;                                 // the gradient when it arrives alone
-  Tensor src;                                   // the region's values, shaped as the view
-  std::function<Tensor(const Tensor&)> region;  // the same view of another base tensor
   int dim = 0;  // the region along one dim: [start, stop), every `step`-th
   int64_t start = 0, stop = 0, step = 1;
-  bool selected = false;  // src lacks `dim` (a select): unsqueezed to be catted
+  bool selected = false;  // a select of index `start`: src lacks `dim` (unsqueezed to be catted)
+  Tensor whole;           // the gradient when it arrives alone
+  Tensor src;             // the region's values, shaped as the view
+  // The same view of another tensor of the base's shape.
+  Tensor view_of(const Tensor& base) const {
+    return selected ? base.select(dim, start) : base.slice(dim, start, stop, step);
+  }
 };
 // Called by a rule while the engine runs it; ignored elsewhere.
 void note_region_grad(RegionGrad r);

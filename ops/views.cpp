@@ -67,37 +67,25 @@ Tensor tracked(Tensor r, const char* name, const Tensor& x, F back) {
 
 Dims dims_of(const Shape& s) { return Dims(s.begin(), s.end()); }
 
-// The gradient of a region view of a tensor of shape xs: zeros with the region set to g (the
-// region: `along` of dim d, [a, b) every step-th, or index a when `selected`). The fill is no op
-// of the graph; with create_graph its own backward reads the region back.
-struct Along {
-  int d;
-  int64_t a, b, step;
-  bool selected;
-};
-template <typename Region>
-Tensor region_grad(const Tensor& g, const Shape& xs, Region region, Along along) {
+// The gradient of region view r of a tensor of shape xs: zeros with the region set to g. The
+// fill is no op of the graph; with create_graph its own backward reads the region back.
+Tensor region_grad(const Tensor& g, const Shape& xs, autograd::RegionGrad r) {
   Tensor z;
   {
     NoGradGuard fill;
     z = zeros(xs, {g.dtype(), g.device()});
-    region(z).copy_(g);
+    r.view_of(z).copy_(g);
   }
-  if (autograd::needs_grad(g))
-    autograd::record(
-        z, "SliceScatterBackward0", {g}, {},
-        [region](const Tensor& gz, const std::vector<Tensor>&, const std::vector<bool>&) {
-          return std::vector<Tensor>{region(gz)};
-        });
-  else
-    autograd::note_region_grad({.whole = z,
-                                .src = g,
-                                .region = region,
-                                .dim = along.d,
-                                .start = along.a,
-                                .stop = along.b,
-                                .step = along.step,
-                                .selected = along.selected});
+  if (autograd::needs_grad(g)) {
+    autograd::record(z, "SliceScatterBackward0", {g}, {},
+                     [r](const Tensor& gz, const std::vector<Tensor>&, const std::vector<bool>&) {
+                       return std::vector<Tensor>{r.view_of(gz)};
+                     });
+  } else {
+    r.whole = z;
+    r.src = g;
+    autograd::note_region_grad(std::move(r));
+  }
   return z;
 }
 
@@ -247,9 +235,8 @@ Tensor Tensor::slice(int64_t dm, std::optional<int64_t> start, std::optional<int
   v.strides[d] = strides()[d] * step;
   return tracked(Tensor(buf_, v, dtype_, device_), "SliceBackward0", *this,
                  [xs = shape(), d, a, b, step](const Tensor& g) {
-                   return region_grad(
-                       g, xs, [=](const Tensor& z) { return z.slice(d, a, b, step); },
-                       Along{d, a, std::max(a, b), step, false});
+                   return region_grad(g, xs,
+                                      {.dim = d, .start = a, .stop = std::max(a, b), .step = step});
                  });
 }
 
@@ -267,8 +254,7 @@ Tensor Tensor::select(int64_t dm, int64_t index) const {
   return tracked(Tensor(buf_, v, dtype_, device_), "SelectBackward0", *this,
                  [xs = shape(), d, index](const Tensor& g) {
                    return region_grad(
-                       g, xs, [=](const Tensor& z) { return z.select(d, index); },
-                       Along{d, index, index + 1, 1, true});
+                       g, xs, {.dim = d, .start = index, .stop = index + 1, .selected = true});
                  });
 }
 
