@@ -1,9 +1,9 @@
 #pragma once
 // Which BLAS the CPU matmuls call: the OpenBLAS loom links, or Intel MKL when it is installed
-// (PyPI's `mkl` wheel; scripts/deps.sh) and LOOM_BLAS allows it. MKL is found and opened at
+// (PyPI's `mkl` wheel; scripts/deps.sh) and LOOM_CPU_BLAS allows it. MKL is found and opened at
 // run time, privately and single-threaded (loom splits each GEMM over its own TBB threads), so
-// building, linking and installing loom never depend on it. On this machine's Sapphire Rapids
-// cores its GEMM is 1.2-1.45x OpenBLAS's at a training step's shapes (bench/RESULTS.md).
+// building, linking and installing loom never depend on it. Its GEMM is the faster one at a
+// training step's shapes (bench/RESULTS.md, "Training steps: MKL, ...").
 #include <optional>
 #include <string>
 

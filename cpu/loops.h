@@ -194,7 +194,8 @@ struct ArithSink : PairSink<T, T> {
   [[gnu::always_inline]] void arith(F f) {
     map2(this->a, this->sa, this->b, this->sb, this->out, this->n, f);
   }
-  // glibc's pow is a scalar call of tens of cycles an element: x ** 2 took 90x torch's time.
+  // glibc's pow is a scalar call of tens of cycles an element, where these are one vector op
+  // (x ** 2 against torch: bench/RESULTS.md, "Training steps: MKL, ...").
   template <typename F>
   [[gnu::always_inline]] void power(F f) {
     if (this->sa && !this->sb) {

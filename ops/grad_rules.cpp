@@ -163,7 +163,7 @@ Tensor unary_grad(Op op, const Tensor& g, const Tensor& x, const Tensor& y,
     case Op::Sigmoid:
       return g * (y * (1.0 - y));
     case Op::Gelu: {  // Phi(x) + x phi(x), with Phi(x) = y / x from the forward's result: no
-      // second erfc (the rule's chain took 1.5x the forward's time with one). Near 0, where y
+      // second erfc, the chain's costliest op (bench/RESULTS.md). Near 0, where y
       // would be rounded or subnormal, Phi's series: its next term is 2e-10 relative there.
       Tensor cdf = where(lt(abs(x), 1e-3), x * (1.0 / std::sqrt(2.0 * pi)) + 0.5, y / x);
       Tensor pdf = exp(x * x * -0.5) * (1.0 / std::sqrt(2.0 * pi));

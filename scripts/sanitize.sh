@@ -7,9 +7,9 @@ bash scripts/deps.sh
 t0=$SECONDS
 stage() { echo "== [sanitize $((SECONDS - t0)) s] $*" >&2; }
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-# The matmuls on the linked OpenBLAS: with MKL loaded, LeakSanitizer's exit-time tracer crashed
-# (signal 11) in 2 of 3 runs of a test file, and neither sanitizer sees inside MKL anyway. The
-# MKL path is the Release suite's (scripts/test.sh).
+# The matmuls on the linked OpenBLAS: with MKL loaded, LeakSanitizer's exit-time tracer crashes
+# at random (signal 11), and neither sanitizer sees inside MKL anyway. The MKL path is the
+# Release suite's (scripts/test.sh).
 export LOOM_CPU_BLAS=openblas
 # -O1 with line tables: sanitizer builds compile in about half the time of -O2 -g on CI's two
 # cores (the test files themselves at -O0: tests/CMakeLists.txt). The flags go in a named build
