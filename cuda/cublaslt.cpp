@@ -116,6 +116,13 @@ std::optional<int64_t> collapse(const Shape& sz, const Strides& st, int i0, int 
   return s;
 }
 
+// The batch dims [i, j) one cuBLASLt call covers, how many matrices that is, and A's and B's
+// stride over them.
+struct BatchRun {
+  int i = 0, j = 0;
+  int64_t count = 1, sa = 0, sb = 0;
+};
+
 // Fallback kernel: one thread an output element, any strides and batch broadcast.
 struct NaiveParams {
   uint64_t a, b, c;
@@ -213,16 +220,28 @@ bool Matmul::run_lt(const Node& n, void* out) {
   DevicePtr& workspace = lt_->workspaces[stream_.id];
   if (!workspace) workspace = alloc(kWorkspace, stream_);
   Shape bs(n.shape.begin(), n.shape.begin() + nb);
-  int i0 = 0;
-  std::optional<int64_t> sa, sb;
-  for (; i0 <= nb; ++i0) {
-    sa = collapse(bs, A.view.strides, i0, nb);
-    sb = collapse(bs, B.view.strides, i0, nb);
-    if (sa && sb) break;
-  }
-  int64_t inner = 1, outer = 1;
-  for (int d = 0; d < nb; ++d) (d < i0 ? outer : inner) *= bs[d];
-  if (inner > INT32_MAX) return false;
+  // cuBLASLt takes one batch stride an operand. The run of batch dims [i, j) it covers is the one
+  // that collapses to a single stride in A and B with the most matrices (C is contiguous: every
+  // run collapses there); the other batch dims are a loop of launches. Attention's heads split
+  // from one projection ([B, H, T, d] with strides [T 3C, d, 3C, 1]) collapse over B or H
+  // alone, not both: batching B loops H times, where batching the trailing run looped B times.
+  BatchRun run;
+  for (int i = 0; i < nb; ++i)
+    for (int j = i + 1; j <= nb; ++j) {
+      auto sa = collapse(bs, A.view.strides, i, j), sb = collapse(bs, B.view.strides, i, j);
+      if (!sa || !sb) continue;
+      int64_t count = 1;
+      for (int d = i; d < j; ++d) count *= bs[d];
+      if (count >= run.count) run = {i, j, count, *sa, *sb};
+    }
+  if (run.count > INT32_MAX) return false;
+  Strides cst(size_t(nb), 0);  // C's batch strides, in elements
+  int64_t span = M * N;
+  for (int d = nb - 1; d >= 0; --d) cst[d] = span, span *= bs[d];
+  const int64_t sc = run.j > run.i ? cst[run.j - 1] : M * N;
+  int64_t outer = 1;
+  for (int d = 0; d < nb; ++d)
+    if (d < run.i || d >= run.j) outer *= bs[d];
 
   int type = 0, compute = kCompute32F, scale = kR32F;
   switch (n.dtype) {
@@ -259,9 +278,9 @@ bool Matmul::run_lt(const Node& n, void* out) {
   ok = ok && api.LayoutCreate(&o.lb, type, ma->rows, ma->cols, ma->ld) == 0;
   ok = ok && api.LayoutCreate(&o.lc, type, N, M, N) == 0;
   if (!ok) return false;
-  if (inner > 1) {
-    int32_t count = int32_t(inner);
-    int64_t s[3] = {*sb, *sa, M * N};
+  if (run.count > 1) {
+    int32_t count = int32_t(run.count);
+    int64_t s[3] = {run.sb, run.sa, sc};
     void* ls[3] = {o.la, o.lb, o.lc};
     for (int i = 0; i < 3 && ok; ++i) {
       ok = api.LayoutSet(ls[i], kLayoutBatchCount, &count, 4) == 0;
@@ -271,7 +290,8 @@ bool Matmul::run_lt(const Node& n, void* out) {
   }
   std::ostringstream key;
   key << int(n.dtype) << ' ' << M << ' ' << N << ' ' << K << ' ' << ma->ld << ' ' << ma->trans
-      << ' ' << mb->ld << ' ' << mb->trans << ' ' << inner << ' ' << *sa << ' ' << *sb;
+      << ' ' << mb->ld << ' ' << mb->trans << ' ' << run.count << ' ' << run.sa << ' ' << run.sb
+      << ' ' << sc;
   auto it = lt_->algos.find(key.str());
   if (it == lt_->algos.end()) {
     ok = api.PrefCreate(&o.pref) == 0;
@@ -294,14 +314,16 @@ bool Matmul::run_lt(const Node& n, void* out) {
   const char* pb = static_cast<const char*>(B.st->data());
   char* pc = static_cast<char*>(out);
   for (int64_t ob = 0; ob < outer; ++ob) {
-    int64_t offa = A.view.offset, offb = B.view.offset, rest = ob;
-    for (int d = i0 - 1; d >= 0; --d) {
+    int64_t offa = A.view.offset, offb = B.view.offset, offc = 0, rest = ob;
+    for (int d = nb - 1; d >= 0; --d) {
+      if (d >= run.i && d < run.j) continue;
       int64_t x = rest % bs[d];
       rest /= bs[d];
       offa += x * A.view.strides[d];
       offb += x * B.view.strides[d];
+      offc += x * cst[d];
     }
-    char* c = pc + ob * inner * M * N * int64_t(isz);
+    char* c = pc + offc * int64_t(isz);
     Status s = api.Matmul(lt_->handle, o.desc, alpha, pb + offb * int64_t(isz), o.la,
                           pa + offa * int64_t(isz), o.lb, beta, c, o.lc, c, o.lc, &h.algo,
                           reinterpret_cast<void*>(workspace), kWorkspace, stream_.raw());
