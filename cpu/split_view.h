@@ -10,25 +10,6 @@
 
 namespace loom::cpu {
 
-// The single stride that walks dims [lo, hi) of `v` in row-major order, if there is one (a
-// dim of size 1 never breaks it).
-inline bool collapsed_stride(const View& v, int lo, int hi, int64_t* stride) {
-  int64_t s = 1, span = 1;  // span: elements of the dims after d
-  bool any = false;
-  for (int d = hi - 1; d >= lo; --d) {
-    if (v.shape[d] == 1) continue;
-    if (!any) {
-      s = v.strides[d];
-      any = true;
-    } else if (v.strides[d] != s * span) {
-      return false;
-    }
-    span *= v.shape[d];
-  }
-  *stride = s;
-  return true;
-}
-
 struct SplitView {
   const View* v;
   int dim, rank;

@@ -21,6 +21,7 @@
 #include "cuda/cublaslt.h"
 #include "cuda/disk_cache.h"
 #include "cuda/driver.h"
+#include "cuda/index_kernels.h"
 #include "cuda/launch.h"
 #include "cuda/launch_memo.h"
 #include "cuda/nvrtc.h"
@@ -106,10 +107,11 @@ class CudaBackend : public Backend {
     static std::once_flag warm;
     if (knob_flag(Knob::NvrtcWarmup))
       std::call_once(warm, [&] { cuda::warm_up_async(cc_major_, cc_minor_); });
-    matmul_ = std::make_unique<cuda::Matmul>(
-        dev, default_,
-        [this](const std::string& src, const std::vector<std::string>& entries,
-               const std::string& tag) { return load(src, entries, tag)->fns; });
+    cuda::CompileFn compile = [this](
+                                  const std::string& src, const std::vector<std::string>& entries,
+                                  const std::string& tag) { return load(src, entries, tag)->fns; };
+    matmul_ = std::make_unique<cuda::Matmul>(dev, default_, compile);
+    index_ = std::make_unique<cuda::IndexKernels>(dev, compile);
   }
 
   // The driver stream behind a runtime stream (id 0: the device's default stream).
@@ -186,7 +188,22 @@ class CudaBackend : public Backend {
     k->prepare(*this, g);  // compile now: a failure falls back to unfused kernels first
     return k;
   }
-  void run_opaque(const Group& g) override { matmul_->run(g, active()); }
+  void run_opaque(const Group& g) override {
+    switch (g.opaque->op) {
+      case Op::Gather:
+        return index_->gather(g, active());
+      case Op::ScatterAdd:
+        return index_->scatter_add(g, active());
+      default:
+        return matmul_->run(g, active());
+    }
+  }
+  BackendCaps caps() const override {
+    BackendCaps c;
+    c.gather = true;
+    c.gather_rank = cuda::kIndexMaxRank;
+    return c;
+  }
   void synchronize() override { cuda::device_sync(dev_); }
   std::string name() const override { return "cuda"; }
   // Every device's modules (the runtime asks cuda:0 only); kernels in use hold their modules.
@@ -284,6 +301,7 @@ class CudaBackend : public Backend {
   std::string arch_;
   std::unordered_map<std::string, std::shared_ptr<Loaded>> modules_;
   std::unique_ptr<cuda::Matmul> matmul_;
+  std::unique_ptr<cuda::IndexKernels> index_;
   std::unordered_map<uint64_t, Scratch> scratch_;  // by stream id
   // Freed blocks kept per stream and size, at most LOOM_CUDA_BLOCK_CACHE bytes (tensor/knobs.h;
   // 0 frees every block to the driver's pool).

@@ -404,8 +404,8 @@ CudaPrim lowering(Op op) {
     case Op::MatMul:      // run by the backend (cuda/cublaslt.cpp)
     case Op::CumSum:      // declined: the backend has no scan, so cumsum records a reduction
     case Op::Svdvals:     // declined: the backend has no SVD; svdvals runs on the host
-    case Op::Gather:      // declined: no caps().gather, so gather records a masked reduction
-    case Op::ScatterAdd:  // declined: likewise (ops/index_masked.cpp)
+    case Op::Gather:      // run by the backend (cuda/index_kernels.cpp)
+    case Op::ScatterAdd:  // likewise
       return {kSimple, 0, nullptr};
     case Op::NumOps:
       break;

@@ -9,7 +9,12 @@
 namespace loom {
 namespace {
 
-bool has_gather(Device d) { return backend_available(d.kind) && backend(d).caps().gather; }
+// Whether `d`'s backend runs Gather / ScatterAdd over `rank` dims itself.
+bool has_gather(Device d, int rank) {
+  if (!backend_available(d.kind)) return false;
+  const BackendCaps c = backend(d).caps();
+  return c.gather && (c.gather_rank == 0 || rank <= c.gather_rank);
+}
 
 // `x` narrowed to `shape` in every dim but `skip` (a view; no copy).
 Tensor cut_to(const Tensor& x, const Shape& shape, int skip) {
@@ -26,7 +31,7 @@ Tensor gather_prim(const Tensor& x, int d, const Tensor& index) {
   {
     NoGradGuard forward;  // its own backward node, below (the cut is part of the op)
     Tensor xs = cut_to(x, index.shape(), d);
-    if (has_gather(x.device())) {
+    if (has_gather(x.device(), index.dim())) {
       auto n = new_node(Op::Gather, x.dtype(), index.shape(), x.device());
       n->dim = d;
       add_input(*n, xs);
@@ -45,7 +50,7 @@ Tensor scatter_add_prim(const Tensor& self, int d, const Tensor& index, const Te
   {
     NoGradGuard forward;
     Tensor ss = cut_to(src, index.shape(), -1);
-    if (has_gather(self.device())) {
+    if (has_gather(self.device(), self.dim())) {
       auto n = new_node(Op::ScatterAdd, self.dtype(), self.shape(), self.device());
       n->dim = d;
       add_input(*n, self);

@@ -25,6 +25,7 @@ struct BackendCaps {
   // Runs Gather and ScatterAdd as their own kernels (else the op layer records them as masked
   // reductions: quadratic in the indexed dim, but fusable and deterministic).
   bool gather = false;
+  int gather_rank = 0;  // the most dims those kernels take (0: any)
   // Runs a matmul's pointwise consumers as its epilogue (Group::epilogue, run_opaque_epilogue),
   // so the planner may put them in the matmul's group.
   bool matmul_epilogue = false;

@@ -21,6 +21,7 @@
 
 #include "cuda/codegen.h"
 #include "cuda/cublaslt.h"
+#include "cuda/index_kernels.h"
 #include "cuda/launch.h"
 #include "cuda/nvrtc.h"
 #include "fusion/group.h"
@@ -416,6 +417,13 @@ void build_corpus(Corpus& c) {
        {DType::Float32, DType::Float64, DType::Float16, DType::BFloat16, DType::Int32, DType::Int64,
         DType::Int8, DType::UInt8, DType::Int16, DType::UInt16, DType::UInt32, DType::UInt64})
     c.add_source(lc::matmul_fallback_source(dt), std::string("matmul fallback ") + dtype_name(dt));
+  // ---- gather and scatter-add (every element type, both index types) ----
+  for (int t = 0; t < kNumDTypes; ++t)
+    for (DType it : {DType::Int64, DType::Int32}) {
+      std::string what = std::string(dtype_name(DType(t))) + " by " + dtype_name(it);
+      c.add_source(lc::gather_source(DType(t), it), "gather " + what);
+      c.add_source(lc::scatter_add_source(DType(t), it), "scatter_add " + what);
+    }
   // ---- region writes ----
   {
     Tensor t = data({64, 1000}, DType::Float32, 12);
