@@ -202,6 +202,7 @@ class CudaBackend : public Backend {
     BackendCaps c;
     c.gather = true;
     c.gather_rank = cuda::kIndexMaxRank;
+    c.cheap_index = true;
     return c;
   }
   void synchronize() override { cuda::device_sync(dev_); }

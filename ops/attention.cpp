@@ -8,8 +8,14 @@
 
 #include "ops/grad_node.h"
 #include "ops/record.h"
+#include "tensor/backend.h"
 
 namespace loom {
+namespace {
+
+bool cheap_index(Device d) { return backend_available(d.kind) && backend(d).caps().cheap_index; }
+
+}  // namespace
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const std::optional<Tensor>& attn_mask, double dropout_p,
@@ -38,8 +44,12 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     Tensor sc = matmul(q, k.transpose(-2, -1)) * s;  // [..., L, S]
     if (is_causal) {
       // torch's causal mask: row i sees columns j <= i (the top-left aligned lower triangle).
-      Shape ls{L, S};
-      Tensor keep = le(iota(ls, 1, q.device()), iota(ls, 0, q.device()));
+      // Where index leaves are cheap, over the scores' own shape: the comparison joins the
+      // softmax's kernel instead of being an [L, S] bool tensor that every row reads back
+      // through a broadcast (bench/RESULTS.md, "GPU training steps").
+      const Shape ms = cheap_index(q.device()) ? sc.shape() : Shape{L, S};
+      const int m = int(ms.size());
+      Tensor keep = le(iota(ms, m - 1, q.device()), iota(ms, m - 2, q.device()));
       return where(keep, sc, -INFINITY);
     }
     if (mask) {

@@ -29,6 +29,10 @@ struct BackendCaps {
   // Runs a matmul's pointwise consumers as its epilogue (Group::epilogue, run_opaque_epilogue),
   // so the planner may put them in the matmul's group.
   bool matmul_epilogue = false;
+  // Index leaves (iota) cost next to nothing inside a fused kernel, so an op may compare indices
+  // over a whole shape rather than read a smaller tensor of the comparison through a broadcast
+  // (a causal mask). The CPU interpreter fills int64 tiles of them element by element instead.
+  bool cheap_index = false;
 };
 
 // A lowered group: built once per signature, run many times.

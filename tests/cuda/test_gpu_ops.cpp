@@ -406,6 +406,30 @@ TEST_CASE("gpu: strided broadcast unaligned region-write kernels match the CPU")
   check_same(ga.var({1}), a.var({1}), "var", Tol{1e-5, 1e-6});
 }
 
+TEST_CASE("gpu: causal attention (the mask compared inside the softmax kernel) matches the CPU") {
+  if (skip()) return;
+  // CUDA compares indices over the scores' shape (BackendCaps::cheap_index), the CPU reads an
+  // [L, S] mask: both keep column j <= row i, with L < S, L > S and L = S, forward and backward.
+  for (auto [L, S] : {std::pair<int64_t, int64_t>{5, 9}, {9, 5}, {64, 64}}) {
+    Tensor q = host_data({2, 3, L, 8}, DType::Float32, 60),
+           k = host_data({2, 3, S, 8}, DType::Float32, 61);
+    Tensor v = host_data({2, 3, S, 8}, DType::Float32, 62),
+           w = host_data({2, 3, L, 8}, DType::Float32, 63);
+    std::vector<Tensor> c{q.clone().requires_grad_(), k.clone().requires_grad_(),
+                          v.clone().requires_grad_()};
+    std::vector<Tensor> g{q.to(kGPU).requires_grad_(), k.to(kGPU).requires_grad_(),
+                          v.to(kGPU).requires_grad_()};
+    Tensor yc = scaled_dot_product_attention(c[0], c[1], c[2], {}, 0.0, true);
+    Tensor yg = scaled_dot_product_attention(g[0], g[1], g[2], {}, 0.0, true);
+    std::string name = "causal attention " + std::to_string(L) + "x" + std::to_string(S);
+    check_same(yg, yc, name, Tol{1e-5, 1e-6});
+    (yc * w).sum().backward();
+    (yg * w.to(kGPU)).sum().backward();
+    for (int i = 0; i < 3; ++i)
+      check_same(g[i].grad(), c[i].grad(), name + " grad " + std::to_string(i), Tol{1e-4, 1e-5});
+  }
+}
+
 TEST_CASE(
     "gpu: a training step (embedding, attention, layer_norm, losses, AdamW) matches the CPU") {
   if (skip()) return;
