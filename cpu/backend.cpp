@@ -2,8 +2,12 @@
 #include "tensor/backend.h"
 
 #include <sys/mman.h>
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -26,6 +30,21 @@ struct CpuKernel : Kernel {
   cpu::Program prog;
   explicit CpuKernel(const Group& g) : prog(cpu::build_program(g)) {}
   void run(const Group& g) override { cpu::run_program(prog, g); }
+  // The groups spread over the threads at once, tasks of at least kSegmentWork elements (a
+  // task a parameter's 128 elements cost more than the update); a large group spreads further,
+  // isolated so that a thread waiting inside it does not take up another group meanwhile.
+  int run_segments(const std::vector<const Group*>& gs) override {
+    int64_t total = 0;
+    for (const Group* g : gs) total += numel(g->space);
+    const size_t grain = size_t(std::clamp<int64_t>(
+        int64_t(gs.size()) * kSegmentWork / std::max<int64_t>(total, 1), 1, int64_t(gs.size())));
+    tbb::parallel_for(tbb::blocked_range<size_t>(0, gs.size(), grain), [&](const auto& r) {
+      for (size_t i = r.begin(); i < r.end(); ++i)
+        tbb::this_task_arena::isolate([&] { cpu::run_program(prog, *gs[i]); });
+    });
+    return 1;
+  }
+  static constexpr int64_t kSegmentWork = 32768;
   std::string source() const override { return prog.text(); }
 };
 

@@ -9,6 +9,7 @@
 #include "fusion/kernel_cache.h"
 #include "fusion/plan_cache.h"
 #include "fusion/planner.h"
+#include "fusion/segments.h"
 #include "fusion/trace.h"
 #include "fusion/trace_impl.h"
 #include "tensor/backend.h"
@@ -181,12 +182,71 @@ std::vector<std::vector<Storage*>> frees_after(const std::vector<std::shared_ptr
   return out;
 }
 
+// Runs groups [first, first + n), a run of segments (fusion/segments.h), as one kernel. False
+// when an output could not get memory: nothing ran and nothing kept memory, and the caller runs
+// them one by one, so the groups before the one out of memory still complete.
+bool run_segments(Device d, std::vector<Group>& groups, size_t first, size_t n, std::ostream* log) {
+  KernelLookup k = get_kernel(d, groups[first]);  // lower before touching memory
+  std::vector<const Group*> gs;
+  auto release = [&] {
+    std::vector<std::shared_ptr<Storage>> pending;
+    for (size_t j = first; j < first + n; ++j)
+      for (auto& o : groups[j].outputs)
+        if (o.st->pending()) o.st->mem.reset(), pending.push_back(o.st);
+    return pending;
+  };
+  try {
+    for (size_t j = first; j < first + n; ++j) {
+      for (auto& o : groups[j].outputs) materialize(d, o);
+      gs.push_back(&groups[j]);
+    }
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::Memory) throw;
+    release();
+    return false;
+  } catch (const std::bad_alloc&) {
+    release();
+    return false;
+  }
+  int kernels = 0;
+  try {
+    kernels = k.kernel->run_segments(gs);
+  } catch (const Error& e) {  // memory a kernel needed: none of them counts as done
+    if (e.kind() != ErrorKind::Memory) throw;
+    throw FlushOom(std::string(e.what()) + " for " + what_computes(*groups[first].outputs[0].st),
+                   release());
+  } catch (const std::bad_alloc&) {
+    throw FlushOom(d.str() + ": out of memory (std::bad_alloc) in a kernel", release());
+  }
+  counters().groups += int64_t(n);
+  counters().kernels += kernels;
+  for (const Group* g : gs) counters().bytes_moved += group_bytes(*g);
+  if (log)
+    *log << "  groups " << first << "-" << first + n - 1 << " sig " << std::hex
+         << groups[first].signature << std::dec << (k.hit ? " hit" : " compile") << " "
+         << k.lower_ms << " ms: " << n << " segments in " << kernels << " kernel(s)\n"
+         << groups[first].str();
+  return true;
+}
+
 // Runs the groups in order. Out of memory stops at the group that met it (FlushOom): the groups
 // before it keep their results, it and the ones after stay pending.
 // `frees`: frees_after's lists.
 void run_groups(Device d, std::vector<Group>& groups, std::ostream* log,
                 const std::vector<std::vector<Storage*>>& frees) {
+  auto done = [&](size_t gi) {
+    for (auto& o : groups[gi].outputs) {
+      o.st->node.reset();  // ready: releases the producer and what only it read
+      counters().materialized++;
+    }
+    for (Storage* st : frees[gi]) st->mem.reset();  // read for the last time
+  };
   for (size_t gi = 0; gi < groups.size(); ++gi) {
+    if (size_t n = segment_run(groups, gi, d.kind); n > 1 && run_segments(d, groups, gi, n, log)) {
+      for (size_t j = gi; j < gi + n; ++j) done(j);
+      gi += n - 1;
+      continue;
+    }
     Group& g = groups[gi];
     counters().groups++;
     const GOutput* at = nullptr;
@@ -205,11 +265,7 @@ void run_groups(Device d, std::vector<Group>& groups, std::ostream* log,
       group_oom(g, d.str() + ": out of memory (std::bad_alloc) in a kernel", nullptr);
     }
     counters().kernels++;
-    for (auto& o : g.outputs) {
-      o.st->node.reset();  // ready: releases the producer and what only it read
-      counters().materialized++;
-    }
-    for (Storage* st : frees[gi]) st->mem.reset();  // read for the last time
+    done(gi);
   }
 }
 

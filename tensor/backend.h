@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "tensor/device.h"
 
@@ -39,6 +40,13 @@ struct BackendCaps {
 struct Kernel {
   virtual ~Kernel() = default;
   virtual void run(const Group& g) = 0;
+  // Runs groups of this kernel's signature that read nothing another of them writes (the
+  // runtime's horizontal fusion: an optimizer's update of each parameter, fusion/run_plan.cpp)
+  // and returns how many kernels that took: by default one a group, in order.
+  virtual int run_segments(const std::vector<const Group*>& gs) {
+    for (const Group* g : gs) run(*g);
+    return int(gs.size());
+  }
   virtual std::string source() const = 0;  // the program or generated code, for explain()
 };
 
