@@ -137,7 +137,8 @@ struct CpuBackend : Backend {
     return {.scan = true,
             .svd = true,
             .gather = true,
-            .matmul_epilogue = knob_flag(Knob::CpuMatmulEpilogue)};
+            .matmul_epilogue = knob_flag(Knob::CpuMatmulEpilogue),
+            .segments = true};
   }
 };
 

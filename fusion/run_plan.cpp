@@ -241,8 +241,10 @@ void run_groups(Device d, std::vector<Group>& groups, std::ostream* log,
     }
     for (Storage* st : frees[gi]) st->mem.reset();  // read for the last time
   };
+  const bool segments = backend(d).caps().segments;
   for (size_t gi = 0; gi < groups.size(); ++gi) {
-    if (size_t n = segment_run(groups, gi, d.kind); n > 1 && run_segments(d, groups, gi, n, log)) {
+    if (size_t n = segments ? segment_run(groups, gi, d.kind) : 1;
+        n > 1 && run_segments(d, groups, gi, n, log)) {
       for (size_t j = gi; j < gi + n; ++j) done(j);
       gi += n - 1;
       continue;

@@ -34,6 +34,9 @@ struct BackendCaps {
   // over a whole shape rather than read a smaller tensor of the comparison through a broadcast
   // (a causal mask). The CPU interpreter fills int64 tiles of them element by element instead.
   bool cheap_index = false;
+  // Runs a run of segments (fusion/segments.h) as one kernel (Kernel::run_segments); without
+  // it the runtime runs each group on its own, as before.
+  bool segments = false;
 };
 
 // A lowered group: built once per signature, run many times.

@@ -39,7 +39,7 @@
     "0: every flush is planned afresh (no reuse of an earlier flush's groups)")                    \
   X(Segments, "LOOM_SEGMENTS", Flag, "1", Once,                                                   \
     "0: no horizontal fusion (consecutive groups of one signature over disjoint memory, an "       \
-    "optimizer's per-parameter updates, each their own kernel); loom::set_segments() changes it")  \
+    "optimizer's per-parameter updates, one kernel each; the CPU's); set_segments() changes it")   \
   X(KernelCacheMax, "LOOM_KERNEL_CACHE_MAX", Int, "4096", Once,                                    \
     "compiled kernels kept in memory, least recently used out first (at least 1); "                \
     "loom::set_kernel_cache_limit() changes it later")                                             \
