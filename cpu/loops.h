@@ -75,6 +75,8 @@ using VmathFn = void (*)(const float*, float*, int64_t);
 //   scalar(f)    float math, f: T -> T per element
 //   eigen(f, fix, vm)  float math as an Eigen expression f(x) of the run, then fix(a, out, n);
 //                vm: the op's own float32 kernel (cpu/vmath.h), used where vmath_on()
+//   exact(vm)    float32 math by the op's own kernel vm (cpu/vmath.h), whether or not
+//                vmath_on(): an exact function (sqrt) whose every element takes the same path
 //   wide(f)      float32 math as an Eigen expression f(x) of the run widened to float64 (its
 //                vector exp and log), rounded once at the end: float32 inputs only
 //   pred(f)      f: T -> bool
@@ -94,6 +96,7 @@ struct Sink {
   void scalar(F) {}
   template <typename F, typename Fix = NoFix>
   void eigen(F, Fix = {}, VmathFn = nullptr) {}
+  void exact(VmathFn) {}
   template <typename F>
   void wide(F) {}
   template <typename F>
@@ -143,6 +146,9 @@ struct FloatSink : Sink {
     Arr<T> o(out, n);
     o = f(x);
     fix(a, out, n);
+  }
+  [[gnu::always_inline]] void exact(VmathFn vm) {
+    if constexpr (std::is_same_v<T, float>) vm(a, out, n);
   }
   template <typename F>
   [[gnu::always_inline]] void wide(F f) {

@@ -91,18 +91,8 @@ inline T nan_min(T a, T b) {
   return a < b ? a : b;
 }
 
-// Eigen's fast vector sqrt (an rsqrt estimate refined by Newton) gives NaN for +inf, while
-// its scalar tail gives inf: set the +inf lanes explicitly.
-// fix_at_inf and fix_exp_underflow are passes of their own after the Eigen expression, kept out
-// of line so that the function holding the float loops (unary_float) is compiled without them.
-template <typename T>
-[[gnu::noinline]] void fix_at_inf(const T* a, T* out, int64_t n, T value) {
-  const T inf = std::numeric_limits<T>::infinity();
-  if (!any_lane(a, n, [inf](T v) { return v == inf; })) return;
-  for (int64_t i = 0; i < n; ++i)
-    if (a[i] == std::numeric_limits<T>::infinity()) out[i] = value;
-}
-
+// fix_exp_underflow and fix_exp_overflow are passes of their own after the Eigen expression, kept
+// out of line so that the function holding the float loops (unary_float) is compiled without them.
 // Eigen's vector exp clamps its argument (about -709 for double, -88 for float), so lanes
 // below that, -inf included, give a tiny positive value instead of 0 (the logsumexp of an all
 // -inf row would come out near -708, not -inf). Those lanes take `exact`, the op in scalar math:
@@ -126,19 +116,6 @@ template <typename T>
   if (!any_lane(a, n, [lo](T v) { return v > 0 && v < lo; })) return;
   for (int64_t i = 0; i < n; ++i)
     if (a[i] > 0 && a[i] < lo) out[i] = std::log(a[i]);
-}
-
-// Eigen's vector sqrt flushes subnormal inputs to 0 (sqrt(1e-310) = 0, rsqrt = inf) and gives
-// +0 for -0 (IEEE and torch: -0, so rsqrt(-0) = -inf): those lanes take the scalar sqrt.
-template <typename T>
-[[gnu::noinline]] void fix_sqrt_small(const T* a, T* out, int64_t n, bool recip) {
-  const T lo = std::numeric_limits<T>::min();
-  // zeros, subnormals and negatives: below AVX-512, Eigen's rsqrt-based sqrt of a negative
-  // subnormal is inf, not NaN
-  auto small = [lo](T v) { return v < lo; };
-  if (!any_lane(a, n, small)) return;
-  for (int64_t i = 0; i < n; ++i)
-    if (small(a[i])) out[i] = recip ? T(1) / std::sqrt(a[i]) : std::sqrt(a[i]);
 }
 
 // Eigen's float exp clamps its argument near 88.4, so exp(88.72) (3.39e38, finite) came out
@@ -241,22 +218,14 @@ void lower(Op op, K& k) {
     case Op::Sqrt:  // double: Eigen's (an rsqrt estimate and Newton steps) misses by 2.6 ulp
       if constexpr (kF64)
         return k.scalar([](T v) { return std::sqrt(v); });
-      else if constexpr (kFloat)
-        return k.eigen([](const auto& x) { return x.sqrt(); },
-                       [](const T* a, T* o, int64_t n) {
-                         fix_at_inf(a, o, n, std::numeric_limits<T>::infinity());
-                         fix_sqrt_small(a, o, n, false);
-                       });
+      else if constexpr (kF32)  // exact, the same for every element (cpu/vmath_sqrt.cpp)
+        return k.exact(sqrt_f32);
       return k.identity();
     case Op::Rsqrt:
       if constexpr (kF64)
         return k.scalar([](T v) { return T(1 / std::sqrt(sm::Wide<T>(v))); });  // rounded once
-      else if constexpr (kFloat)
-        return k.eigen([](const auto& x) { return x.sqrt().inverse(); },
-                       [](const T* a, T* o, int64_t n) {
-                         fix_at_inf(a, o, n, T(0));
-                         fix_sqrt_small(a, o, n, true);
-                       });
+      else if constexpr (kF32)
+        return k.exact(rsqrt_f32);
       return k.identity();
     case Op::Reciprocal:
       if constexpr (kFloat) return k.eigen([](const auto& x) { return x.inverse(); });

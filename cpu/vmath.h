@@ -26,6 +26,10 @@ void gelu_tanh_f32(const float* a, float* out, int64_t n);
 void erfc_f32(const float* a, float* out, int64_t n);
 void gelu_f32(const float* a, float* out, int64_t n);
 void erf_f32(const float* a, float* out, int64_t n);
+// sqrt, correctly rounded, and rsqrt, 1 / sqrt in float64 rounded once (cpu/vmath_sqrt.cpp):
+// exact functions, so unary() takes them whether or not vmath_on().
+void sqrt_f32(const float* a, float* out, int64_t n);
+void rsqrt_f32(const float* a, float* out, int64_t n);
 // out = exp(a - b); sa, sb: 1 an array, 0 one value broadcast. Rounds a - b first, as
 // exp_f32 of a computed difference would.
 void exp_sub_f32(const float* a, int sa, const float* b, int sb, float* out, int64_t n);
