@@ -7,6 +7,7 @@
 #                          GPU_CHECK_SANITIZE_FILTER picks the test cases (default: all gpu:*)
 #   GPU_CHECK_FILTER=...   doctest test-case filter for the GPU run (default "gpu:*")
 #   GPU_CHECK_BUDGET=400   seconds for everything; each stage gets at most what is left
+#   GPU_CHECK_SKIP_GRADS=1 skip stage 1b (the gradient checks on cuda:0)
 #   GPU_CHECK_SKIP_ALL=1   skip stage 2 (the rest of the doctest suite)
 #   GPU_CHECK_STREAMS_SANITIZE=0  skip the racecheck + memcheck runs of the two-stream test
 #   GPU_CHECK_SOAK_ITERS=N  also run the soak test on cuda:0 for N steps (a million for a soak run)
@@ -91,6 +92,16 @@ grep -E "ERROR|FAILED|CRASHED" -A3 "$OUT/gpu_tests.log" | grep -v "^\s*$" | head
 compiled=$(grep -c ": compiled " "$OUT/gpu_tests.log")
 ms=$(grep -oE ": compiled [0-9.]+ ms" "$OUT/gpu_tests.log" | awk '{s += $3} END {printf "%.0f", s}')
 row "  kernels compiled" "-" "-" "$compiled kernels, $ms ms NVRTC + load"
+
+# 1b. Every gradient check (tests/gradcheck.h) once more with its leaves on cuda:0: each
+#     primitive's, view's, composite's and index op's backward, fused on the GPU, against the CPU's.
+if [ "${GPU_CHECK_SKIP_GRADS:-0}" != 1 ]; then
+  LOOM_TEST_GRAD_DEVICE=cuda run "backward rules on cuda" 240 "$OUT/grads_cuda.log" "$TESTS" \
+    -tc="autograd: *,index: gradients*"
+  grep -E "ERROR|FAILED" -A3 "$OUT/grads_cuda.log" | grep -v "^\s*$" | head -40
+  row "  compared / stayed" "-" "-" \
+    "$(grep -oE '[0-9]+ checks compared with the CPU, [0-9]+ stayed' "$OUT/grads_cuda.log")"
+fi
 
 # 2. The rest of the doctest suite (CPU tests, the codegen NVRTC tests); the CPU in-place
 #    enumeration to 3 statements (its 4-statement part takes about two CPU minutes; CI runs it).
