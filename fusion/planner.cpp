@@ -57,6 +57,7 @@ class Planner : PlanState {
 
   std::vector<Group> run() {
     for (int i = 0; i < int(nodes.size()); ++i) place(i);
+    if (fuse_) merge_siblings();
     mark_materialized();
     std::vector<Group> out;
     GroupEmitter emit(*this, srcs_);
@@ -191,7 +192,7 @@ class Planner : PlanState {
   void place(int i) {
     Node& n = *nodes[i].n;
     if (prim_class(n.op) == PrimClass::Scalar && !nodes[i].root && !nodes[i].in_memory)
-      return;                       // inlined as a scalar
+      return;                                          // inlined as a scalar
     if (prim_class(n.op) == PrimClass::Alloc) return;  // allocation only
     if (is_opaque(n.op)) {
       int g = new_group(n.shape, {}, i);
@@ -341,6 +342,50 @@ class Planner : PlanState {
     auto& own = gdeps_[g];
     own.erase(std::remove(own.begin(), own.end(), g), own.end());
   }
+  // Reductions over one space and the same dims that load the same memory through the same
+  // view (a norm's dgamma and dbeta column sums of dy, a loss's sums over the logits) become
+  // one kernel: the memory is read once and a launch is saved. Pointwise groups stay apart
+  // (a pure pointwise kernel streams faster than the same work inside a reduction's passes).
+  void merge_siblings() {
+    struct Key {
+      const Storage* st;
+      int64_t offset;
+      Shape shape;
+      Strides strides;
+      bool operator==(const Key& o) const {
+        return st == o.st && offset == o.offset && shape == o.shape && strides == o.strides;
+      }
+    };
+    std::vector<std::pair<Key, std::vector<int>>> readers;  // few loads a flush: a list will do
+    for (int g = 0; g < int(groups.size()); ++g) {
+      const PGroup& G = groups[g];
+      if (!G.alive || G.opaque || G.axes.empty()) continue;
+      for (int m : G.members)
+        for (const Input& in : nodes[m].n->in) {
+          if (!in.st) continue;
+          int p = producer(in);
+          if (p >= 0 && (is_const(p) || nodes[p].group == g)) continue;
+          Key k{in.st.get(), in.view.offset, in.view.shape, in.view.strides};
+          auto it = std::find_if(readers.begin(), readers.end(),
+                                 [&](const auto& r) { return r.first == k; });
+          if (it == readers.end()) it = readers.insert(readers.end(), {k, {}});
+          if (std::find(it->second.begin(), it->second.end(), g) == it->second.end())
+            it->second.push_back(g);
+        }
+    }
+    for (auto& [k, gs] : readers)
+      for (size_t a = 0; a < gs.size(); ++a)
+        for (size_t b = a + 1; b < gs.size(); ++b) {
+          int g = gs[a], h = gs[b];
+          if (!groups[g].alive || !groups[h].alive || g == h) continue;
+          if (groups[g].axes != groups[h].axes || !mergeable(g, h)) continue;
+          merge(g, h);
+          for (auto& r : readers)  // h's loads are g's now
+            for (int& x : r.second)
+              if (x == h) x = g;
+        }
+  }
+
   void count_leaves(int g, int i) {
     for (auto& in : nodes[i].n->in) {
       if (!in.st) continue;  // a scalar operand: a kernel argument, not memory
@@ -361,8 +406,7 @@ class Planner : PlanState {
       for_each_dep(i, [&](int p) {
         if (nodes[p].group != pn.group || nodes[p].group < 0) nodes[p].materialize = true;
       });
-      if (pn.n->base && idx(pn.n->base.get()) >= 0)
-        nodes[idx(pn.n->base.get())].materialize = true;
+      if (pn.n->base && idx(pn.n->base.get()) >= 0) nodes[idx(pn.n->base.get())].materialize = true;
     }
   }
 
@@ -382,7 +426,6 @@ class Planner : PlanState {
     for (int g : alive) visit(g);
     return order;
   }
-
 };
 
 }  // namespace

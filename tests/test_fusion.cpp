@@ -314,6 +314,42 @@ TEST_CASE("fusion: reductions whose reduced dims all have size 1") {
     lt::check_fused_matches_unfused(f);
 }
 
+TEST_CASE("fusion: reductions loading the same memory the same way are one kernel") {
+  // A norm's dgamma and dbeta: column sums of dy and of dy times a recomputed value.
+  Tensor x = lt::random({300, 70}, DType::Float32, 171),
+         y = lt::random({300, 70}, DType::Float32, 172);
+  Tensor r = lt::random({300, 1}, DType::Float32, 173);
+  loom::sync();
+  auto three = [&] { return x.sum({0}) + (x * (y - r)).sum({0}) * 2.0 - x.amax({0}); };
+  Tensor got;
+  CHECK(flush_stats(three, &got).kernels == 1);
+  std::vector<double> xv = host(x), yv = host(y), rv = host(r), want(70);
+  for (int j = 0; j < 70; ++j) {
+    double a = 0, b = 0, c = -1e300;
+    for (int i = 0; i < 300; ++i) {
+      double v = xv[size_t(i * 70 + j)];
+      a += v, b += v * (yv[size_t(i * 70 + j)] - rv[size_t(i)]), c = std::max(c, v);
+    }
+    want[size_t(j)] = a + 2 * b - c;
+  }
+  check_close(got, want, lt::Tol{1e-4, 1e-4});
+  lt::check_fused_matches_unfused(three);
+  // Two results no op combines (a root each): merged only where they load the same memory
+  // through the same view.
+  auto pair_kernels = [](const std::function<Tensor()>& f, const std::function<Tensor()>& g) {
+    loom::sync();
+    reset_counters();
+    Tensor a = f(), b = g();
+    loom::sync();
+    return counters().kernels.load();
+  };
+  CHECK(pair_kernels([&] { return x.sum({0}); }, [&] { return (x * y).sum({0}); }) == 1);
+  CHECK(pair_kernels([&] { return x.sum({0}); }, [&] { return y.sum({0}); }) == 2);
+  CHECK(pair_kernels([&] { return x.sum({0}); }, [&] { return x.sum({1}); }) == 2);
+  CHECK(pair_kernels([&] { return x.slice(0, 0, 299).sum({0}); },
+                     [&] { return x.slice(0, 1, 300).sum({0}); }) == 2);
+}
+
 TEST_CASE("fusion: an in-group value read again through another view") {
   Tensor x = lt::random({5, 5}, DType::Float64, 170);
   auto v = host(x);
