@@ -122,7 +122,11 @@ void record_cross_entropy(const Tensor& x, const Tensor& t, const Tensor& lse, c
            Tensor onehot = eq(iota(x.shape(), 1, x.device()), t.unsqueeze(1));
            Tensor valid = ne(t, ignore_index);
            Tensor p = exp(up(x) - up(lse).unsqueeze(1));
-           Tensor scale = mean ? up(g) / s[4] : up(g);  // 0-d, or [M] without a reduction
+           // The mean's denominator, unweighted, counted again from the targets: a node that
+           // depends on them alone lets the planner scale dx in the kernel that computes it
+           // (the forward's count shares a kernel with the loss's sum, which comes after).
+           Tensor denom = mean && !has_w ? sum(cast(valid, s[4].dtype())) : s[4];
+           Tensor scale = mean ? up(g) / denom : up(g);  // 0-d, or [M] without a reduction
            Tensor wt = has_w ? sum(where(onehot, w.unsqueeze(0), 0.0), {1}) * scale : scale;
            Tensor a = where(valid, wt, 0.0).unsqueeze(1);
            Tensor dx = where(onehot, p - 1.0, p) * (eps > 0 ? a * (1 - eps) : a);
