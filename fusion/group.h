@@ -48,7 +48,8 @@ enum class Space : uint8_t { Full, Row };
   X(Limit, "the producer's group is full (LOOM_MAX_GROUP_NODES, inputs)") \
   X(OtherView, "it reads the producer's group through another view too")  \
   X(Cycle, "joining would close a cycle through another group")           \
-  X(EpilogueOp, "a matmul's epilogue takes pointwise ops only")
+  X(EpilogueOp, "a matmul's epilogue takes pointwise ops only")           \
+  X(ReducedElsewhere, "only reductions over other dims read it")
 
 enum class Rule : uint8_t {
 #define LOOM_X(name, text) name,

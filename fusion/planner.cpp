@@ -45,6 +45,10 @@ class Planner : PlanState {
       nodes.push_back({st, st->node.get()});
     }
     for (auto& r : roots) nodes[idx(r.get())].root = true;
+    readers_.resize(nodes.size());
+    for (int i = 0; i < int(nodes.size()); ++i)
+      for (auto& in : nodes[i].n->in)
+        if (in.st && idx(in.st.get()) >= 0) readers_[size_t(idx(in.st.get()))].push_back(i);
     // Constants are inlined into their readers as scalars, except where memory must hold
     // them: region-write bases and inputs of opaque ops.
     for (auto& pn : nodes) {
@@ -70,6 +74,32 @@ class Planner : PlanState {
   PlanLimits lim_;
   std::vector<std::vector<ScalarSrc>>* srcs_;  // when asked: each group's scalar sources
   std::vector<std::vector<int>> gdeps_;
+  std::vector<std::vector<int>> readers_;  // each node's readers in the flush
+
+  // Pointwise node i, with its inputs made in reduction group g, is read by nothing but
+  // reductions over other dims (a norm's dy * xhat, summed over rows for dgamma inside the
+  // row kernel of dx): joining g would write it for those readers; starting their group
+  // instead writes its one input made in g (the same bytes) and lets their loads merge with
+  // their siblings' (merge_siblings: dgamma with dbeta).
+  bool reduced_elsewhere(int i, int g) const {
+    const PNode& me = nodes[i];
+    const PGroup& G = groups[g];
+    if (me.root || me.in_memory || G.axes.empty() || G.opaque || readers_[size_t(i)].empty() ||
+        prim_class(me.n->op) != PrimClass::Pointwise || me.n->base)
+      return false;
+    for (int r : readers_[size_t(i)]) {
+      const Node& rn = *nodes[r].n;
+      if (!is_reduce(rn.op) || rn.axes == G.axes) return false;
+    }
+    int made_in_g = 0;  // inputs g computes but does not write yet
+    for (auto& in : me.n->in) {
+      int p = producer(in);
+      if (p < 0 || is_const(p) || nodes[p].group != g) continue;
+      if (nodes[p].space != Space::Full || nodes[p].root || nodes[p].in_memory) return false;
+      ++made_in_g;
+    }
+    return made_in_g == 1;
+  }
 
   int new_group(Shape S, std::vector<int> axes, int first) {
     groups.push_back({std::move(S), std::move(axes), {first}});
@@ -224,6 +254,7 @@ class Planner : PlanState {
       auto s = fusable(i, in, p, &why);
       int g = nodes[p].group;
       if (s && !fits(g, 1)) why = Split::Limit;
+      if (s && why == Split::None && reduced_elsewhere(i, g)) why = Split::ReducedElsewhere;
       if (s && why == Split::None && !same_space(i, g, *s)) why = Split::OtherView;
       if (s && why == Split::None) {
         bool cyclic = false;

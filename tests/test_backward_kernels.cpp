@@ -1,0 +1,77 @@
+// How many kernels a composite's backward takes, and the memory it moves (counters), on the
+// CPU and, where one is found, on cuda:0 (the planner is the same; the backends' capabilities
+// differ): softmax / log_softmax backward one kernel reading y and dy once; layer_norm and
+// rms_norm backward dx in one row kernel plus dgamma and dbeta together in one column kernel;
+// cross_entropy forward + backward one kernel over the logits.
+#include "helpers.h"
+
+using namespace loom;
+
+namespace {
+
+struct Step {
+  int64_t kernels, bytes;
+};
+
+// Runs f (which records a backward) between two syncs; the counter deltas.
+Step measure(const std::function<void()>& f) {
+  loom::sync();
+  reset_counters();
+  f();
+  loom::sync();
+  return {counters().kernels.load(), counters().bytes_moved.load()};
+}
+
+Tensor leaf(const Shape& s, uint32_t seed, Device d) {
+  return lt::random(s, DType::Float32, seed).to(d).requires_grad_();
+}
+
+void backward_kernels(Device d) {
+  const int64_t R = 256, C = 1000, N = R * C * 4;  // bytes of one [R, C] float32 tensor
+  Tensor dy = lt::random({R, C}, DType::Float32, 300).to(d);
+  SUBCASE("softmax and log_softmax: one kernel reading y and dy once, writing dx") {
+    for (bool log : {false, true}) {
+      Tensor x = leaf({R, C}, 301, d);
+      Tensor y = log ? log_softmax(x, 1) : softmax(x, 1);
+      loom::sync();
+      Step s = measure([&] { y.backward(dy); });
+      CHECK(s.kernels == 1);
+      CHECK(s.bytes <= 3 * N + 4096);
+    }
+  }
+  SUBCASE("layer_norm and rms_norm: dx, then dgamma and dbeta in one column kernel") {
+    Tensor x = leaf({R, C}, 302, d), w = leaf({C}, 303, d), b = leaf({C}, 304, d);
+    Tensor y = layer_norm(x, {C}, w, b);
+    loom::sync();
+    CHECK(measure([&] { y.backward(dy); }).kernels <= 2);
+    Tensor x2 = leaf({R, C}, 305, d), w2 = leaf({C}, 306, d);
+    Tensor y2 = rms_norm(x2, {C}, w2);
+    loom::sync();
+    CHECK(measure([&] { y2.backward(dy); }).kernels <= 2);
+  }
+  SUBCASE("cross_entropy forward + backward: the logits read once, dx written once") {
+    Tensor x = leaf({R, C}, 307, d);
+    std::vector<double> tv(static_cast<size_t>(R), 0.0);
+    for (int64_t i = 0; i < R; ++i) tv[size_t(i)] = double((i * 7919) % C);
+    tv[3] = -100;  // ignored
+    Tensor t = lt::make(tv, {R}, DType::Int64).to(d);
+    loom::sync();
+    Step s = measure([&] { cross_entropy(x, t).backward(); });
+    CHECK(s.kernels <= 3);             // the targets' count, the row kernel, the mean
+    CHECK(s.bytes <= 2 * N + 64 * R);  // x read, dx written, the rest per row
+  }
+}
+
+}  // namespace
+
+TEST_CASE("backward kernels: softmax, norms and cross_entropy on the CPU") {
+  backward_kernels(Device{DeviceKind::CPU, 0});
+}
+
+TEST_CASE("gpu: backward kernels: softmax, norms and cross_entropy on cuda:0") {
+  if (!backend_available(DeviceKind::CUDA)) {
+    MESSAGE("CUDA unavailable, skipping");
+    return;
+  }
+  backward_kernels(Device{DeviceKind::CUDA, 0});
+}
