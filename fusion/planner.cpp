@@ -47,8 +47,11 @@ class Planner : PlanState {
     for (auto& r : roots) nodes[idx(r.get())].root = true;
     readers_.resize(nodes.size());
     for (int i = 0; i < int(nodes.size()); ++i)
-      for (auto& in : nodes[i].n->in)
-        if (in.st && idx(in.st.get()) >= 0) readers_[size_t(idx(in.st.get()))].push_back(i);
+      for (auto& in : nodes[i].n->in) {
+        if (!in.st) continue;
+        if (idx(in.st.get()) >= 0) readers_[size_t(idx(in.st.get()))].push_back(i);
+        if (is_reduce(nodes[i].n->op)) reduce_loads_.push_back({in.st.get(), &in.view, i});
+      }
     // Constants are inlined into their readers as scalars, except where memory must hold
     // them: region-write bases and inputs of opaque ops.
     for (auto& pn : nodes) {
@@ -75,30 +78,50 @@ class Planner : PlanState {
   std::vector<std::vector<ScalarSrc>>* srcs_;  // when asked: each group's scalar sources
   std::vector<std::vector<int>> gdeps_;
   std::vector<std::vector<int>> readers_;  // each node's readers in the flush
+  struct ReduceLoad {
+    const Storage* st;
+    const View* view;
+    int node;
+  };
+  std::vector<ReduceLoad> reduce_loads_;  // what each reduction reads directly
 
-  // Pointwise node i, with its inputs made in reduction group g, is read by nothing but
-  // reductions over other dims (a norm's dy * xhat, summed over rows for dgamma inside the
-  // row kernel of dx): joining g would write it for those readers; starting their group
-  // instead writes its one input made in g (the same bytes) and lets their loads merge with
-  // their siblings' (merge_siblings: dgamma with dbeta).
+  // Pointwise node i, with an input made in reduction group g, is read by nothing but
+  // reductions over other dims (layer_norm's dy * xhat, summed over rows for dgamma, inside
+  // the row kernel of dx): joining g would write it for those readers; starting their group
+  // instead writes its one input made in g and lets their loads merge with a sibling's
+  // (merge_siblings: dgamma with dbeta, both loading dy): one kernel fewer, the same bytes.
   bool reduced_elsewhere(int i, int g) const {
     const PNode& me = nodes[i];
     const PGroup& G = groups[g];
     if (me.root || me.in_memory || G.axes.empty() || G.opaque || readers_[size_t(i)].empty() ||
         prim_class(me.n->op) != PrimClass::Pointwise || me.n->base)
       return false;
+    const std::vector<int>& axes = nodes[readers_[size_t(i)][0]].n->axes;
     for (int r : readers_[size_t(i)]) {
       const Node& rn = *nodes[r].n;
-      if (!is_reduce(rn.op) || rn.axes == G.axes) return false;
+      if (!is_reduce(rn.op) || rn.axes == G.axes || rn.axes != axes) return false;
     }
+    // The trade is even only where another reduction over those dims loads i's other input
+    // through the same view (dbeta's sum of dy): the new group shares that load. Otherwise
+    // it would read that input again (rms_norm's dgamma alone).
     int made_in_g = 0;  // inputs g computes but does not write yet
+    bool shared = false;
     for (auto& in : me.n->in) {
       int p = producer(in);
-      if (p < 0 || is_const(p) || nodes[p].group != g) continue;
-      if (nodes[p].space != Space::Full || nodes[p].root || nodes[p].in_memory) return false;
-      ++made_in_g;
+      if (p >= 0 && is_const(p)) continue;
+      if (p >= 0 && nodes[p].group == g) {
+        if (nodes[p].space != Space::Full || nodes[p].root || nodes[p].in_memory) return false;
+        ++made_in_g;
+        continue;
+      }
+      if (!in.st) continue;
+      for (const ReduceLoad& l : reduce_loads_)
+        if (l.st == in.st.get() && nodes[l.node].n->axes == axes &&
+            l.view->offset == in.view.offset && l.view->shape == in.view.shape &&
+            l.view->strides == in.view.strides)
+          shared = true;
     }
-    return made_in_g == 1;
+    return made_in_g == 1 && shared;
   }
 
   int new_group(Shape S, std::vector<int> axes, int first) {
