@@ -107,6 +107,8 @@ Tensor Tensor::to(Device d) const {
   return r;
 }
 
-std::string explain(const Tensor& t) { return explain_storage(t.storage()); }
+std::string explain(const Tensor& t) {
+  return explain_storage(t.storage()) + autograd::explain_graph(t);
+}
 
 }  // namespace loom

@@ -96,6 +96,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
         if (need.size() > 3 && need[3]) r[3] = autograd::sum_to(ds, mask_shape, ds.dtype());
         return r;
       });
+  autograd::note_recompute(
+      out, "the probabilities from q, k and the saved log-sum-exp (one more q @ k^T)");
   return out;
 }
 

@@ -125,15 +125,18 @@ void Tensor::remove_hook(int id) const {
 
 uint32_t Tensor::version() const { return buf_ ? buf_->version : 0; }
 
-namespace {
+namespace autograd {
+// The bytes: the view's elements, but no more than its buffer holds (an expanded index).
+SavedKey saved_key(const Tensor& t) {
+  int64_t bytes = t.numel() * int64_t(itemsize(t.dtype()));
+  if (const auto& st = t.buffer()->cur) bytes = std::min(bytes, int64_t(st->nbytes));
+  return {t.buffer().get(), t.offset(), bytes};
+}
+}  // namespace autograd
 
-// counters().saved_bytes counts each saved tensor once however many nodes hold it (a layer's
-// output saved by its own node and by the next layer's matmul): the memory the graph keeps.
-struct SavedKey {
-  const void* buf;
-  int64_t offset, bytes;
-  bool operator==(const SavedKey&) const = default;
-};
+namespace {
+using autograd::saved_key;
+
 struct SavedKeyHash {
   size_t operator()(const SavedKey& k) const {
     return std::hash<const void*>()(k.buf) ^ (size_t(k.offset) * 0x9e3779b97f4a7c15ull) ^
@@ -142,13 +145,6 @@ struct SavedKeyHash {
 };
 std::mutex g_saved_mutex;
 std::unordered_map<SavedKey, int, SavedKeyHash> g_saved_holders;
-
-// The bytes: the view's elements, but no more than its buffer holds (an expanded index).
-SavedKey saved_key(const Tensor& t) {
-  int64_t bytes = t.numel() * int64_t(itemsize(t.dtype()));
-  if (const auto& st = t.buffer()->cur) bytes = std::min(bytes, int64_t(st->nbytes));
-  return {t.buffer().get(), t.offset(), bytes};
-}
 
 // The bytes that start counting: t's, where no node held it yet.
 int64_t hold_saved(const Tensor& t) {

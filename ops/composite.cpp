@@ -130,8 +130,25 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   LOOM_CHECK(p >= 0 && p <= 1, Value, "dropout: probability must be in [0, 1], got ", p);
   if (!training || p == 0) return x;
   if (p == 1) return zeros_like(x);
-  Tensor keep = ge(rand(x.shape(), {DType::Float32, x.device()}), p);
-  return where(keep, x * (1.0 / (1.0 - p)), 0);
+  // The mask is kept by nobody: the backward draws the same values again from the range the
+  // forward reserved, and the planner fuses that draw into the gradient's kernel.
+  const RandomRange r = reserve_random(x.numel());
+  const double scale = 1.0 / (1.0 - p);
+  auto mask = [r, p, shape = x.shape(), d = x.device()] { return ge(rand_at(shape, d, r), p); };
+  Tensor y;
+  {
+    NoGradGuard forward;
+    y = where(mask(), x * scale, 0);
+  }
+  if (autograd::needs_grad(x)) {
+    autograd::record(
+        y, "NativeDropoutBackward0", {x}, {},
+        [mask, scale](const Tensor& g, const std::vector<Tensor>&, const std::vector<bool>&) {
+          return std::vector<Tensor>{where(mask(), g * scale, 0)};
+        });
+    autograd::note_recompute(y, "its mask, drawn again from the generator's seed and offset");
+  }
+  return y;
 }
 
 Tensor Tensor::softmax(int64_t dim) const { return loom::softmax(*this, dim); }

@@ -8,7 +8,6 @@
 namespace loom {
 namespace {
 
-
 struct Generator {
   std::atomic<uint64_t> seed{0x5eed5eedull};
   std::atomic<uint64_t> offset{0};
@@ -18,15 +17,26 @@ Generator& gen() {
   return g;
 }
 
-Tensor random_node(Op op, const Shape& shape, Device d) {
-  check_sizes(op == Op::Rand ? "rand" : "randn", shape);
+Tensor random_node(Op op, const Shape& shape, Device d, RandomRange r) {
   auto n = new_node(op, DType::Float32, shape, d);
-  n->seed = gen().seed;
-  n->offset = gen().offset.fetch_add(uint64_t(numel(shape)));
+  n->seed = r.seed;
+  n->offset = r.offset;
   return record_node(std::move(n));
 }
 
+Tensor random_node(Op op, const Shape& shape, Device d) {
+  check_sizes(op == Op::Rand ? "rand" : "randn", shape);
+  return random_node(op, shape, d, reserve_random(numel(shape)));
+}
+
 }  // namespace
+
+RandomRange reserve_random(int64_t n) { return {gen().seed, gen().offset.fetch_add(uint64_t(n))}; }
+
+Tensor rand_at(const Shape& shape, Device d, RandomRange r) {
+  check_sizes("rand", shape);
+  return random_node(Op::Rand, shape, d, r);
+}
 
 Tensor from_blob(const void* data, const Shape& shape, DType dtype, Device device) {
   check_sizes("tensor", shape);

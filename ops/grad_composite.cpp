@@ -107,6 +107,8 @@ void record_norm(const char* name, const Tensor& x, const Dims& dims, const Tens
            if (need[2]) r[2] = lead.empty() ? gf : sum(gf, lead);
            return r;
          });
+  note_recompute(y, centered ? "xhat = (x - mean) * rstd from the saved x, mean and rstd"
+                             : "xhat = x * rstd from the saved x and rstd");
 }
 
 void record_cross_entropy(const Tensor& x, const Tensor& t, const Tensor& lse, const Tensor& w,
@@ -137,6 +139,7 @@ void record_cross_entropy(const Tensor& x, const Tensor& t, const Tensor& lse, c
            }
            return std::vector<Tensor>{dx};
          });
+  note_recompute(y, "the probabilities exp(x - lse) from the saved logits and log-sum-exp");
 }
 
 }  // namespace loom::autograd

@@ -53,6 +53,22 @@ struct SavedTensor {
 using GradRule = std::function<std::vector<Tensor>(
     const Tensor& grad, const std::vector<Tensor>& saved, const std::vector<bool>& need)>;
 
+// counters().saved_bytes counts each saved tensor once however many nodes hold it (a layer's
+// output saved by its own node and by the next layer's matmul): the memory the graph keeps.
+struct SavedKey {
+  const void* buf;
+  int64_t offset, bytes;
+  bool operator==(const SavedKey&) const = default;
+};
+namespace autograd {
+SavedKey saved_key(const Tensor& t);
+// The backward graph that reaches t: each node, the tensors it keeps and what its rule
+// computes again instead of keeping it; the saved bytes, each tensor counted once (explain()).
+std::string explain_graph(const Tensor& t);
+// What result's node recomputes in the backward from what it keeps (explain_graph prints it).
+void note_recompute(const Tensor& result, std::string what);
+}  // namespace autograd
+
 struct GradNode : std::enable_shared_from_this<GradNode> {
   std::string name;        // torch's name: MulBackward0, SumBackward1, ...
   std::vector<Edge> next;  // one per input
@@ -61,9 +77,10 @@ struct GradNode : std::enable_shared_from_this<GradNode> {
   std::weak_ptr<AutogradMeta> out;  // the result's place (hooks, retain_grad)
   std::string what;                 // the forward's operands, for error messages
   bool released = false;
-  bool is_view = false;  // the result shares its input's memory
-  uint64_t seq = 0;      // creation order: later nodes run first
-  void free_saved();     // drops the saved tensors (and their count)
+  bool is_view = false;    // the result shares its input's memory
+  std::string recomputes;  // what the rule computes again rather than keeping it, if anything
+  uint64_t seq = 0;        // creation order: later nodes run first
+  void free_saved();       // drops the saved tensors (and their count)
   ~GradNode() { free_saved(); }
 };
 

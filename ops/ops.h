@@ -247,6 +247,8 @@ void sync();               // flush every stream's trace and wait
 void flush();              // flush every stream's trace (submit on a GPU), no waiting
 void set_fusion(bool on);  // off: one kernel per primitive (the oracle)
 bool fusion_enabled();
-std::string explain(const Tensor& t);  // the plan and kernel programs, without running
+// The plan and kernel programs, without running; for a tensor with a grad_fn also its backward
+// graph: each node's saved tensors and what it recomputes instead.
+std::string explain(const Tensor& t);
 
 }  // namespace loom

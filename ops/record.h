@@ -52,4 +52,13 @@ void check_later(const Tensor& bad, ErrorKind kind, std::string message);
 // recorded in eager order: later readers of t's buffer see the new values.
 void assign_inplace(Tensor& t, const Tensor& value);
 
+// The counter-based generator's stream: a range of n values reserved (the seed and the first
+// offset), and the uniform values of a reserved range, the same every time they are asked for
+// (dropout regenerates its mask in its backward instead of keeping it).
+struct RandomRange {
+  uint64_t seed, offset;
+};
+RandomRange reserve_random(int64_t n);
+Tensor rand_at(const Shape& shape, Device d, RandomRange r);  // float32
+
 }  // namespace loom

@@ -311,7 +311,12 @@ TEST_CASE("autograd: composites through their decompositions") {
 TEST_CASE("autograd: dropout's gradient is its mask, scaled") {
   manual_seed(5);
   Tensor x = full({1000}, 2.0, DType::Float64).requires_grad_();
+  loom::sync();
+  const int64_t saved = counters().saved_bytes.load();
   Tensor y = dropout(x, 0.25);
+  // Nothing kept: the backward draws the mask again from the forward's seed and offset.
+  CHECK(y.grad_fn_name() == "NativeDropoutBackward0");
+  CHECK(counters().saved_bytes.load() == saved);
   y.sum().backward();
   std::vector<double> yv = y.to_vector<double>(), gv = x.grad().to_vector<double>();
   int kept = 0;

@@ -268,3 +268,28 @@ TEST_CASE(
   (out.sum() + e.sum()).backward();
   CHECK(counters().saved_bytes.load() == base);  // all given back
 }
+
+TEST_CASE("autograd api: explain lists each node's saved tensors and what it recomputes") {
+  manual_seed(3);
+  Tensor x = randn({8, 16}).requires_grad_();
+  Tensor w = randn({16}).requires_grad_(), b = randn({16}).requires_grad_();
+  Tensor t = tensor<int64_t>({1, 0, 3, 2, 5, 4, 7, 6}, {8});
+  loom::sync();
+  const int64_t base = counters().saved_bytes.load();
+  Tensor h = dropout(layer_norm(x, {16}, w, b), 0.1);
+  Tensor loss = cross_entropy(h, t);
+  const int64_t saved = counters().saved_bytes.load() - base;
+  std::string e = explain(loss);
+  // The plan first, then the graph: its saved bytes are what the counters hold.
+  CHECK(e.find("kernel") < e.find("backward graph:"));
+  CHECK(e.find("backward graph: 3 nodes; saved for backward") != std::string::npos);
+  CHECK(e.find(" " + std::to_string(saved) + " bytes; 3 nodes recompute") != std::string::npos);
+  for (const char* s : {"NllLossBackward0", "NativeDropoutBackward0", "NativeLayerNormBackward0",
+                        "recomputes its mask", "recomputes xhat", "recomputes the probabilities",
+                        "saves float32[8, 16], 512 bytes"})
+    CHECK_MESSAGE(e.find(s) != std::string::npos, s, "\n", e);
+  // The dropout node keeps nothing: no "saves" line between it and the next node.
+  size_t d = e.find("NativeDropoutBackward0");
+  CHECK(e.substr(d, e.find("Backward0", d + 22) - d).find("saves") == std::string::npos);
+  CHECK(explain(x).find("backward graph") == std::string::npos);  // a leaf has none
+}
