@@ -73,11 +73,17 @@ def build(model_name, cfg):
     def step_fn(lib, model, opt):
         xb, yb = (lib.tensor(a).to(cfg.device) for a in batch_np)
 
-        def step():
+        def forward():
             if model_name == "gpt":
-                _, loss = model(xb, yb)
+                return model(xb, yb)[1]
+            return lib.nn.functional.cross_entropy(model(xb), yb)
+
+        def step():
+            if cfg.autocast:
+                with lib.autocast(cfg.device.split(":")[0], dtype=getattr(lib, cfg.autocast)):
+                    loss = forward()
             else:
-                loss = lib.nn.functional.cross_entropy(model(xb), yb)
+                loss = forward()
             opt.zero_grad(set_to_none=True)
             loss.backward()
             if model_name == "gpt":
@@ -151,6 +157,8 @@ def main():
     ap.add_argument("--pause", type=float, default=0.2,
                     help="seconds of rest before each timed block (0: none)")
     ap.add_argument("--device", default="cpu", help="cpu or cuda (both libraries)")
+    ap.add_argument("--autocast", default="", choices=["", "bfloat16", "float16"],
+                    help="run each forward under autocast to this dtype (both libraries)")
     ap.add_argument("--converge", type=int, default=0,
                     help="also train the GPT this many steps in loom and torch eager and "
                          "compare the final losses")
@@ -171,7 +179,8 @@ def main():
             losses[impl] += [step() for _ in range(4)]
         ref = losses["torch eager"]
         for impl, ls in losses.items():
-            if not np.allclose(ls, ref, rtol=2e-3, atol=2e-3):
+            tol = 3e-2 if args.autocast else 2e-3  # low-precision matmuls round differently
+            if not np.allclose(ls, ref, rtol=tol, atol=tol):
                 sys.exit(f"{name}: {impl}'s losses {ls} differ from torch eager's {ref}")
         times = {impl: [] for impl in impls}
         order = list(impls)
@@ -189,7 +198,8 @@ def main():
                     step()
                 times[impl].append((time.perf_counter() - t0) / args.steps * 1e3)
         base = statistics.median(times["torch eager"])
-        print(f"\n{name} training step on {args.device} ({os.cpu_count()} threads; losses agree over 5 steps: "
+        amp = f", autocast {args.autocast}" if args.autocast else ""
+        print(f"\n{name} training step on {args.device}{amp} ({os.cpu_count()} threads; losses agree over 5 steps: "
               f"{ref[0]:.4f} -> {ref[-1]:.4f})")
         print(f"{'impl':<14} {'median ms':>10} {'min ms':>8} {'vs eager':>9} {'first step s':>13}")
         for impl, ts in times.items():
