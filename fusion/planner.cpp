@@ -22,6 +22,10 @@ bool linear_identity(const View& v, const Node& p) {
          is_contiguous(v.shape, v.strides);
 }
 
+bool same_view(const View& a, const View& b) {
+  return a.offset == b.offset && a.shape == b.shape && a.strides == b.strides;
+}
+
 Shape keep_shape(const PGroup& g) {
   Shape k = g.S;
   for (int a : g.axes) k[a] = 1;
@@ -50,7 +54,7 @@ class Planner : PlanState {
       for (auto& in : nodes[i].n->in) {
         if (!in.st) continue;
         if (idx(in.st.get()) >= 0) readers_[size_t(idx(in.st.get()))].push_back(i);
-        if (is_reduce(nodes[i].n->op)) reduce_loads_.push_back({in.st.get(), &in.view, i});
+        if (is_reduce(nodes[i].n->op)) reduce_loads_[in.st.get()].push_back({&in.view, i});
       }
     // Constants are inlined into their readers as scalars, except where memory must hold
     // them: region-write bases and inputs of opaque ops.
@@ -79,11 +83,11 @@ class Planner : PlanState {
   std::vector<std::vector<int>> gdeps_;
   std::vector<std::vector<int>> readers_;  // each node's readers in the flush
   struct ReduceLoad {
-    const Storage* st;
     const View* view;
     int node;
   };
-  std::vector<ReduceLoad> reduce_loads_;  // what each reduction reads directly
+  // What the reductions read directly, by the memory read.
+  std::unordered_map<const Storage*, std::vector<ReduceLoad>> reduce_loads_;
 
   // Pointwise node i, with an input made in reduction group g, is read by nothing but
   // reductions over other dims (layer_norm's dy * xhat, summed over rows for dgamma, inside
@@ -114,12 +118,10 @@ class Planner : PlanState {
         ++made_in_g;
         continue;
       }
-      if (!in.st) continue;
-      for (const ReduceLoad& l : reduce_loads_)
-        if (l.st == in.st.get() && nodes[l.node].n->axes == axes &&
-            l.view->offset == in.view.offset && l.view->shape == in.view.shape &&
-            l.view->strides == in.view.strides)
-          shared = true;
+      auto it = in.st ? reduce_loads_.find(in.st.get()) : reduce_loads_.end();
+      if (it == reduce_loads_.end()) continue;
+      for (const ReduceLoad& l : it->second)
+        if (nodes[l.node].n->axes == axes && same_view(*l.view, in.view)) shared = true;
     }
     return made_in_g == 1 && shared;
   }
@@ -401,42 +403,37 @@ class Planner : PlanState {
   // one kernel: the memory is read once and a launch is saved. Pointwise groups stay apart
   // (a pure pointwise kernel streams faster than the same work inside a reduction's passes).
   void merge_siblings() {
-    struct Key {
-      const Storage* st;
-      int64_t offset;
-      Shape shape;
-      Strides strides;
-      bool operator==(const Key& o) const {
-        return st == o.st && offset == o.offset && shape == o.shape && strides == o.strides;
-      }
-    };
-    std::vector<std::pair<Key, std::vector<int>>> readers;  // few loads a flush: a list will do
+    // The loads of each reduction group, by the memory they read: (view, group), the memory
+    // in the order of its first load (the merges, and so the plan, the same every run).
+    std::unordered_map<const Storage*, size_t> slot;
+    std::vector<std::vector<std::pair<const View*, int>>> loads;
     for (int g = 0; g < int(groups.size()); ++g) {
       const PGroup& G = groups[g];
       if (!G.alive || G.opaque || G.axes.empty()) continue;
       for (int m : G.members)
         for (const Input& in : nodes[m].n->in) {
-          if (!in.st) continue;
           int p = producer(in);
-          if (p >= 0 && (is_const(p) || nodes[p].group == g)) continue;
-          Key k{in.st.get(), in.view.offset, in.view.shape, in.view.strides};
-          auto it = std::find_if(readers.begin(), readers.end(),
-                                 [&](const auto& r) { return r.first == k; });
-          if (it == readers.end()) it = readers.insert(readers.end(), {k, {}});
-          if (std::find(it->second.begin(), it->second.end(), g) == it->second.end())
-            it->second.push_back(g);
+          if (!in.st || (p >= 0 && (is_const(p) || nodes[p].group == g))) continue;
+          auto [it, fresh] = slot.try_emplace(in.st.get(), loads.size());
+          if (fresh) loads.emplace_back();
+          loads[it->second].push_back({&in.view, g});
         }
     }
-    for (auto& [k, gs] : readers)
-      for (size_t a = 0; a < gs.size(); ++a)
-        for (size_t b = a + 1; b < gs.size(); ++b) {
-          int g = gs[a], h = gs[b];
-          if (!groups[g].alive || !groups[h].alive || g == h) continue;
+    // h's loads are g's once merged: follow the merges.
+    std::vector<int> into(groups.size());
+    for (int g = 0; g < int(groups.size()); ++g) into[size_t(g)] = g;
+    auto now = [&](int g) {
+      while (into[size_t(g)] != g) g = into[size_t(g)];
+      return g;
+    };
+    for (auto& ls : loads)
+      for (size_t a = 0; a < ls.size(); ++a)
+        for (size_t b = a + 1; b < ls.size(); ++b) {
+          int g = now(ls[a].second), h = now(ls[b].second);
+          if (g == h || !same_view(*ls[a].first, *ls[b].first)) continue;
           if (groups[g].axes != groups[h].axes || !mergeable(g, h)) continue;
           merge(g, h);
-          for (auto& r : readers)  // h's loads are g's now
-            for (int& x : r.second)
-              if (x == h) x = g;
+          into[size_t(h)] = g;
         }
   }
 
