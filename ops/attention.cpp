@@ -21,6 +21,12 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                     const std::optional<Tensor>& attn_mask, double dropout_p,
                                     bool is_causal, std::optional<double> scale) {
   const char* op = "scaled_dot_product_attention";
+  // Under autocast attention is one of the low-precision ops (torch's policy): q, k and v are
+  // cast first, so the forward and the backward's products agree in dtype (the flash node's
+  // recompute would otherwise multiply float32 by the forward's bfloat16).
+  if (autocast_to_low(q) || autocast_to_low(k) || autocast_to_low(v))
+    return scaled_dot_product_attention(autocast_low(q), autocast_low(k), autocast_low(v),
+                                        attn_mask, dropout_p, is_causal, scale);
   LOOM_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2, Value, op,
              ": query, key and value need at least 2 dims, got ", shape_str(q.shape()), ", ",
              shape_str(k.shape()), " and ", shape_str(v.shape()));

@@ -114,7 +114,7 @@ inline void compare_on_device(const std::string& what, const GradFn& f,
   } catch (const loom::Error& e) {
     if (std::string(e.what()).find("device") == std::string::npos) throw;
     ++gd.stayed;  // a CPU tensor of the function's own met the device's leaves
-    MESSAGE(what << ": stays on the CPU: " << e.what());
+    MESSAGE(what << ": stays on the CPU: " << std::string(e.what()));
     return;
   }
   ++gd.compared;
@@ -182,7 +182,7 @@ inline void gradgradcheck(const std::string& what, const GradFn& f,
   GradFn g = [f](const std::vector<Tensor>& xs) {
     std::vector<Tensor> gs =
         loom::autograd::grad({weighted(f(xs))}, xs, {}, {}, /*create_graph=*/true, true);
-    Tensor s = loom::zeros({}, loom::DType::Float64);
+    Tensor s = loom::zeros({}, {loom::DType::Float64, xs.at(0).device()});
     for (auto& t : gs)
       if (t.defined()) s = s + weighted(t * 1.5);
     return s;

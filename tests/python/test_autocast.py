@@ -88,6 +88,29 @@ def test_training_step_under_autocast(rng):
     assert losses[-1] < 0.5 * losses[0]
 
 
+@pytest.mark.parametrize("causal", [True, False])
+def test_attention_backward_under_autocast(rng, causal):
+    # q, k, v cast to bfloat16 as the policy says, forward and backward alike: the gradients
+    # come back in float32 and follow the float32 run within bfloat16's rounding.
+    shapes = [(2, 3, 16, 8), (2, 3, 16, 8), (2, 3, 16, 8)]
+    data = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    dy = rng.standard_normal((2, 3, 16, 8)).astype(np.float32)
+
+    def grads(amp):
+        q, k, v = (loom.tensor(a).requires_grad_() for a in data)
+        with loom.autocast("cpu", enabled=amp):
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        assert y.dtype == (loom.bfloat16 if amp else loom.float32)
+        (y.float() * loom.tensor(dy)).sum().backward()
+        return [t.grad for t in (q, k, v)]
+
+    low, full = grads(True), grads(False)
+    for g, want in zip(low, full):
+        assert g.dtype == loom.float32
+        np.testing.assert_allclose(g.numpy(), want.numpy(), rtol=0.1, atol=0.1)
+        assert np.abs(g.numpy() - want.numpy()).max() > 0  # the low precision did run
+
+
 def test_decorator_and_threads():
     @loom.autocast("cpu")
     def f():
