@@ -8,9 +8,11 @@
 // runs loom on the CPU (docs/ARCHITECTURE.md, invariants).
 #include "tensor/backend.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -70,6 +72,7 @@ class CudaKernel : public Kernel {
  public:
   void prepare(CudaBackend& be, const Group& g);
   void run(const Group& g) override;
+  int run_segments(const std::vector<const Group*>& gs) override;
   std::string source() const override { return source_; }
 
  private:
@@ -91,6 +94,8 @@ class CudaKernel : public Kernel {
   // choose_variant builds walks every node: ~8K instructions a launch of a 100-op chain).
   cuda::LaunchMemo memo_;
   std::string source_;
+  // The module with the kernel of segments (cuda::segments_source), by device and variant.
+  std::unordered_map<std::string, std::shared_ptr<Loaded>> segments_;
 };
 
 class CudaBackend : public Backend {
@@ -203,6 +208,7 @@ class CudaBackend : public Backend {
     c.gather = true;
     c.gather_rank = cuda::kIndexMaxRank;
     c.cheap_index = true;
+    c.segments = true;
     return c;
   }
   void synchronize() override { cuda::device_sync(dev_); }
@@ -373,6 +379,67 @@ void CudaKernel::run(const Group& g) {
   if (log_fusion())
     std::cerr << "[loom] cuda launch " << v.key() << " x" << c->mod->fns.size() << " grid ("
               << lc.grid_x << "," << lc.grid_y << ") block " << lc.block << "\n";
+}
+
+// Groups that share a pointwise variant run as one launch of the kernel of segments, up to K
+// groups a launch (K parameter blocks in the launch's parameter, within its 32 KB); others (a
+// variant of their own: alignment, a length below a vector) a launch each.
+int CudaKernel::run_segments(const std::vector<const Group*>& gs) {
+  CudaBackend& be = cuda_backend(gs.at(0)->outputs.at(0).st->device.index);
+  std::vector<cuda::LaunchConfig> lcs(gs.size());
+  const cuda::Variant v = cuda::choose_variant(*gs[0], be.sm());
+  bool same = !v.reduce && !v.split && gs[0]->space.size() == 1;
+  int64_t blocks = 0;
+  for (size_t i = 0; i < gs.size() && same; ++i) {
+    same = i == 0 || cuda::choose_variant(*gs[i], be.sm()) == v;
+    lcs[i] = cuda::launch_config(*gs[i], v, be.sm());
+    same = same && !lcs[i].empty && lcs[i].grid_y == 1 && lcs[i].smem == 0;
+    blocks += lcs[i].grid_x;
+  }
+  if (!same || blocks >= (int64_t(1) << 31)) return Kernel::run_segments(gs);
+  Compiled* c;
+  try {
+    c = &get(be, *gs[0], v);
+  } catch (const LowerError&) {
+    throw;
+  } catch (const Error& e) {
+    throw LowerError(e.kind(), e.what());
+  }
+  const size_t bytes = c->gen.params.bytes();
+  const int K = int(std::clamp<size_t>(24576 / bytes, 1, 128));
+  const std::string key = std::to_string(be.device()) + "/" + v.key();
+  auto it = segments_.find(key);
+  if (it == segments_.end()) {
+    const std::string tag = v.key() + "/segments" + std::to_string(K);
+    it = segments_.emplace(key, be.load(cuda::segments_source(c->gen, K), {"loom_kernel_seg"}, tag))
+             .first;
+  }
+  const cuda::Function& f = it->second->fns.at(0);
+  cuda::Stream stream = be.active();
+  const uint64_t no_scratch[3] = {0, 0, 0};
+  thread_local std::vector<char> one, all;
+  const size_t starts = size_t(K) * bytes, count = starts + 4 * size_t(K + 1);
+  int launches = 0;
+  for (size_t first = 0; first < gs.size(); first += size_t(K), ++launches) {
+    const size_t n = std::min(gs.size() - first, size_t(K));
+    all.assign((count + 4 + 7) / 8 * 8, 0);
+    uint32_t start = 0;
+    for (size_t i = 0; i < n; ++i) {
+      cuda::pack_params(*gs[first + i], c->gen.params, lcs[first + i], no_scratch, one);
+      std::memcpy(all.data() + i * bytes, one.data(), bytes);
+      std::memcpy(all.data() + starts + 4 * i, &start, 4);
+      start += lcs[first + i].grid_x;
+    }
+    std::memcpy(all.data() + starts + 4 * n, &start, 4);
+    const int32_t ns = int32_t(n);
+    std::memcpy(all.data() + count, &ns, 4);
+    void* args[] = {all.data()};
+    cuda::launch(f, {start, 1, 1}, {lcs[first].block, 1, 1}, 0, stream, args);
+    if (log_fusion())
+      std::cerr << "[loom] cuda launch " << v.key() << " segments " << n << " grid " << start
+                << "\n";
+  }
+  return launches;
 }
 
 // The backends made so far, by device (leaked: memory may be freed until process exit). Read

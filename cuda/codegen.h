@@ -152,6 +152,12 @@ Layout layout_of(const Group& g);
 
 Generated generate(const Group& g, const Variant& v);
 
+// A pointwise kernel's source with a second entry, "loom_kernel_seg", that runs up to `k`
+// groups of its signature in one grid (Kernel::run_segments): its parameter holds each group's
+// parameter block (as the single entry takes it), the prefix of blocks where each group's share
+// starts (k + 1 of them, the last the grid) and how many groups there are.
+std::string segments_source(const Generated& pointwise, int k);
+
 // Register bytes a persistent row kernel spends per column it holds (values a later pass reads,
 // or with `remat` the retained leaf vectors they are recomputed from), so the launcher can keep
 // k * vw * bytes within the register budget. With `vw` > 0, a retained vector of vw columns

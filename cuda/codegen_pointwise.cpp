@@ -48,7 +48,7 @@ void generate_pointwise(const Group& g, const Variant& v, Generated& out) {
   };
 
   std::string loop;
-  const std::string tid = "(U)blockIdx.x * blockDim.x + threadIdx.x";
+  const std::string tid = "(U)lm_bx * blockDim.x + threadIdx.x";
   if (V > 1) {
     // Vectors: 1-D contiguous (index `base`, the vector's first element, with a masked last
     // vector) or n-D with unit/zero last-dim strides (index variables x<d> of the vector's first
@@ -117,7 +117,7 @@ void generate_pointwise(const Group& g, const Variant& v, Generated& out) {
       if (used[d]) dims.push_back(d);
 
     // Load phase: every vector of the iteration, unrolled (U consecutive block-wide strips).
-    std::string load = "  for (U i0 = (U)blockIdx.x * (blockDim.x * " + US +
+    std::string load = "  for (U i0 = (U)lm_bx * (blockDim.x * " + US +
                        "u) + threadIdx.x; i0 < nv; i0 += step) {\n";
     for (int leaf : vec_leaves)
       load += "    " + vec_t(leaf) + " lv" + std::to_string(leaf) + "[" + US + "];\n";
@@ -254,14 +254,41 @@ void generate_pointwise(const Group& g, const Variant& v, Generated& out) {
 
   const int UU = V > 1 ? std::max(1, v.unroll) : 1;
   std::string n = e.uvalue({ValueSlot::N});
-  std::string k = "extern \"C\" __global__ void __launch_bounds__(256) loom_kernel(const P p) {\n";
+  // The body takes its block and grid (lm_bx, lm_gx) as arguments: the kernel of segments
+  // (segments_source) runs it for each group's share of one grid.
+  std::string k =
+      "__device__ __forceinline__ void loom_body(const P& p, unsigned lm_bx, "
+      "unsigned lm_gx) {\n";
   k += e.decls();
-  k += "  const U n = " + n + ";\n  const U step = (U)blockDim.x * gridDim.x" +
+  k += "  const U n = " + n + ";\n  const U step = (U)blockDim.x * lm_gx" +
        (UU > 1 ? " * " + std::to_string(UU) + "u" : std::string()) + ";\n";
   k += top + loop + "}\n";
+  k += "extern \"C\" __global__ void __launch_bounds__(256) loom_kernel(const P p) {\n"
+       "  loom_body(p, blockIdx.x, gridDim.x);\n}\n";
   out.source = e.prelude() + k;
   out.entries = {"loom_kernel"};
   out.params = e.spec();
 }
 
 }  // namespace loom::cuda::gen
+
+namespace loom::cuda {
+
+std::string segments_source(const Generated& pointwise, int k) {
+  // A block finds its group by the grid's prefix of blocks (start), then runs the body with its
+  // block and grid within that group's share. __grid_constant__: the segments are read where
+  // the launch put them, not copied per thread to be indexed.
+  const std::string K = std::to_string(k);
+  return pointwise.source + "struct PS {\n  P seg[" + K + "];\n  unsigned start[" + K +
+         " + 1];\n  int n;\n};\n"
+         "extern \"C\" __global__ void __launch_bounds__(256) "
+         "loom_kernel_seg(const __grid_constant__ PS q) {\n"
+         "  int lo = 0, hi = q.n - 1;\n"
+         "  while (lo < hi) {\n"
+         "    const int mid = (lo + hi + 1) / 2;\n"
+         "    if (blockIdx.x >= q.start[mid]) lo = mid; else hi = mid - 1;\n"
+         "  }\n"
+         "  loom_body(q.seg[lo], blockIdx.x - q.start[lo], q.start[lo + 1] - q.start[lo]);\n}\n";
+}
+
+}  // namespace loom::cuda

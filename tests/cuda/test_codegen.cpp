@@ -224,6 +224,10 @@ class Corpus {
         CHECK_FALSE(k.entries.empty());
         sources_.emplace(k.source, what + " [" + v.key() + "]");
         ++generated_;
+        if (!v.reduce && g.space.size() == 1) {  // the kernel of segments a 1-d one may run as
+          sources_.emplace(lc::segments_source(k, 16), what + " [" + v.key() + " segments]");
+          ++segments_;
+        }
       }
     }
     CHECK_MESSAGE(n > 0, what << ": nothing to generate");
@@ -265,10 +269,12 @@ class Corpus {
   }
   void add_source(const std::string& src, const std::string& what) { sources_.emplace(src, what); }
   int generated() const { return generated_; }
+  int segments() const { return segments_; }
 
  private:
   std::map<std::string, std::string> sources_;  // source -> what made it
   int generated_ = 0;
+  int segments_ = 0;
 };
 
 struct StrictGuard {
@@ -1172,6 +1178,7 @@ TEST_CASE("codegen: every op, dtype and kernel kind compiles for sm_90 without w
   int compiled = 0;
   std::vector<std::string> failures = c.compile_all(&compiled);
   MESSAGE(c.generated() << " kernels generated, " << compiled << " distinct sources compiled");
+  CHECK(c.segments() > 10);  // pointwise bodies compiled as kernels of segments too
   for (const std::string& f : failures) FAIL_CHECK(f);
   CHECK(compiled > 60);
 }

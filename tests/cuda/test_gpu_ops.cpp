@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../tolerances.h"
+#include "fusion/segments.h"
 #include "loom.h"
 
 using namespace loom;
@@ -330,6 +331,46 @@ TEST_CASE("gpu: row-broadcast pointwise and vector sums over sizes and views") {
     check_same(sum(gx), sum(x), what, Tol{1e-4, 1e-3});
     check_same(sum(gx.slice(0, 4, n)), sum(x.slice(0, 4, n)), what + " offset 4", Tol{1e-4, 1e-3});
     check_same(amax(abs(gx) * 2.0), amax(abs(x) * 2.0), what + " amax", Tol{0, 0});
+  }
+}
+
+TEST_CASE("gpu: AdamW over parameters of many sizes is one launch and matches the CPU") {
+  if (skip()) return;
+  // Horizontal fusion (fusion/segments.h): the per-parameter updates of one dtype are one
+  // launch of the kernel of segments; the same bits as a launch a group (set_segments(false)),
+  // the CPU's within float32 rounding.
+  const std::vector<Shape> shapes{{7}, {128}, {33, 5}, {1000}, {3, 3, 3}, {5000}, {64, 64}};
+  auto run = [&](Device d, int64_t* kernels) {
+    std::vector<Tensor> ps;
+    uint64_t seed = 70;
+    for (const Shape& s : shapes)
+      ps.push_back(host_data(s, DType::Float32, seed++).to(d).requires_grad_());
+    optim::AdamOptions o = optim::adamw_defaults();
+    o.lr = 0.05;
+    optim::AdamW opt(ps, o);
+    for (int step = 0; step < 3; ++step) {
+      for (Tensor& p : ps) p.set_grad(host_data(p.shape(), DType::Float32, seed++).to(d));
+      loom::sync();
+      reset_counters();
+      opt.step();
+      loom::sync();
+      *kernels = counters().kernels.load();
+    }
+    return ps;
+  };
+  int64_t k_cpu = 0, k_gpu = 0, k_apart = 0;
+  std::vector<Tensor> c = run(kCPU, &k_cpu), g = run(kGPU, &k_gpu);
+  set_segments(false);
+  std::vector<Tensor> a = run(kGPU, &k_apart);
+  set_segments(true);
+  CHECK(k_cpu == 1);
+  CHECK(k_gpu == 1);
+  CHECK(k_apart == int64_t(shapes.size()));
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    check_same(g[i], a[i], "segments against a launch each, parameter " + std::to_string(i),
+               Tol{0, 0});
+    check_same(g[i], c[i], "segments against the CPU, parameter " + std::to_string(i),
+               Tol{1e-5, 1e-6});
   }
 }
 
