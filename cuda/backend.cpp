@@ -81,6 +81,17 @@ class CudaKernel : public Kernel {
     std::shared_ptr<Loaded> mod;
   };
   Compiled& get(CudaBackend& be, const Group& g, const cuda::Variant& v);
+  // get(), where an error is a LowerError: a variant first needed at launch falls back to the
+  // unfused path like a failed lowering.
+  Compiled& get_lowered(CudaBackend& be, const Group& g, const cuda::Variant& v) {
+    try {
+      return get(be, g, v);
+    } catch (const LowerError&) {
+      throw;
+    } catch (const Error& e) {
+      throw LowerError(e.kind(), e.what());
+    }
+  }
   std::unordered_map<std::string, Compiled> variants_;  // by device and variant
   // The same, found without building key strings: a memory hit's launch compares a few ints
   // (a loop runs one or two variants a kernel). Pointers into variants_ stay valid.
@@ -358,14 +369,7 @@ void CudaKernel::run(const Group& g) {
     if (memo) memo_.put(key, v, lc);
   }
   if (lc.empty) return;
-  Compiled* c;
-  try {
-    c = &get(be, g, v);
-  } catch (const LowerError&) {
-    throw;
-  } catch (const Error& e) {  // a variant first needed now: fall back like a failed lowering
-    throw LowerError(e.kind(), e.what());
-  }
+  Compiled* c = &get_lowered(be, g, v);
   cuda::Stream stream = be.active();
   uint64_t scratch[3] = {0, 0, 0};
   if (v.split) be.scratch(cuda::split_scratch(g, c->gen, lc), stream, scratch);
@@ -397,14 +401,7 @@ int CudaKernel::run_segments(const std::vector<const Group*>& gs) {
     blocks += lcs[i].grid_x;
   }
   if (!same || blocks >= (int64_t(1) << 31)) return Kernel::run_segments(gs);
-  Compiled* c;
-  try {
-    c = &get(be, *gs[0], v);
-  } catch (const LowerError&) {
-    throw;
-  } catch (const Error& e) {
-    throw LowerError(e.kind(), e.what());
-  }
+  Compiled* c = &get_lowered(be, *gs[0], v);
   const size_t bytes = c->gen.params.bytes();
   const int K = int(std::clamp<size_t>(24576 / bytes, 1, 128));
   const std::string key = std::to_string(be.device()) + "/" + v.key();

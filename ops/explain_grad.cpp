@@ -1,6 +1,7 @@
 // explain()'s account of the backward graph: the saved tensors of each node and what its rule
 // recomputes instead of saving (the save-vs-recompute policy of docs/ARCHITECTURE.md, seen
 // on one step).
+#include <algorithm>
 #include <set>
 #include <sstream>
 #include <tuple>
