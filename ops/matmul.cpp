@@ -85,6 +85,13 @@ Tensor linear(const Tensor& input, const Tensor& weight, const std::optional<Ten
     LOOM_CHECK(bias->dim() == 0 || (bias->dim() == 1 && bias->shape()[0] == weight.shape()[0]),
                Runtime, "linear: bias shape ", shape_str(bias->shape()),
                " does not match out_features (", weight.shape()[0], ")");
+  if (input.dim() > 2 && leading_dims_collapse(input, input.dim() - 2)) {
+    // The bias added to the one [(... M), N] GEMM before the result takes the input's leading
+    // dims: added after, it would run over another shape than C's and miss the epilogue.
+    Dims out(input.shape().begin(), input.shape().end() - 1);
+    out.push_back(weight.shape()[0]);
+    return linear(input.reshape({-1, input.shape().back()}), weight, bias).reshape(out);
+  }
   Tensor out = matmul(input, weight.t());
   return bias ? out + *bias : out;
 }

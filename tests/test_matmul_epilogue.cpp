@@ -319,6 +319,27 @@ TEST_CASE("matmul epilogue: in-place updates keep eager order") {
   }
 }
 
+TEST_CASE("matmul epilogue: linear over [B, T, C] adds its bias in the GEMM's epilogue") {
+  Tensor x = lt::random({3, 37, 24}, DType::Float32, 81, -1, 1);
+  Tensor w = lt::random({19, 24}, DType::Float32, 82, -1, 1);  // [out_features, in_features]
+  Tensor b = lt::random({19}, DType::Float32, 83, -1, 1);
+  Vec c = ref_bmm(host(x), host(w.t().contiguous()), 3, 37, 24, 19, true), hb = host(b);
+  for (size_t i = 0; i < c.size(); ++i) c[i] += hb[i % 19];
+  auto f = [&] { return linear(x, w, b); };
+  Tensor y;
+  Counts n = count(f, &y);
+  CHECK(y.shape() == Shape{3, 37, 19});
+  check_close(y, c, kRef);
+  lt::check_fused_matches_unfused(f);
+  CHECK(n.kernels == 1);
+  CHECK(n.materialized == 1);
+  // a leading dim that does not collapse (a strided batch) keeps the batched path
+  Tensor xs = lt::random({6, 37, 24}, DType::Float32, 84, -1, 1).slice(0, 0, 6, 2);
+  Vec cs = ref_bmm(host(xs), host(w.t().contiguous()), 3, 37, 24, 19, true);
+  for (size_t i = 0; i < cs.size(); ++i) cs[i] += hb[i % 19];
+  check_close(linear(xs, w, b), cs, kRef);
+}
+
 TEST_CASE("matmul epilogue: gelu(x @ w + b) is one kernel, C never written; off: two kernels") {
   Tensor x = lt::random({256, 128}, DType::Float32, 71, -1, 1);
   Tensor w = lt::random({128, 384}, DType::Float32, 72, -1, 1);
