@@ -82,7 +82,17 @@ struct Job {
   // under strides st (row layout): one row's run, or whole rows that follow each other in
   // memory (every kept dim of more than one element laid out row-major behind the row).
   bool one_run(const Strides& st, int64_t nr, int64_t c0, int64_t nc) const {
-    if (rank - nk != 1 || st[rank - 1] != 1) return false;
+    if (rank == nk || st[rank - 1] != 1) return false;
+    if (rank - nk > 1) {  // several reduced dims (another tensor's view kept them apart): one
+      if (nr != 1) return false;  // row's run where they are laid out row-major
+      int64_t expect = 1;
+      for (int d = rank - 1; d >= nk; --d) {
+        if (g.space[d] == 1) continue;
+        if (st[d] != expect) return false;
+        expect *= g.space[d];
+      }
+      return true;
+    }
     if (nr == 1) return true;
     if (c0 != 0 || nc != cols) return false;
     int64_t expect = cols;

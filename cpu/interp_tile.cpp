@@ -53,15 +53,19 @@ void for_runs(const Job& job, int64_t c0, int64_t nc, const Strides& st, F f) {
     c /= sz;
   }
   int64_t last = job.g.space[rank - 1];
-  int64_t pos = 0;
+  int64_t pos = 0, off = 0;
+  for (int k = 0; k < cr; ++k) off += idx[k] * st[nk + k];
+  // The offset follows the index as it steps (recomputed from it each run, the sum was one
+  // vector load of the index just stored: a stall on each run of a head's 32 values).
   while (pos < nc) {
-    int64_t off = 0;
-    for (int k = 0; k < cr; ++k) off += idx[k] * st[nk + k];
     int64_t len = std::min(nc - pos, last - idx[cr - 1]);
     f(pos, off, len);
     pos += len;
-    idx[cr - 1] += len;
-    for (int k = cr - 1; k > 0 && idx[k] >= job.g.space[nk + k]; --k) idx[k] = 0, idx[k - 1]++;
+    idx[cr - 1] += len, off += len * st[rank - 1];
+    for (int k = cr - 1; k > 0 && idx[k] >= job.g.space[nk + k]; --k) {
+      off += st[nk + k - 1] - idx[k] * st[nk + k];
+      idx[k] = 0, idx[k - 1]++;
+    }
   }
 }
 

@@ -358,6 +358,25 @@ void forward_copies(Program& p, const Group& g) {
   }
 }
 
+// A Copy into its own dtype of a load nothing else reads, that is an output (a transposing
+// .contiguous(), a slice written into a larger tensor): the Copy becomes the load itself, so
+// a strided load gathers straight into the output's memory (or a contiguous one is stored
+// from the leaf) instead of into a tile that the Copy then copies again. Not where the output
+// overwrites the leaf: the gather would read values it already wrote.
+void loads_into_copies(Program& p, const Group& g) {
+  std::vector<int> uses = count_uses(p, g);
+  for (int i = 0; i < int(p.nodes.size()); ++i) {
+    GNode& n = p.nodes[i];
+    if (n.op != Op::Copy || n.a < 0 || n.space != Space::Full || uses[size_t(n.a)] != 1) continue;
+    const GNode& src = p.nodes[n.a];
+    if (!is_load(src) || src.space != Space::Full || src.dtype != n.dtype) continue;
+    bool own = false;  // (part of the signature, as the program is)
+    for (auto& o : g.outputs) own |= o.node == i && o.overwrites == src.leaf;
+    if (own) continue;
+    n.leaf = src.leaf, n.a = -1;
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -400,6 +419,7 @@ Program build_program(const Group& g) {
             : -1);
   }
   forward_copies(p, g);
+  loads_into_copies(p, g);
   // exp(x - y) whose difference nothing else reads (softmax's exp): one pass instead of two.
   p.exp_sub.assign(p.nodes.size(), 0);
   std::vector<int> uses = count_uses(p, g);
