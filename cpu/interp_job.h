@@ -4,6 +4,7 @@
 // written; then the functions of each file: cpu/interp_tile.cpp the memory of a tile (loads,
 // stores, prefetch), cpu/interp_eval.cpp the evaluation of one node, cpu/interp_rows.cpp the
 // passes over a block of rows or a long row, cpu/interp.cpp the spread of those over threads.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -330,8 +331,11 @@ inline void plan_prefetch(const Job& job, Prefetch& pf, int64_t r0, int64_t nr, 
   if (rank - job.nk != 1 || nc <= 0) return;
   // The tile's rows of one tensor: one range where they follow each other in memory.
   auto rows = [&](const char* base, const Strides& st, int64_t off, int64_t isz, bool write) {
-    if (job.one_run(st, nr, c0, nc)) {
-      pf.add(base + (job.row_base(st, off, r0) + c0) * isz, nr * nc * isz, write);
+    // the same row for every row (a norm's weight): its lines once, not once a row
+    const bool same =
+        std::all_of(st.begin(), st.begin() + job.nk, [](int64_t v) { return v == 0; });
+    if (same || job.one_run(st, nr, c0, nc)) {
+      pf.add(base + (job.row_base(st, off, r0) + c0) * isz, (same ? 1 : nr) * nc * isz, write);
       return;
     }
     for (int64_t i = 0; i < nr && pf.n < Prefetch::kMax; ++i)
