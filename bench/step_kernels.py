@@ -81,7 +81,7 @@ def main():
     ap.add_argument("--order", action="store_true", help="loom's kernels of one step in order")
     a = ap.parse_args()
     cfg = argparse.Namespace(block=a.block, layers=a.layers, heads=a.heads, width=a.width,
-                             batch=a.batch, device="cuda", compile=False)
+                             batch=a.batch, device="cuda", compile=False, autocast="")
     impls = train_cpu.build(a.model, cfg)
     if a.order:
         order(impls["loom"])

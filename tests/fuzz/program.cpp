@@ -221,7 +221,7 @@ void append_grads(const Program& p, Env& e, const std::vector<std::pair<int, Ten
   for (size_t k = 0; k < p.outputs.size(); ++k) {
     const Tensor& t = e.at(p.outputs[k]);
     if (!is_floating(t.dtype()) || !t.requires_grad()) continue;
-    Tensor w = tensor<double>(loss_weights(size_t(t.numel()), k), t.shape());
+    Tensor w = tensor<double>(loss_weights(size_t(t.numel()), k), t.shape()).to(t.device());
     Tensor term = (cast(t, DType::Float64) * w).sum();
     loss = loss.defined() ? loss + term : term;
   }
