@@ -361,8 +361,8 @@ void forward_copies(Program& p, const Group& g) {
 // A Copy into its own dtype of a load nothing else reads, that is an output (a transposing
 // .contiguous(), a slice written into a larger tensor): the Copy becomes the load itself, so
 // a strided load gathers straight into the output's memory (or a contiguous one is stored
-// from the leaf) instead of into a tile that the Copy then copies again. Not where the output
-// overwrites the leaf: the gather would read values it already wrote.
+// from the leaf) instead of into a tile that the Copy then copies again. Not where an output
+// overwrites the leaf: the load would move to the Copy's step, after that output's store.
 void loads_into_copies(Program& p, const Group& g) {
   std::vector<int> uses = count_uses(p, g);
   for (int i = 0; i < int(p.nodes.size()); ++i) {
@@ -370,9 +370,9 @@ void loads_into_copies(Program& p, const Group& g) {
     if (n.op != Op::Copy || n.a < 0 || n.space != Space::Full || uses[size_t(n.a)] != 1) continue;
     const GNode& src = p.nodes[n.a];
     if (!is_load(src) || src.space != Space::Full || src.dtype != n.dtype) continue;
-    bool own = false;  // (part of the signature, as the program is)
-    for (auto& o : g.outputs) own |= o.node == i && o.overwrites == src.leaf;
-    if (own) continue;
+    bool overwritten = false;  // (part of the signature, as the program is)
+    for (auto& o : g.outputs) overwritten |= o.overwrites == src.leaf;
+    if (overwritten) continue;
     n.leaf = src.leaf, n.a = -1;
   }
 }

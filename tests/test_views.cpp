@@ -279,4 +279,14 @@ TEST_CASE("views: permuted copies and slice writes, element by element") {
     for (int j = 0; j < 6; ++j) want[size_t(i * 6 + j)] = hs[size_t(j * 6 + i)];
   sq.copy_(sq.t());
   check_equal(sq, want);
+  // a permuted copy of x and an in-place update of x in one flush: the copy has the old values
+  Tensor x = lt::random({5, 7}, DType::Float32, 10, -5, 5);
+  Vec hx = host(x), wt(35), wx(35);
+  for (int i = 0; i < 5; ++i)
+    for (int j = 0; j < 7; ++j) wt[size_t(j * 5 + i)] = hx[size_t(i * 7 + j)];
+  for (size_t k = 0; k < 35; ++k) wx[k] = double(float(hx[k]) + 1.0f);  // float32 sums
+  Tensor xt = x.t().contiguous();
+  x.add_(1.0);
+  check_equal(xt, wt);
+  check_equal(x, wx);
 }
