@@ -2,6 +2,7 @@
 // the result, a per-row statistic) and is one pass over the rows where the forward is, instead
 // of the derivative of the decomposition (which adds masks and counts through amax).
 #include "ops/grad_node.h"
+#include "ops/index_prims.h"
 #include "ops/record.h"
 
 namespace loom::autograd {
@@ -129,7 +130,7 @@ void record_cross_entropy(const Tensor& x, const Tensor& t, const Tensor& lse, c
            // (the forward's count shares a kernel with the loss's sum, which comes after).
            Tensor denom = mean && !has_w ? sum(cast(valid, s[4].dtype())) : s[4];
            Tensor scale = mean ? up(g) / denom : up(g);  // 0-d, or [M] without a reduction
-           Tensor wt = has_w ? sum(where(onehot, w.unsqueeze(0), 0.0), {1}) * scale : scale;
+           Tensor wt = has_w ? class_values(w, t) * scale : scale;
            Tensor a = where(valid, wt, 0.0).unsqueeze(1);
            Tensor dx = where(onehot, p - 1.0, p) * (eps > 0 ? a * (1 - eps) : a);
            if (eps > 0) {

@@ -65,6 +65,14 @@ Tensor scatter_add_prim(const Tensor& self, int d, const Tensor& index, const Te
   return y;
 }
 
+Tensor class_values(const Tensor& v, const Tensor& t) {
+  const int64_t C = v.shape()[v.dim() - 1];
+  if (C == 0) return zeros(t.shape(), {v.dtype(), v.device()});
+  // Every gather (the backends' kernels, gather_masked) clamps its index into range.
+  if (v.dim() == 1) return gather_prim(v, 0, t);
+  return gather_prim(v, 1, t.unsqueeze(1)).squeeze(1);
+}
+
 Tensor pad_zeros(const Tensor& t, const Shape& shape) {
   Tensor r = t;
   for (int k = 0; k < t.dim(); ++k) {

@@ -21,6 +21,11 @@ Tensor scatter_add_prim(const Tensor& self, int d, const Tensor& index, const Te
 Tensor gather_masked(const Tensor& xs, int d, const Tensor& index);
 Tensor scatter_add_masked(const Tensor& self, int d, const Tensor& index, const Tensor& src);
 
+// Each row's value at its class: v[i, t[i]] for v [M, C], v[t[i]] for v [C] (class weights),
+// an index out of [0, C) clamped into it (callers mask the rows they ignore). A gather of M
+// elements where the backend has one, not a pass over every row (the one-hot sum's cost).
+Tensor class_values(const Tensor& v, const Tensor& t);
+
 // `t` followed by zeros up to `shape` in each dim where it is shorter.
 Tensor pad_zeros(const Tensor& t, const Shape& shape);
 

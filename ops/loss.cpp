@@ -2,6 +2,7 @@
 // its own backward node (one pass over the logits: softmax minus the target's one-hot, scaled
 // per row); the others are written in recorded ops and differentiate through them.
 #include "ops/grad_node.h"
+#include "ops/index_prims.h"
 #include "ops/record.h"
 
 namespace loom {
@@ -129,12 +130,11 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
     NoGradGuard forward;  // its own backward node, below
     Tensor xf = float_input(op, x2);
     lse = logsumexp(xf, {1});
-    Tensor onehot = eq(iota(x2.shape(), 1, x2.device()), t.unsqueeze(1));
     Tensor valid = ne(t, o.ignore_index);
-    Tensor nll = lse - sum(where(onehot, xf, 0.0), {1});
+    Tensor nll = lse - cast(class_values(x2, t), xf.dtype());
     Tensor wt;
     if (w.defined()) {
-      wt = sum(where(onehot, w.unsqueeze(0), 0.0), {1});
+      wt = class_values(w, t);
       nll = nll * wt;
     }
     Tensor per = where(valid, nll, 0.0);
