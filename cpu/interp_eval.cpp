@@ -231,6 +231,39 @@ void eval_row(const Job& job, RowState& rs, int id) {
   apply(job, n, ct, ops, out, rs.nr);
 }
 
+namespace {
+
+// Program::idx_eq: eq / ne of the position along the row and a value per row, set a row at a
+// time (the compare's values exactly: each row matches at most one position).
+void index_compare(const Job& job, const RowState& rs, const std::vector<const void*>& full, int id,
+                   void* out, int64_t c0, int64_t nc) {
+  const Program& p = job.p;
+  const GNode& n = p.nodes[id];
+  const bool ne = n.op == Op::Ne;
+  const int64_t nr = rs.nr;
+  uint8_t* o = static_cast<uint8_t*>(out);
+  std::memset(o, ne ? 1 : 0, size_t(nr * nc));
+  const int64_t first = job.g.leaves[size_t(p.idx_eq[id])].offset + c0;  // column c0's position
+  const GNode& t = p.nodes[n.a];
+  const bool full_t = t.space == Space::Full, varies = !full_t && t.op != Op::Const;
+  dispatch_ct(p.ct[n.a], [&](auto ty) {
+    using T = decltype(ty);
+    if constexpr (std::is_integral_v<T>) {
+      const T* v =
+          full_t ? static_cast<const T*>(full[n.a]) : reinterpret_cast<const T*>(rs.val(n.a));
+      for (int64_t i = 0; i < nr; ++i) {
+        // A Full value is the same across the row: its column 0 (row layout: the row's first
+        // element; column layout: the rows of column 0 are the first nr values).
+        const int64_t k =
+            int64_t(v[full_t ? (job.col_layout ? i : i * nc) : (varies ? i : 0)]) - first;
+        if (k >= 0 && k < nc) o[job.col_layout ? k * nr + i : i * nc + k] = ne ? 0 : 1;
+      }
+    }
+  });
+}
+
+}  // namespace
+
 const void* eval_full(const Job& job, Scratch& s, const RowState& rs,
                       const std::vector<const void*>& full, int id, void* out, int64_t c0,
                       int64_t nc, bool nt) {
@@ -247,6 +280,10 @@ const void* eval_full(const Job& job, Scratch& s, const RowState& rs,
   if (n.leaf >= 0) {
     index_full(job, job.g.leaves[n.leaf], s.idx.data(), rs.r0, rs.nr, c0, nc);
     index_values(job, n, s.idx.data(), out, len);
+    return out;
+  }
+  if (p.idx_eq[id] >= 0) {
+    index_compare(job, rs, full, id, out, c0, nc);
     return out;
   }
   Operand ops[4];

@@ -402,6 +402,40 @@ int64_t tile_bytes(const Program& p) {
   return std::max<int64_t>(1, buffers + std::popcount(spread)) * int64_t(width);
 }
 
+// Program::idx_eq: eq(iota, t) / ne(iota, t) where the iota runs along the one reduced dim
+// with stride 1 and t is the same across each row (cross entropy's one-hot of the target).
+void mark_index_compares(Program& p, const Group& g, const std::vector<int>& uses) {
+  p.idx_eq.assign(p.nodes.size(), -1);
+  const int rank = int(g.space.size()), nk = g.n_kept;
+  if (rank - nk != 1) return;
+  auto column_invariant = [&](int id) {
+    const GNode& n = p.nodes[id];
+    if (n.space == Space::Row) return true;
+    return is_load(n) && g.leaves[n.leaf].strides[rank - 1] == 0;
+  };
+  auto iota_along_row = [&](int id) {
+    const GNode& n = p.nodes[id];
+    if (n.op != Op::Iota || n.space != Space::Full || n.leaf < 0 || uses[id] != 1) return false;
+    const Strides& st = g.leaves[n.leaf].strides;
+    for (int d = 0; d < nk; ++d)
+      if (st[d] != 0 && g.space[d] != 1) return false;
+    return st[rank - 1] == 1;
+  };
+  for (int i = 0; i < int(p.nodes.size()); ++i) {
+    GNode& n = p.nodes[i];
+    if ((n.op != Op::Eq && n.op != Op::Ne) || n.space != Space::Full || n.a < 0 || n.b < 0)
+      continue;
+    const CT c = p.ct[n.a];
+    if ((c != CT::I64 && c != CT::I32) || p.ct[n.b] != c) continue;
+    const bool iota_a = iota_along_row(n.a);
+    const int io = iota_a ? n.a : n.b, t = iota_a ? n.b : n.a;
+    if (!iota_along_row(io) || !column_invariant(t)) continue;
+    p.idx_eq[i] = p.nodes[io].leaf;
+    n.a = t;
+    n.b = -1;
+  }
+}
+
 }  // namespace
 
 Program build_program(const Group& g) {
@@ -434,6 +468,7 @@ Program build_program(const Group& g) {
     n.a = d.a;
     p.exp_sub[i] = 1;
   }
+  mark_index_compares(p, g, uses);
   fuse_pairs(p, g);
   fold_unary_operands(p, g);
   fold_tails(p, g);
@@ -498,6 +533,7 @@ std::string Program::text() const {
       if (a >= 0) os << "%" << a << (a == n.c ? "" : ",");
     os << ")";
     if (exp_sub[i]) os << "exp_sub";
+    if (idx_eq[i] >= 0) os << "idx_eq:leaf" << idx_eq[i];
     if (pair_op[i] != Op::Const)
       os << "pair:" << op_name(pair_op[i]) << (pair_first[i] ? "1" : "2");
     if (pair_relu[i]) os << "relu";

@@ -25,6 +25,12 @@ struct Program {
   // Per node: 1 for an Exp rewritten to read x and y of its input x - y (a Sub nothing else
   // reads), computed as one instruction; the Sub is left out of the steps.
   std::vector<uint8_t> exp_sub;
+  // Per node: an Eq/Ne of an Iota nothing else reads (its value the position along the group's
+  // one reduced dim, offset included) and a value that is the same across each row (a Row
+  // node, or a load whose strides over the reduced dim are 0): the Iota's leaf, else -1. The
+  // node's `a` is then that value and `b` none: a one-hot mask set a row at a time (each row
+  // hits at most one column) instead of an index register and a compare per element.
+  std::vector<int> idx_eq;
   // Per node: an Add/Sub/Mul whose argument was an Add/Sub/Mul nothing else reads, computed
   // as one instruction (one loop over the tile instead of two). Rewritten to a, c = the inner
   // op's arguments, b = this node's other argument; pair_op is the inner op (Op::Const where
