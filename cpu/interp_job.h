@@ -84,35 +84,24 @@ struct Job {
   // memory (every kept dim of more than one element laid out row-major behind the row).
   bool one_run(const Strides& st, int64_t nr, int64_t c0, int64_t nc) const {
     if (rank == nk || st[rank - 1] != 1) return false;
-    if (rank - nk > 1) {  // several reduced dims (another tensor's view kept them apart): one
-      if (nr != 1) return false;  // row's run where they are laid out row-major
-      int64_t expect = 1;
-      for (int d = rank - 1; d >= nk; --d) {
-        if (g.space[d] == 1) continue;
-        if (st[d] != expect) return false;
-        expect *= g.space[d];
-      }
-      return true;
-    }
+    // Several reduced dims (another tensor's view kept them apart): one row's run where they
+    // are laid out row-major.
+    if (rank - nk > 1) return nr == 1 && row_major(st, nk, rank, 1);
     if (nr == 1) return true;
-    if (c0 != 0 || nc != cols) return false;
-    int64_t expect = cols;
-    for (int d = nk - 1; d >= 0; --d) {
-      if (g.space[d] == 1) continue;
-      if (st[d] != expect) return false;
-      expect *= g.space[d];
-    }
-    return true;
+    return c0 == 0 && nc == cols && row_major(st, 0, nk, cols);
   }
 
   // Whether consecutive rows sit at consecutive elements under strides st (a row output laid
   // out row-major over the kept dims).
-  bool rows_follow(const Strides& st) const {
-    int64_t expect = 1;
-    for (int d = nk - 1; d >= 0; --d) {
+  bool rows_follow(const Strides& st) const { return row_major(st, 0, nk, 1); }
+
+  // Whether strides st lay the space's dims [d0, d1) out row-major, the innermost of them
+  // (of more than one element) `step` elements apart.
+  bool row_major(const Strides& st, int d0, int d1, int64_t step) const {
+    for (int d = d1 - 1; d >= d0; --d) {
       if (g.space[d] == 1) continue;
-      if (st[d] != expect) return false;
-      expect *= g.space[d];
+      if (st[d] != step) return false;
+      step *= g.space[d];
     }
     return true;
   }
