@@ -37,7 +37,9 @@ void run_program(const Program& p, const Group& g) {
   const int64_t rows = job.rows, cols = job.cols;
   if (rows == 0) return;
   if (cols <= kWholeRow || (rows >= kRowsSpread && cols * p.tile_bytes <= kWholeRowBytes)) {
-    const int64_t elems = std::min(kRowBlock, kTileBytes / p.tile_bytes);
+    const bool small = rows * cols <= kSmallGroup;
+    const int64_t elems = small ? std::min(kSmallRowBlock, kSmallTileBytes / p.tile_bytes)
+                                : std::min(kRowBlock, kTileBytes / p.tile_bytes);
     int64_t nr = std::max<int64_t>(1, elems / std::max<int64_t>(cols, 1));
     // A transposed input is read a column of kTransRows rows at a time (one cache line of
     // floats): such tiles are that tall, and held in L2 rather than L1.

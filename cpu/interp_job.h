@@ -19,7 +19,13 @@ namespace loom::cpu::interp {
 constexpr int64_t kChunk = 2048;       // elements a chunk of a long row (L1-sized registers)
 constexpr int64_t kRowBlock = 4096;    // short rows are packed into tiles of about this size,
 constexpr int64_t kTileBytes = 32768;  // or fewer, so that the memory a tile touches fits in L1
-constexpr int64_t kTransRows = 16;     // rows of a tile that reads a transposed view
+// ... unless the group has at most kSmallGroup elements (its inputs are cache-resident: a
+// training step's [2048, 128] activations): then each instruction's call costs more than L1
+// misses do, and tiles are 8x that, L2-resident (figures: bench/RESULTS.md).
+constexpr int64_t kSmallGroup = int64_t(1) << 20;
+constexpr int64_t kSmallRowBlock = 8 * kRowBlock;
+constexpr int64_t kSmallTileBytes = 8 * kTileBytes;
+constexpr int64_t kTransRows = 16;            // rows of a tile that reads a transposed view
 constexpr int64_t kTransTileBytes = 1 << 20;  // the memory such a tile touches, at the most
 // An op of a tile of rows at least this long with a per-row operand runs one call a row with
 // that operand a scalar; shorter rows spread the values over the tile first (fewer calls).
