@@ -1,9 +1,9 @@
 // scaled_dot_product_attention: q @ k^T, then scale, mask and softmax (one fused row kernel:
 // the causal mask is an iota comparison, the scale a multiply in its prologue), dropout,
-// then @ v. Without dropout, in float32 or float64, its backward is its own node, as a flash
-// kernel's: it keeps q, k, v and each row's logsumexp, not the [..., L, S] probabilities,
-// and recomputes them (one more q @ k^T); with dropout (whose mask the probabilities carry)
-// it is the matmuls', softmax's and where's rules.
+// then @ v. In float32 or float64 its backward is its own node, as a flash kernel's: it keeps
+// q, k, v and each row's logsumexp, not the [..., L, S] probabilities, and recomputes them
+// (one more q @ k^T); a dropout mask is drawn again from the random range the forward
+// reserved (as dropout's own rule does), so nothing of size [..., L, S] is kept.
 #include <cmath>
 
 #include "ops/grad_node.h"
@@ -65,8 +65,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     return sc;
   };
   if (mask) check_same_device(op, q, *mask);
-  const bool flash = dropout_p == 0 &&
-                     (q.dtype() == DType::Float32 || q.dtype() == DType::Float64) &&
+  const bool flash = (q.dtype() == DType::Float32 || q.dtype() == DType::Float64) &&
                      q.dtype() == k.dtype() && q.dtype() == v.dtype() &&
                      (!mask || mask->dtype() == DType::Bool || mask->dtype() == q.dtype());
   std::vector<Tensor> ins{q, k, v};
@@ -76,21 +75,34 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     if (dropout_p > 0) p = dropout(p, dropout_p, true);
     return matmul(p, v);
   }
+  // Dropout's keep mask over the probabilities, from the one random range the forward
+  // reserves (as much as dropout reserves): the backward draws the same values again.
+  const bool drop = dropout_p > 0;
+  RandomRange range{};
+  auto dropped = [drop, dropout_p](const Tensor& p, RandomRange r) {
+    if (!drop) return p;
+    Tensor keep = ge(rand_at(p.shape(), p.device(), r), dropout_p);
+    return where(keep, p * (1.0 / (1.0 - dropout_p)), 0);
+  };
   Tensor out, lse;
   {
     NoGradGuard forward;  // the node below is the whole op's
     Tensor sc = scores_of(q, k);
     lse = logsumexp(sc, {-1}, true);
-    out = matmul(exp(sc - lse), v);
+    Tensor p = exp(sc - lse);
+    if (drop) range = reserve_random(p.numel());
+    out = matmul(dropped(p, range), v);
   }
   Shape mask_shape = mask ? mask->shape() : Shape{};
   autograd::record(
       out, "ScaledDotProductFlashAttentionBackward0", ins, {q, k, v, lse},
-      [scores_of, s, mask_shape](const Tensor& g, const std::vector<Tensor>& sv,
-                                 const std::vector<bool>& need) {
+      [scores_of, dropped, range, s, mask_shape](const Tensor& g, const std::vector<Tensor>& sv,
+                                                 const std::vector<bool>& need) {
         const Tensor &q = sv[0], &k = sv[1], &v = sv[2], &lse = sv[3];
         Tensor p = exp(scores_of(q, k) - lse);  // the forward's probabilities, bit for bit
-        Tensor dp = matmul(g, v.transpose(-2, -1));
+        Tensor pd = dropped(p, range);          // what multiplied v
+        // d(pd), then through the mask (dropped is linear in p) to d(p)
+        Tensor dp = dropped(matmul(g, v.transpose(-2, -1)), range);
         // rowsum(dO * out) as rowsum(p * dp): out is not kept
         Tensor ds = p * (dp - (p * dp).sum({-1}, true));  // d(scores after the mask)
         Tensor dss = ds * s;
@@ -98,12 +110,15 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
         if (need[0]) r[0] = autograd::sum_to(matmul(dss, k), q.shape(), q.dtype());
         if (need[1])
           r[1] = autograd::sum_to(matmul(dss.transpose(-2, -1), q), k.shape(), k.dtype());
-        if (need[2]) r[2] = autograd::sum_to(matmul(p.transpose(-2, -1), g), v.shape(), v.dtype());
+        if (need[2]) r[2] = autograd::sum_to(matmul(pd.transpose(-2, -1), g), v.shape(), v.dtype());
         if (need.size() > 3 && need[3]) r[3] = autograd::sum_to(ds, mask_shape, ds.dtype());
         return r;
       });
-  autograd::note_recompute(
-      out, "the probabilities from q, k and the saved log-sum-exp (one more q @ k^T)");
+  autograd::note_recompute(out, drop ? "the probabilities from q, k and the saved log-sum-exp "
+                                       "(one more q @ k^T), and the dropout mask from the "
+                                       "generator's seed and offset"
+                                     : "the probabilities from q, k and the saved log-sum-exp "
+                                       "(one more q @ k^T)");
   return out;
 }
 

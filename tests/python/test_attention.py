@@ -115,6 +115,50 @@ def test_sdpa_errors_and_dropout(rng):
     np.testing.assert_allclose(out[out != 0], 1 / 64 / 0.75, rtol=1e-6)
 
 
+@pytest.mark.parametrize("kind", ["plain", "causal", "float"])
+def test_sdpa_dropout_gradients_match_the_composite(fusion, rng, kind):
+    """With dropout the op keeps no probabilities: its backward draws the mask again. Against
+    softmax -> dropout -> matmul written out (the same random range after the same seed), in
+    float64: the outputs, and the gradients of q, k and v (and of a float mask)."""
+    B, H, L, S, E = 2, 3, 6, 6, 4
+    q, k, v = (rng.standard_normal(s) for s in ((B, H, L, E), (B, H, S, E), (B, H, S, 5)))
+    fm = rng.standard_normal((1, H, L, S)) if kind == "float" else None
+    w = rng.standard_normal((B, H, L, 5))
+    p_drop = 0.4
+
+    def leaves():
+        return [loom.tensor(a, requires_grad=True) for a in (q, k, v)] + (
+            [loom.tensor(fm, requires_grad=True)] if fm is not None else [])
+
+    loom.manual_seed(7)
+    a = leaves()
+    got = F.scaled_dot_product_attention(a[0], a[1], a[2], attn_mask=a[3] if fm is not None
+                                         else None, dropout_p=p_drop, is_causal=kind == "causal")
+    (got * loom.tensor(w)).sum().backward()
+    loom.manual_seed(7)
+    b = leaves()
+    sc = (b[0] @ b[1].transpose(-2, -1)) * (1 / np.sqrt(E))
+    if kind == "causal":
+        sc = sc.masked_fill(loom.tensor(~np.tril(np.ones((L, S), bool))), float("-inf"))
+    elif fm is not None:
+        sc = sc + b[3]
+    want = F.dropout(F.softmax(sc, dim=-1), p_drop, training=True) @ b[2]
+    (want * loom.tensor(w)).sum().backward()
+    g, wv = got.numpy(), want.numpy()
+    plain = ref_sdpa(q, k, v, fm, causal=kind == "causal")
+    assert np.abs(g - plain).max() > 1e-3  # the dropout took effect
+    np.testing.assert_allclose(g, wv, rtol=1e-10, atol=1e-12)
+    for x, y in zip(a, b):
+        np.testing.assert_allclose(x.grad.numpy(), y.grad.numpy(), rtol=1e-9, atol=1e-11)
+    # Without gradients the op takes the composite path: the same draw, the same output.
+    loom.manual_seed(7)
+    nograd = F.scaled_dot_product_attention(
+        loom.tensor(q), loom.tensor(k), loom.tensor(v),
+        attn_mask=loom.tensor(fm) if fm is not None else None, dropout_p=p_drop,
+        is_causal=kind == "causal")
+    np.testing.assert_allclose(nograd.numpy(), g, rtol=1e-10, atol=1e-12)
+
+
 @needs_torch
 def test_sdpa_matches_torch(rng):
     q, k, v = (rng.standard_normal((2, 4, 16, 8)).astype(np.float32) for _ in range(3))
