@@ -19,6 +19,20 @@ bool leading_dims_collapse(const Tensor& t, int hi) {
   return true;
 }
 
+// t [..., M, K] as one [(... M), K] matrix, where its leading dims collapse (a view, no copy).
+std::optional<Tensor> as_rows(const Tensor& t) {
+  if (t.dim() > 2 && leading_dims_collapse(t, t.dim() - 2))
+    return t.reshape({-1, t.shape().back()});
+  return std::nullopt;
+}
+
+// t's dims with the last one n: the shape a product of as_rows(t) takes back.
+Dims last_as(const Tensor& t, int64_t n) {
+  Dims out(t.shape().begin(), t.shape().end() - 1);
+  out.push_back(n);
+  return out;
+}
+
 }  // namespace
 
 Tensor matmul(const Tensor& a0, const Tensor& b0) {
@@ -33,15 +47,12 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
              shape_str(b0.shape()));
   LOOM_CHECK(!is_bool(a0.dtype()), Type, "matmul: not supported for bool tensors (shapes ",
              shape_str(a0.shape()), " and ", shape_str(b0.shape()), ")");
-  if (a0.dim() > 2 && b0.dim() == 2 && leading_dims_collapse(a0, a0.dim() - 2) &&
-      a0.shape().back() == b0.shape()[0]) {
-    // [..., M, K] @ [K, N] as one [(... M), K] @ [K, N] product: one large GEMM instead of a
-    // batch of small ones, and a weight gradient that is one GEMM over every row instead of a
-    // batch of products summed afterwards.
-    Dims out(a0.shape().begin(), a0.shape().end() - 1);
-    out.push_back(b0.shape()[1]);
-    return matmul(a0.reshape({-1, a0.shape().back()}), b0).reshape(out);
-  }
+  // [..., M, K] @ [K, N] as one [(... M), K] @ [K, N] product: one large GEMM instead of a
+  // batch of small ones, and a weight gradient that is one GEMM over every row instead of a
+  // batch of products summed afterwards.
+  if (b0.dim() == 2 && a0.shape().back() == b0.shape()[0])
+    if (std::optional<Tensor> rows = as_rows(a0))
+      return matmul(*rows, b0).reshape(last_as(a0, b0.shape()[1]));
   Tensor a = a0.dim() == 1 ? a0.unsqueeze(0) : a0;
   Tensor b = b0.dim() == 1 ? b0.unsqueeze(1) : b0;
   int64_t M = a.shape()[a.dim() - 2], K = a.shape()[a.dim() - 1];
@@ -85,13 +96,10 @@ Tensor linear(const Tensor& input, const Tensor& weight, const std::optional<Ten
     LOOM_CHECK(bias->dim() == 0 || (bias->dim() == 1 && bias->shape()[0] == weight.shape()[0]),
                Runtime, "linear: bias shape ", shape_str(bias->shape()),
                " does not match out_features (", weight.shape()[0], ")");
-  if (input.dim() > 2 && leading_dims_collapse(input, input.dim() - 2)) {
-    // The bias added to the one [(... M), N] GEMM before the result takes the input's leading
-    // dims: added after, it would run over another shape than C's and miss the epilogue.
-    Dims out(input.shape().begin(), input.shape().end() - 1);
-    out.push_back(weight.shape()[0]);
-    return linear(input.reshape({-1, input.shape().back()}), weight, bias).reshape(out);
-  }
+  // The bias added to the one [(... M), N] GEMM before the result takes the input's leading
+  // dims: added after, it would run over another shape than C's and miss the epilogue.
+  if (std::optional<Tensor> rows = as_rows(input))
+    return linear(*rows, weight, bias).reshape(last_as(input, weight.shape()[0]));
   Tensor out = matmul(input, weight.t());
   return bias ? out + *bias : out;
 }
