@@ -1,7 +1,7 @@
-// The CPU backend: aligned host memory, the tile interpreter, and Eigen matmul.
+// The CPU backend: host memory from a pool of mapped chunks, the tile interpreter, and Eigen
+// matmul.
 #include "tensor/backend.h"
 
-#include <sys/mman.h>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
@@ -10,10 +10,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
-#include <unordered_map>
 
 #include "cpu/gather.h"
+#include "cpu/host_memory.h"
 #include "cpu/interp.h"
 #include "cpu/matmul.h"
 #include "cpu/matmul_epilogue.h"
@@ -48,67 +47,14 @@ struct CpuKernel : Kernel {
   std::string source() const override { return prog.text(); }
 };
 
-// Caches freed blocks by rounded size: a fresh large malloc is an mmap whose pages fault in
-// on first touch, which costs more than the kernel that writes them.
-class BlockCache {
- public:
-  static size_t round(size_t b) {
-    size_t a = align(b);
-    return (std::max<size_t>(b, 1) + a - 1) / a * a;
-  }
-  // Blocks of at least kHuge bytes are aligned to (and a multiple of) a 2 MiB huge page and
-  // asked to be backed by them (madvise; the kernel's default backs only such blocks): a walk
-  // down a column of a row-major matrix touches a new 4 KiB page every row, and with small pages
-  // each is a TLB miss the hardware prefetchers do not cross (measured: bench/RESULTS.md).
-  static constexpr size_t kHuge = size_t(4) << 20, kHugePage = size_t(2) << 20;
-  static size_t align(size_t b) { return b >= kHuge ? kHugePage : 4096; }
-  void* take(size_t n) {
-    std::lock_guard<std::mutex> l(m_);
-    auto it = free_.find(n);
-    if (it == free_.end()) return nullptr;
-    void* p = it->second;
-    free_.erase(it);
-    cached_ -= n;
-    return p;
-  }
-  bool put(void* p, size_t n) {
-    std::lock_guard<std::mutex> l(m_);
-    if (cached_ + n > limit_) return false;
-    free_.emplace(n, p);
-    cached_ += n;
-    return true;
-  }
-  void clear() {
-    std::lock_guard<std::mutex> l(m_);
-    for (auto& [n, p] : free_) std::free(p);
-    free_.clear();
-    cached_ = 0;
-  }
-
- private:
-  std::mutex m_;
-  std::unordered_multimap<size_t, void*> free_;
-  size_t cached_ = 0;
-  size_t limit_ = size_t(knob_int(Knob::CpuCacheBytes));
-};
-
 struct CpuBackend : Backend {
-  BlockCache cache;
+  cpu::HostMemory memory{size_t(knob_int(Knob::CpuCacheBytes))};
   void* alloc(size_t bytes) override {
-    size_t n = BlockCache::round(bytes);
-    if (void* p = cache.take(n)) return p;
-    void* p = std::aligned_alloc(BlockCache::align(n), n);
-    if (!p) {  // give cached blocks back and try once more
-      cache.clear();
-      p = std::aligned_alloc(BlockCache::align(n), n);
-    }
+    void* p = memory.alloc(bytes);
     LOOM_CHECK(p, Memory, "cpu: out of memory allocating ", bytes, " bytes");
-    if (n >= BlockCache::kHuge) madvise(p, n, MADV_HUGEPAGE);  // a hint: failure changes nothing
     return p;
   }
-  void free(void* p, size_t bytes) override {
-    if (!cache.put(p, BlockCache::round(bytes))) std::free(p);
-  }
+  void free(void* p, size_t bytes) override { memory.free(p, bytes); }
   void copy_from_host(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
   void copy_to_host(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }
   void copy_within(void* dst, const void* src, size_t n) override { std::memcpy(dst, src, n); }

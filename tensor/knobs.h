@@ -54,7 +54,7 @@
     "where MKL's libmkl_rt is: the file or its folder; empty: the loader's path, "                 \
     "$VIRTUAL_ENV/lib, $CONDA_PREFIX/lib, /usr/local/lib, ~/.local/lib")                           \
   X(CpuCacheBytes, "LOOM_CPU_CACHE_BYTES", Int, "1073741824", Once,                                \
-    "bytes of freed host blocks kept for reuse")                                                   \
+    "freed host memory kept resident for reuse (bytes); past it free ranges go back to the system")\
   X(CpuPrefetch, "LOOM_CPU_PREFETCH", Int, "1", Once,                                              \
     "software prefetch of the next tile of short rows between a tile's instructions: 0 none, "     \
     "1 into L1 (prefetcht0), 2 into L2 (prefetcht1)")                                              \
