@@ -14,7 +14,6 @@
 
 namespace loom::trace_impl {
 
-
 // A sync point that needs everything: throws the first failure.
 void raise_any(const Failures& f) {
   if (!f.empty()) throw f.front().error;
@@ -44,6 +43,12 @@ std::vector<std::shared_ptr<Storage>> trace_roots(const Trace& tr) {
         roots.push_back(b->cur);
       }
     }
+  // In the order their values were recorded, not the order their buffers were made: the DAG is
+  // walked from the roots, and a training step's first roots would otherwise be the parameters
+  // (made before the step), whose updates reach every gradient through the backward's chain
+  // down to the first layer: every weight gradient, and so every activation it reads, then
+  // waited until that chain's end (a fifth more memory than in the steps after).
+  std::sort(roots.begin(), roots.end(), [](const auto& a, const auto& b) { return a->id < b->id; });
   return roots;
 }
 

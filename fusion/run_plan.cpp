@@ -182,6 +182,42 @@ std::vector<std::vector<Storage*>> frees_after(const std::vector<std::shared_ptr
   return out;
 }
 
+// For each group, the allocation-only storages (the bases cat and stack write into, empty())
+// that it is the first to write or read: they get memory just before it runs. Taken at the
+// start of the flush, a training step's gradient bases (the backward of each layer's split of
+// q, k and v) were all held from its first kernel, through the whole forward.
+using StorageLists = std::vector<std::vector<std::shared_ptr<Storage>>>;
+StorageLists allocs_before(const std::vector<std::shared_ptr<Storage>>& dag,
+                           const std::vector<Group>& groups) {
+  uint64_t epoch = next_mark_epoch();
+  for (auto& st : dag)
+    if (!st->mem && prim_class(st->node->op) == PrimClass::Alloc) st->mark_epoch = epoch;
+  StorageLists out(groups.size());
+  auto touch = [&](const std::shared_ptr<Storage>& st, size_t gi) {
+    if (st && st->mark_epoch == epoch) st->mark_epoch = 0, out[gi].push_back(st);
+  };
+  auto touch_group = [&](const Group& h, size_t gi) {
+    for (auto& l : h.leaves) touch(l.st, gi);
+    for (auto& o : h.outputs) touch(o.init, gi), touch(o.alias, gi);
+  };
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    touch_group(groups[gi], gi);
+    if (groups[gi].epilogue) touch_group(*groups[gi].epilogue, gi);
+    if (groups[gi].opaque)
+      for (auto& in : groups[gi].opaque->in) touch(in.st, gi);
+  }
+  return out;
+}
+
+void allocate_empty(Device d, const std::shared_ptr<Storage>& st) {
+  try {
+    st->mem = allocate(d, st->nbytes);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::Memory) throw;
+    throw FlushOom(std::string(e.what()) + " for " + what_computes(*st), {st});
+  }
+}
+
 // Runs groups [first, first + n), a run of segments (fusion/segments.h), as one kernel. False
 // when an output could not get memory: nothing ran and nothing kept memory, and the caller runs
 // them one by one, so the groups before the one out of memory still complete.
@@ -231,8 +267,8 @@ bool run_segments(Device d, std::vector<Group>& groups, size_t first, size_t n, 
 
 // Runs the groups in order. Out of memory stops at the group that met it (FlushOom): the groups
 // before it keep their results, it and the ones after stay pending.
-// `frees`: frees_after's lists.
-void run_groups(Device d, std::vector<Group>& groups, std::ostream* log,
+// `allocs`: allocs_before's lists; `frees`: frees_after's lists.
+void run_groups(Device d, std::vector<Group>& groups, std::ostream* log, const StorageLists& allocs,
                 const std::vector<std::vector<Storage*>>& frees) {
   auto done = [&](size_t gi) {
     for (auto& o : groups[gi].outputs) {
@@ -243,8 +279,11 @@ void run_groups(Device d, std::vector<Group>& groups, std::ostream* log,
   };
   const bool segments = backend(d).caps().segments;
   for (size_t gi = 0; gi < groups.size(); ++gi) {
-    if (size_t n = segments ? segment_run(groups, gi, d.kind) : 1;
-        n > 1 && run_segments(d, groups, gi, n, log)) {
+    const size_t n = segments ? segment_run(groups, gi, d.kind) : 1;
+    for (size_t j = gi; j < gi + n; ++j)
+      for (auto& st : allocs[j])
+        if (!st->mem) allocate_empty(d, st);
+    if (n > 1 && run_segments(d, groups, gi, n, log)) {
       for (size_t j = gi; j < gi + n; ++j) done(j);
       gi += n - 1;
       continue;
@@ -259,7 +298,7 @@ void run_groups(Device d, std::vector<Group>& groups, std::ostream* log,
         *log << "    ran in "
              << std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
                     .count()
-             << " us\n";
+             << " us, " << counters().bytes_live.load() << " bytes live\n";
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::Memory) throw;
       group_oom(g, e.what(), at ? at->st : nullptr);
@@ -276,16 +315,6 @@ void run_groups(Device d, std::vector<Group>& groups, std::ostream* log,
 void run_pending(Device d, const std::vector<std::shared_ptr<Storage>>& roots, bool fuse,
                  const KeepMemory* keep) {
   auto dag = live_dag(roots);
-  // Empty storages (allocation only) that a live tensor holds get their memory now.
-  for (auto& st : dag)
-    if (prim_class(st->node->op) == PrimClass::Alloc) {
-      try {
-        st->mem = allocate(d, st->nbytes);
-      } catch (const Error& e) {
-        if (e.kind() != ErrorKind::Memory) throw;
-        throw FlushOom(std::string(e.what()) + " for " + what_computes(*st), {st});
-      }
-    }
   int64_t plan_hits = counters().plan_hits.load(std::memory_order_relaxed);
   using Clock = std::chrono::steady_clock;
   auto ns_since = [](Clock::time_point t) {
@@ -314,7 +343,11 @@ void run_pending(Device d, const std::vector<std::shared_ptr<Storage>>& roots, b
          << (keep ? " (partial: around work that ran out of memory)" : "") << "\n";
   const auto t_run = Clock::now();
   try {
-    run_groups(d, groups, log, frees_after(dag, roots, groups));
+    run_groups(d, groups, log, allocs_before(dag, groups), frees_after(dag, roots, groups));
+    // Allocations no group wrote or read (an empty() a live tensor holds) get memory now.
+    for (auto& st : dag)
+      if (!st->mem && st->node && prim_class(st->node->op) == PrimClass::Alloc)
+        allocate_empty(d, st);
     counters().run_ns += ns_since(t_run);
   } catch (...) {
     if (log) std::cerr << os->str();
