@@ -41,11 +41,22 @@ bool HostMemory::map_chunk(size_t at_least) {
 void* HostMemory::alloc(size_t bytes) {
   const size_t n = round(bytes);
   std::lock_guard<std::mutex> l(m_);
+  if (n <= kSmall) {
+    auto it = small_.find(n);
+    if (it != small_.end() && !it->second.empty()) {
+      void* q = it->second.back();
+      it->second.pop_back();
+      small_bytes_ -= n;
+      LOOM_UNPOISON(q, bytes);
+      return q;
+    }
+  }
   uintptr_t p = arena_.take(n);
   if (!p && map_chunk(n)) p = arena_.take(n);
   if (!p) {  // no address space: give the free pages back and try once more
-    arena_.trim(0, [](uintptr_t a, size_t b) { madvise(addr(a), b, MADV_DONTNEED); });
-    if (map_chunk(n)) p = arena_.take(n);
+    trim(0);
+    p = arena_.take(n);
+    if (!p && map_chunk(n)) p = arena_.take(n);
   }
   if (!p) return nullptr;
   LOOM_UNPOISON(addr(p), bytes);
@@ -56,14 +67,28 @@ void HostMemory::free(void* p, size_t bytes) {
   const size_t n = round(bytes);
   LOOM_POISON(p, n);
   std::lock_guard<std::mutex> l(m_);
-  arena_.give(reinterpret_cast<uintptr_t>(p), n);
-  if (arena_.resident_free() > keep_)
-    arena_.trim(keep_, [](uintptr_t a, size_t b) { madvise(addr(a), b, MADV_DONTNEED); });
+  if (n <= kSmall && small_bytes_ + n <= kSmallKept) {
+    small_[n].push_back(p);
+    small_bytes_ += n;
+  } else {
+    arena_.give(reinterpret_cast<uintptr_t>(p), n);
+  }
+  if (resident_free() > keep_) trim(keep_);
+}
+
+// The small lists go back into the arena first (merged there, they may serve any size), then
+// the arena's free ranges give pages back until at most `keep` bytes stay resident.
+void HostMemory::trim(size_t keep) {
+  for (auto& [n, blocks] : small_)
+    for (void* b : blocks) arena_.give(reinterpret_cast<uintptr_t>(b), n);
+  small_.clear();
+  small_bytes_ = 0;
+  arena_.trim(keep, [](uintptr_t a, size_t b) { madvise(addr(a), b, MADV_DONTNEED); });
 }
 
 void HostMemory::release_free() {
   std::lock_guard<std::mutex> l(m_);
-  arena_.trim(0, [](uintptr_t a, size_t b) { madvise(addr(a), b, MADV_DONTNEED); });
+  trim(0);
 }
 
 }  // namespace loom::cpu

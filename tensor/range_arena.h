@@ -47,6 +47,7 @@ class RangeArena {
   using Iter = std::map<uintptr_t, Range>::iterator;
   void put(uintptr_t at, Range r);  // a free range, merged with its free neighbours
   void insert(uintptr_t at, Range r);
+  void reshape(Iter it, uintptr_t at, Range r);
   void erase(Iter it);
 
   std::map<uintptr_t, Range> by_addr_;

@@ -116,9 +116,10 @@ TEST_CASE("range arena: a block given back twice is refused") {
 
 TEST_CASE("cpu host memory: aligned, writable, reused, and given back past the bound") {
   using loom::cpu::HostMemory;
-  HostMemory m(size_t(1) << 20);
+  constexpr size_t kBig = HostMemory::kSmall + HostMemory::kPage;  // past the small lists
+  HostMemory m(size_t(4) << 20);
   std::vector<void*> ps;
-  for (size_t n : {size_t(1), size_t(4096), size_t(5000), size_t(3) << 20}) {
+  for (size_t n : {kBig, kBig + 1, kBig, size_t(3) << 20}) {
     void* p = m.alloc(n);
     REQUIRE(p);
     CHECK(reinterpret_cast<uintptr_t>(p) % HostMemory::kPage == 0);
@@ -126,20 +127,33 @@ TEST_CASE("cpu host memory: aligned, writable, reused, and given back past the b
     ps.push_back(p);
   }
   CHECK(m.mapped() >= HostMemory::kChunk);
-  // Freed blocks serve other sizes: after the three small ones go, a block of their summed
+  // Freed blocks serve other sizes: after the three first ones go, a block of their summed
   // size fits where they were (merged), below the large one.
-  m.free(ps[0], 1);
-  m.free(ps[1], 4096);
-  m.free(ps[2], 5000);
-  CHECK(m.resident_free() == 4 * HostMemory::kPage);  // 5000 bytes take two pages
-  void* big = m.alloc(4 * HostMemory::kPage);
-  CHECK(big == ps[0]);
-  m.free(big, 4 * HostMemory::kPage);
-  m.free(ps[3], size_t(3) << 20);  // past the 1 MiB bound: pages go back
-  CHECK(m.resident_free() <= (size_t(1) << 20));
+  const size_t three = 3 * kBig + HostMemory::kPage;  // kBig + 1 takes a page more
+  m.free(ps[0], kBig);
+  m.free(ps[1], kBig + 1);
+  m.free(ps[2], kBig);
+  CHECK(m.resident_free() == three);
+  void* merged = m.alloc(three);
+  CHECK(merged == ps[0]);
+  m.free(merged, three);
+  // Small blocks come back by size, the last freed first.
+  void* a = m.alloc(100);
+  void* b = m.alloc(5000);
+  void* c = m.alloc(100);
+  m.free(a, 100);
+  m.free(c, 100);
+  CHECK(m.alloc(4096) == c);
+  CHECK(m.alloc(4000) == a);
+  void* d = m.alloc(100);
+  CHECK(d != b);
+  for (void* q : {a, c, d}) m.free(q, 4096);
+  m.free(b, 5000);
+  m.free(ps[3], size_t(3) << 20);  // past the 4 MiB bound: pages go back
+  CHECK(m.resident_free() <= (size_t(4) << 20));
   m.release_free();
   CHECK(m.resident_free() == 0);
-  void* again = m.alloc(100);
+  void* again = m.alloc(kBig);
   CHECK(again == ps[0]);  // lowest first: use stays packed
-  m.free(again, 100);
+  m.free(again, kBig);
 }
