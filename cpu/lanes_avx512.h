@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "tensor/widen_avx512.h"
+
 namespace loom::cpu::avx512 {
 
 inline __mmask16 tail16(int64_t r) {
@@ -93,14 +95,16 @@ struct Vec<double> {
 // A fold's lanes after the first two levels of its tree (w = 32, 16 for 64 float lanes; w =
 // 16, 8 for 32 double lanes): one register whose lane k holds lanes k, k + W, k + 2W, k + 3W
 // combined. `nan`: whether an element was a NaN (extremes only).
-template <Comb C, typename T>
-inline typename Vec<T>::V partial(const T* x, int64_t n, bool& nan) {
+// The values come from `src`: src.load(i) the register of elements [i, i + W), src.loadz(m, i)
+// those of mask m (the others zero), src.first() element 0.
+template <Comb C, typename T, typename Src>
+inline typename Vec<T>::V partial_of(const Src& src, int64_t n, bool& nan) {
   using F = Vec<T>;
   using V = typename F::V;
   using M = typename F::M;
   constexpr int W = F::W;
   constexpr bool ext = C == Comb::Max || C == Comb::Min;
-  const V id = ext ? F::set1(n > 0 ? x[0] : T(0)) : F::set1(C == Comb::Mul ? T(1) : T(0));
+  const V id = ext ? F::set1(n > 0 ? src.first() : T(0)) : F::set1(C == Comb::Mul ? T(1) : T(0));
   V a0 = id, a1 = id, a2 = id, a3 = id;
   // An extreme's NaNs: the largest magnitude bits seen (a NaN's are above infinity's), an
   // integer max beside each select rather than a compare into a mask register and out of it.
@@ -119,20 +123,51 @@ inline typename Vec<T>::V partial(const T* x, int64_t n, bool& nan) {
   const M all = M(~M(0));
   int64_t i = 0;
   for (; i + 4 * W <= n; i += 4 * W) {
-    step(a0, F::load(x + i), all), step(a1, F::load(x + i + W), all);
-    step(a2, F::load(x + i + 2 * W), all), step(a3, F::load(x + i + 3 * W), all);
+    step(a0, src.load(i), all), step(a1, src.load(i + W), all);
+    step(a2, src.load(i + 2 * W), all), step(a3, src.load(i + 3 * W), all);
   }
   if (int64_t r = n - i) {
     V* a[4] = {&a0, &a1, &a2, &a3};
     for (int v = 0; v < 4 && r > W * v; ++v) {
       M m = F::tail(r - W * v);
-      step(*a[v], F::loadz(m, x + i + W * v), m);
+      step(*a[v], src.loadz(m, i + W * v), m);
     }
   }
   nan = ext && F::nan_in(mag);
   a0 = comb<C>(a0, a2), a1 = comb<C>(a1, a3);  // w = 2W
   return comb<C>(a0, a1);                      // w = W
 }
+
+// A run of T in memory.
+template <typename T>
+struct Run {
+  const T* x;
+  typename Vec<T>::V load(int64_t i) const { return Vec<T>::load(x + i); }
+  typename Vec<T>::V loadz(typename Vec<T>::M m, int64_t i) const {
+    return Vec<T>::loadz(m, x + i);
+  }
+  T first() const { return x[0]; }
+};
+
+template <Comb C, typename T>
+inline typename Vec<T>::V partial(const T* x, int64_t n, bool& nan) {
+  return partial_of<C, T>(Run<T>{x}, n, nan);
+}
+
+#if LOOM_WIDEN_AVX512
+// A run of float16 (Half) or bfloat16 bits read as the floats they widen to.
+template <bool Half>
+struct NarrowRun {
+  const uint16_t* x;
+  static __m512 widen(__m256i h) { return Half ? f16_widen(h) : bf16_widen(h); }
+  __m512 load(int64_t i) const {
+    return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)));
+  }
+  __m512 loadz(__mmask16 m, int64_t i) const { return widen(_mm256_maskz_loadu_epi16(m, x + i)); }
+  float first() const { return _mm512_cvtss_f32(widen(_mm256_set1_epi16(short(x[0])))); }
+};
+
+#endif
 
 // lanes_wide<Pre>'s 32 double lanes (cpu/lanes.h says in which order each adds its float
 // trees of 8, 4 or 2 elements) after the levels w = 16, 8.
@@ -238,6 +273,15 @@ template <bool Pre>
 double lanes_wide(const float* x, int64_t n) {
   return tree<Comb::Add>(partial_wide<Pre>(x, n));
 }
+#if LOOM_WIDEN_AVX512
+// lanes<false>() of the floats that n float16 (half) or bfloat16 values widen to, read where
+// they lie: the same lanes and order as over the widened run, so the same bits.
+inline double sum_narrow(const uint16_t* x, bool half, int64_t n) {
+  bool nan;
+  return half ? double(tree<Comb::Add>(partial_of<Comb::Add, float>(NarrowRun<true>{x}, n, nan)))
+              : double(tree<Comb::Add>(partial_of<Comb::Add, float>(NarrowRun<false>{x}, n, nan)));
+}
+#endif
 template <bool Max, typename T>
 T extreme(const T* x, int64_t n) {
   bool nan;

@@ -370,6 +370,26 @@ void fold(Op op, CT in, CT out, const void* x, int64_t rows, int64_t n, int64_t 
   });
 }
 
+bool narrow_foldable(Op op, CT out) {
+#if LOOM_LANES_AVX512 && LOOM_WIDEN_AVX512
+  return op == Op::Sum && out == CT::F32;  // fold_run's lanes<float> (not the mean's sum_wide)
+#else
+  (void)op, (void)out;
+  return false;
+#endif
+}
+
+void fold_narrow(Op op, DType src, const void* x, int64_t rows, int64_t n, Acc* acc) {
+#if LOOM_LANES_AVX512 && LOOM_WIDEN_AVX512
+  (void)op;
+  const bool half = src == DType::Float16;
+  for (int64_t i = 0; i < rows; ++i)
+    acc[i].f += avx512::sum_narrow(static_cast<const uint16_t*>(x) + i * n, half, n);
+#else
+  (void)op, (void)src, (void)x, (void)rows, (void)n, (void)acc;
+#endif
+}
+
 void fold_cols(Op op, CT in, const void* x, int64_t ld, int64_t rows, int64_t n, int64_t col0,
                ColAcc acc) {
   dispatch_ct(in, [&](auto t) {

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "tensor/half.h"
+#include "tensor/widen_avx512.h"
 
 namespace loom {
 namespace {
@@ -67,22 +68,6 @@ inline __m512i bf16_bits(__m512 v) {
                                _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40)));
 }
 
-// f16_to_f32 of 16 halves.
-inline __m512 f16_widen(__m256i h) {
-  __m512 v = _mm512_cvtph_ps(h);
-  // A NaN keeps its payload as is (the instruction would set the quiet bit).
-  __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-  if (nan) {
-    __m512i w = _mm512_cvtepu16_epi32(h);
-    __m512i bits = _mm512_or_si512(
-        _mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(w, _mm512_set1_epi32(0x8000)), 16),
-                        _mm512_set1_epi32(0x7f800000)),
-        _mm512_slli_epi32(_mm512_and_si512(w, _mm512_set1_epi32(0x3ff)), 13));
-    v = _mm512_mask_mov_ps(v, nan, _mm512_castsi512_ps(bits));
-  }
-  return v;
-}
-
 // f32_to_f16 of 16 floats.
 inline __m256i f16_narrow(__m512 v) {
   __m256i h = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -106,10 +91,6 @@ inline void by_vectors(int64_t n, Whole whole, Part part) {
   for (; j + 32 <= n; j += 32) whole(j), whole(j + 16);
   if (j + 16 <= n) whole(j), j += 16;
   if (j < n) part(j, tail_mask(n - j));
-}
-
-inline __m512 bf16_widen(__m256i h) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
 inline __m256i load16(const uint16_t* p) {
