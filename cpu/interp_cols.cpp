@@ -57,15 +57,11 @@ struct ColSplit {
 // column fold reads it where it is instead of copying it into a register first (a column sum
 // of few columns of a wide matrix spent half its time copying). Returns the load's node, or -1.
 int in_place_load(const Job& job, const StepList& sl, int pass) {
-  if (sl.nodes.size() != 1 || job.rank - job.nk != 1) return -1;
-  const int id = sl.nodes[0];
-  const GNode& n = job.p.nodes[id];
-  if (!is_load(n) || n.pass != pass || job.p.load_copy[id]) return -1;
-  const GLeaf& l = job.g.leaves[n.leaf];
+  const int id = job.rank - job.nk == 1 ? reduced_load(job, sl, pass) : -1;
+  if (id < 0) return -1;
+  const GLeaf& l = job.g.leaves[job.p.nodes[id].leaf];
   if (compute_dtype(l.dtype) != l.dtype || l.dtype == DType::Bool || l.strides[job.nk - 1] != 1)
     return -1;
-  for (auto& o : job.g.outputs)
-    if (o.node == id) return -1;
   return id;
 }
 

@@ -254,6 +254,19 @@ void store_full(const Job& job, CT ct, const GOutput& o, const void* src, int64_
 // of a pointwise kernel's memory traffic.
 constexpr size_t kStreamBytes = size_t(8) << 20;
 
+// The load of a pass that only reductions read: the pass's one step (reductions are not steps),
+// loaded in this pass, not copied first and not an output. Returns its node, or -1. The
+// column and row layouts then fold it where it lies.
+inline int reduced_load(const Job& job, const StepList& sl, int pass) {
+  if (sl.nodes.size() != 1) return -1;
+  const int id = sl.nodes[0];
+  const GNode& n = job.p.nodes[id];
+  if (!is_load(n) || n.pass != pass || job.p.load_copy[id]) return -1;
+  for (auto& o : job.g.outputs)
+    if (o.node == id) return -1;
+  return id;
+}
+
 // A load that can read memory in place: same type as computed, one unit-stride run.
 inline const void* direct(const Job& job, int id, const RowState& rs, int64_t c0, int64_t nc) {
   const GNode& n = job.p.nodes[id];

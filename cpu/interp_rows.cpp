@@ -113,23 +113,19 @@ void init_rows(const Job& job, RowState& rs, int64_t r0, int64_t nr) {
   }
 }
 
-// A pass whose one step loads float16 or bfloat16 values only reductions read (as
-// cpu/interp_cols.cpp's in_place_load): its folds widen them in registers where they lie, with
+// A pass whose one step loads float16 or bfloat16 values only reductions read (reduced_load,
+// as the column layout's in_place_load): its folds widen them in registers where they lie, with
 // the lanes and order of the fold over their float32 tile, so the same bits. Widening the tile
 // first was most of a bfloat16 sum's time: the tile's loads waited on memory between folds.
 bool narrow_pass(const Job& job, RowState& rs, const StepList& sl, int pass, std::vector<Acc>* accs,
                  int64_t c0, int64_t nc) {
-  if (sl.nodes.size() != 1 || job.col_layout) return false;
+  const int id = job.col_layout ? -1 : reduced_load(job, sl, pass);
+  if (id < 0) return false;
   const Program& p = job.p;
-  const int id = sl.nodes[0];
-  const GNode& n = p.nodes[id];
-  if (!is_load(n) || n.pass != pass || p.load_copy[id] || p.ct[id] != CT::F32) return false;
-  const GLeaf& l = job.g.leaves[n.leaf];
-  if ((l.dtype != DType::BFloat16 && l.dtype != DType::Float16) ||
+  const GLeaf& l = job.g.leaves[p.nodes[id].leaf];
+  if (p.ct[id] != CT::F32 || (l.dtype != DType::BFloat16 && l.dtype != DType::Float16) ||
       !job.one_run(l.strides, rs.nr, c0, nc))
     return false;
-  for (auto& o : job.g.outputs)
-    if (o.node == id) return false;
   int readers = 0;
   for (int r : p.reduces)
     if (p.nodes[r].a == id && (++readers, !narrow_foldable(p.nodes[r].op, p.ct[r]))) return false;

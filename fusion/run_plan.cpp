@@ -190,9 +190,12 @@ using StorageLists = std::vector<std::vector<std::shared_ptr<Storage>>>;
 StorageLists allocs_before(const std::vector<std::shared_ptr<Storage>>& dag,
                            const std::vector<Group>& groups) {
   uint64_t epoch = next_mark_epoch();
+  bool any = false;
   for (auto& st : dag)
-    if (!st->mem && prim_class(st->node->op) == PrimClass::Alloc) st->mark_epoch = epoch;
+    if (!st->mem && prim_class(st->node->op) == PrimClass::Alloc)
+      st->mark_epoch = epoch, any = true;
   StorageLists out(groups.size());
+  if (!any) return out;  // most flushes: no walk of the groups
   auto touch = [&](const std::shared_ptr<Storage>& st, size_t gi) {
     if (st && st->mark_epoch == epoch) st->mark_epoch = 0, out[gi].push_back(st);
   };
