@@ -123,9 +123,12 @@ class CudaBackend : public Backend {
     static std::once_flag warm;
     if (knob_flag(Knob::NvrtcWarmup))
       std::call_once(warm, [&] { cuda::warm_up_async(cc_major_, cc_minor_); });
-    cuda::CompileFn compile = [this](
-                                  const std::string& src, const std::vector<std::string>& entries,
-                                  const std::string& tag) { return load(src, entries, tag)->fns; };
+    cuda::CompileFn compile = [this](const std::string& src,
+                                     const std::vector<std::string>& entries,
+                                     const std::string& tag) {
+      std::shared_ptr<Loaded> m = load(src, entries, tag);
+      return cuda::Functions(m, &m->fns);  // shares the module's ownership
+    };
     matmul_ = std::make_unique<cuda::Matmul>(dev, default_, compile);
     index_ = std::make_unique<cuda::IndexKernels>(dev, compile);
   }
@@ -235,7 +238,10 @@ class CudaBackend : public Backend {
     cuda::device_sync(dev_);
     blocks_.drain([&](uint64_t, uint64_t p) { cuda::free(p, default_); });
   }
-  void drop_modules() { modules_.clear(); }
+  void drop_modules() {
+    modules_.clear();
+    index_->drop();
+  }
 
   // The module for `source`: from this process's cache, the disk cache, or NVRTC.
   std::shared_ptr<Loaded> load(const std::string& source, const std::vector<std::string>& entries,

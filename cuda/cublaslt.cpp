@@ -348,12 +348,12 @@ void Matmul::run_naive(const Node& n, void* out) {
   p.nb = nb, p.total = numel(n.shape), p.aoff = A.view.offset, p.boff = B.view.offset;
   for (int d = 0; d < nb; ++d)
     p.bsize[d] = n.shape[d], p.astr[d] = A.view.strides[d], p.bstr[d] = B.view.strides[d];
-  std::vector<Function> f = compile_(matmul_fallback_source(n.dtype), {"loom_matmul"},
-                                     std::string("matmul_") + dtype_name(n.dtype));
+  Functions f = compile_(matmul_fallback_source(n.dtype), {"loom_matmul"},
+                         std::string("matmul_") + dtype_name(n.dtype));
   void* args[] = {&p};
   int sm = properties(dev_).sm_count;
   unsigned grid = unsigned(std::clamp<int64_t>((p.total + 255) / 256, 1, int64_t(sm) * 8));
-  launch(f[0], {grid, 1, 1}, {256, 1, 1}, 0, stream_, args);
+  launch((*f)[0], {grid, 1, 1}, {256, 1, 1}, 0, stream_, args);
 }
 
 }  // namespace loom::cuda

@@ -12,8 +12,11 @@
 
 namespace loom::cuda {
 
-// Compiles (or finds in the caches) a module and returns its entry points, in order.
-using CompileFn = std::function<std::vector<Function>(
+// Compiles (or finds in the caches) a module and returns its entry points, in order. The pointer
+// holds the module loaded: a caller that keeps the functions keeps it (the backend's own table of
+// modules is cleared by clear_kernel_cache, which would otherwise unload them under the caller).
+using Functions = std::shared_ptr<const std::vector<Function>>;
+using CompileFn = std::function<Functions(
     const std::string& source, const std::vector<std::string>& entries, const std::string& tag)>;
 
 class Matmul {

@@ -76,9 +76,11 @@ std::string gather_source(DType t, DType index) {
   Group g;
   gen::Emitter e(g);
   std::ostringstream os;
-  os << head(e) << "typedef " << bits_type(t) << " LmElem;\ntypedef " << index_type(index) << " LmIdx;\n"
+  os << head(e) << "typedef " << bits_type(t) << " LmElem;\ntypedef " << index_type(index)
+     << " LmIdx;\n"
      << "extern \"C\" __global__ void __launch_bounds__(256) loom_gather(const IP p) {\n"
-     << "  const LmElem* X = (const LmElem*)p.x;\n  const LmIdx* ID = (const LmIdx*)p.idx;\n  LmElem* O = (LmElem*)p.out;\n"
+     << "  const LmElem* X = (const LmElem*)p.x;\n  const LmIdx* ID = (const LmIdx*)p.idx;\n  "
+        "LmElem* O = (LmElem*)p.out;\n"
      << "  for (ll i = (ll)blockIdx.x * blockDim.x + threadIdx.x; i < p.n;\n"
      << "       i += (ll)blockDim.x * gridDim.x) {\n"
      << "    ll rest = i, xo = p.xoff, io = p.ioff;\n"
@@ -150,7 +152,8 @@ std::string scatter_add_source(DType t, DType index) {
         "p.xstr[p.dim]];\n"
      << "    if (!in) continue;\n"
      << "    for (ll j = 0; j < p.j; ++j) {\n"
-     << "      LmSt* e = O + oo + lm_clamp((ll)ID[io + j * p.istr[p.dim]], p.len) * p.ostr[p.dim];\n"
+     << "      LmSt* e = O + oo + lm_clamp((ll)ID[io + j * p.istr[p.dim]], p.len) * "
+        "p.ostr[p.dim];\n"
      << "      *e = lm_add(*e, SRC[sr + j * p.sstr[p.dim]]);\n    }\n  }\n}\n";
   return os.str();
 }
@@ -160,7 +163,7 @@ const std::vector<Function>& IndexKernels::module(const std::string& source,
                                                   const std::string& tag) {
   auto it = modules_.find(tag);
   if (it == modules_.end()) it = modules_.emplace(tag, compile_(source, entries, tag)).first;
-  return it->second;
+  return *it->second;
 }
 
 void IndexKernels::gather(const Group& g, const Stream& stream) {

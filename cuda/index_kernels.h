@@ -29,6 +29,8 @@ class IndexKernels {
   // Run an opaque Gather / ScatterAdd group on `stream`.
   void gather(const Group& g, const Stream& stream);
   void scatter_add(const Group& g, const Stream& stream);
+  // Forgets the modules (clear_kernel_cache): the next launch loads them again.
+  void drop() { modules_.clear(); }
 
  private:
   const std::vector<Function>& module(const std::string& source,
@@ -36,7 +38,7 @@ class IndexKernels {
                                       const std::string& tag);
   int dev_;
   CompileFn compile_;
-  std::map<std::string, std::vector<Function>> modules_;  // by tag
+  std::map<std::string, Functions> modules_;  // by tag
 };
 
 // Sources: entry "loom_gather" for elements of `t` and indices of `index`; entries

@@ -1,5 +1,5 @@
-// The disk kernel cache (docs/ARCHITECTURE.md, invariant 6): atomic private files, every corruption rejected and
-// removed, keys covering all five inputs.
+// The disk kernel cache (docs/ARCHITECTURE.md, invariant 6): atomic private files, every corruption
+// rejected and removed, keys covering all five inputs.
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -238,4 +238,33 @@ TEST_CASE("gpu: after clear_kernel_cache a program loads its kernel from the dis
   CHECK(warm == cold);
   for (size_t i = 0; i < v.size(); ++i)
     CHECK(warm[i] == doctest::Approx(std::expm1(std::atan(v[i] * 0.75) + v[i])).epsilon(1e-5));
+}
+
+TEST_CASE("gpu: gather and scatter_add run again after clear_kernel_cache") {
+  if (!loom::cuda::is_available()) return;
+  // The index kernels keep their entry points between launches: clearing the kernel cache must
+  // not leave them pointing into an unloaded module.
+  TempCache tc;
+  loom::Options o(loom::Device::parse("cuda"));
+  std::vector<float> v(48);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = 0.25f * float(i) - 3.0f;
+  std::vector<int64_t> ix{3, 0, 7, 7, 1, 5, 2, 0, 6, 4, 1, 3};
+  loom::Tensor x = loom::tensor<float>(v, {6, 8}, o);
+  loom::Tensor index = loom::tensor<int64_t>(ix, {6, 2}, o);
+  auto program = [&] {
+    loom::Tensor g = x.gather(1, index);
+    return loom::zeros({6, 8}, o).scatter_add(1, index, g).to_vector<float>();
+  };
+  auto first = program();
+  for (int round = 0; round < 2; ++round) {
+    loom::clear_kernel_cache();
+    CHECK(program() == first);
+  }
+  std::vector<float> want(48, 0.0f);
+  for (int r = 0; r < 6; ++r)
+    for (int j = 0; j < 2; ++j) {
+      int64_t c = ix[size_t(r * 2 + j)];
+      want[size_t(r * 8 + c)] += v[size_t(r * 8 + c)];
+    }
+  CHECK(first == want);
 }
