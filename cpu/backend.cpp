@@ -83,6 +83,7 @@ struct CpuBackend : Backend {
     return {.scan = true,
             .svd = true,
             .gather = true,
+            .row_gather = true,
             .matmul_epilogue = knob_flag(Knob::CpuMatmulEpilogue),
             .segments = true};
   }

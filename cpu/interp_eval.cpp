@@ -217,6 +217,28 @@ void eval_row(const Job& job, RowState& rs, int id) {
     });
     return;
   }
+  if (n.op == Op::Gather) {  // a row gather (Rule::RowGather): x[row, clamp(t)] from memory
+    const GLeaf& l = job.g.leaves[job.p.nodes[n.a].leaf];
+    const int64_t len = job.rank > job.nk ? job.cols : 1;  // (a reduced dim of 1 is dropped)
+    const int64_t step = job.rank > job.nk ? l.strides[job.rank - 1] : 0;
+    dispatch_ct(job.p.ct[n.b], [&](auto it) {
+      using I = decltype(it);
+      if constexpr (std::is_integral_v<I>) {
+        const I* t = reinterpret_cast<const I*>(rs.val(n.b));
+        const bool varies = job.p.nodes[n.b].op != Op::Const;
+        dispatch_ct(ct, [&](auto vt) {
+          using T = decltype(vt);
+          for (int64_t i = 0; i < rs.nr; ++i) {
+            const int64_t k = std::clamp<int64_t>(int64_t(t[varies ? i : 0]), 0, len - 1);
+            const int64_t at = job.row_base(l.strides, l.offset, rs.r0 + i) + k * step;
+            load_run<T>(leaf_ptr(l) + at * int64_t(itemsize(l.dtype)), l.dtype, 1,
+                        static_cast<T*>(out) + i, 1);
+          }
+        });
+      }
+    });
+    return;
+  }
   if (n.leaf >= 0) {  // index leaves in row space
     const GLeaf& l = job.g.leaves[n.leaf];
     std::vector<int64_t> idx(rs.nr);

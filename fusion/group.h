@@ -34,7 +34,8 @@ enum class Space : uint8_t { Full, Row };
   X(RowEpilogue, "row_epilogue")       /* an op on the reduced values, one per row */             \
   X(BroadcastBack, "broadcast_back")   /* a row value read back over the row (softmax's e / s) */ \
   X(SiblingMerge, "sibling_merge")     /* its group merged into a reader's other producer's */    \
-  X(MatmulEpilogue, "matmul_epilogue") /* a pointwise op over a matmul's result, run per block */
+  X(MatmulEpilogue, "matmul_epilogue") /* a pointwise op over a matmul's result, run per block */ \
+  X(RowGather, "row_gather")           /* one element a row picked from memory (caps.row_gather) */
 
 // Why a node did not join the group of a producer in the flush (printed after "start").
 #define LOOM_SPLIT_REASONS(X)                                             \
@@ -77,7 +78,9 @@ struct GNode {
   Op split_from = Op::NumOps;  // Start: that producer's op
 };
 
-// Load is spelled Op::Copy with a leaf and no arguments.
+// Load is spelled Op::Copy with a leaf and no arguments. A Gather in a group (Rule::RowGather)
+// is a Row node: `a` a Full load of the gathered tensor, read at each row's index only (never as
+// a tile), `b` the index, one value a row, clamped into the reduced dim as every gather does.
 inline bool is_load(const GNode& n) { return n.op == Op::Copy && n.leaf >= 0 && n.a < 0; }
 
 struct GLeaf {

@@ -96,7 +96,9 @@ Group GroupEmitter::build(int gi) {
       } else if (s_.is_const(p)) {
         args.push_back(scalar_of(p));
       } else {
-        Space ls = is_reduce(n.op) ? Space::Full : pn.space;
+        // A reduction, and a row gather's tensor (read at one index a row), load over the space.
+        Space ls =
+            is_reduce(n.op) || (n.op == Op::Gather && &in == &n.in[0]) ? Space::Full : pn.space;
         args.push_back(b.add_load(in, ls, n.base ? n.region->shape : n.shape));
       }
     }

@@ -88,6 +88,8 @@ class Planner : PlanState {
   };
   // What the reductions read directly, by the memory read.
   std::unordered_map<const Storage*, std::vector<ReduceLoad>> reduce_loads_;
+  // Every node by the memory it reads (row_gather_group; built at a flush's first gather).
+  std::unordered_map<const Storage*, std::vector<int>> mem_readers_;
 
   // Pointwise node i, with an input made in reduction group g, is read by nothing but
   // reductions over other dims (layer_norm's dy * xhat, summed over rows for dgamma, inside
@@ -200,6 +202,8 @@ class Planner : PlanState {
     }
     if (region_write(*pp.n)) return no(Split::ProducerRegionWrite);
     if (prim_class(pp.n->op) == PrimClass::Alloc) return no(Split::ProducerAlloc);
+    // A row gather reads its tensor from memory at one index a row: never a value of its group.
+    if (n.op == Op::Gather && &in == &n.in[0]) return no(Split::View);
     if (is_reduce(n.op)) {
       if (pp.space != Space::Full || !linear_identity(in.view, *pp.n)) return no(Split::View);
       if (in.view.shape != G.S) return no(Split::Shape);
@@ -249,6 +253,13 @@ class Planner : PlanState {
     if (prim_class(n.op) == PrimClass::Scalar && !nodes[i].root && !nodes[i].in_memory)
       return;                                          // inlined as a scalar
     if (prim_class(n.op) == PrimClass::Alloc) return;  // allocation only
+    if (fuse_ && n.op == Op::Gather)
+      if (int g = row_gather_group(i); g >= 0) {
+        join(g, i, Space::Row);
+        nodes[i].rule = Rule::RowGather;
+        count_leaves(g, i);
+        return;
+      }
     if (is_opaque(n.op)) {
       int g = new_group(n.shape, {}, i);
       groups[g].opaque = true;
@@ -437,6 +448,48 @@ class Planner : PlanState {
         }
   }
 
+  // The reduction group a Gather of one element a row of x may join as a Row node (index of
+  // size 1 along dim d and x's size elsewhere; the backend reads it there, caps.row_gather):
+  // a group over x's shape reducing dim d that already loads x through the same view (cross
+  // entropy's log-sum-exp, whose row then yields lse - x[i, t[i]]), so the pick costs no
+  // kernel and no pass of its own. -1 if none.
+  int row_gather_group(int i) {
+    const Node& n = *nodes[i].n;
+    const Input &x = n.in[0], &ix = n.in[1];
+    const int d = n.dim, r = int(n.shape.size());
+    if (int(x.view.shape.size()) != r || ix.view.shape != n.shape || n.shape[d] != 1 ||
+        !backend_available(n.device.kind) || !backend(n.device).caps().row_gather)
+      return -1;
+    for (int k = 0; k < r; ++k)
+      if (k != d && x.view.shape[k] != n.shape[k]) return -1;
+    if (mem_readers_.empty())  // every node by the memory it reads, built at the first gather
+      for (int j = 0; j < int(nodes.size()); ++j)
+        for (auto& in : nodes[j].n->in)
+          if (in.st) mem_readers_[in.st.get()].push_back(j);
+    const int px = producer(x), pi = producer(ix);
+    if (is_const(px)) return -1;  // its readers inline it: no memory to pick from
+    for (int j : mem_readers_[x.st.get()]) {
+      const int g = nodes[j].group;
+      if (j >= i || g < 0) continue;
+      const PGroup& G = groups[g];
+      if (!G.alive || G.opaque || G.S != x.view.shape || G.axes != std::vector<int>{d} ||
+          !fits(g, 1) || (px >= 0 && nodes[px].group == g))
+        continue;
+      bool loads = false;  // a member of g loads x through the gather's view
+      for (auto& in : nodes[j].n->in)
+        loads = loads || (in.st == x.st && same_view(in.view, x.view));
+      if (!loads) continue;
+      if (pi >= 0 && !is_const(pi)) {
+        const int ig = nodes[pi].group;
+        if (ig == g && (nodes[pi].space != Space::Row || !linear_identity(ix.view, *nodes[pi].n)))
+          continue;
+        if (ig >= 0 && ig != g && reaches(ig, g)) continue;  // g would read ig, which reads g
+      }
+      return g;
+    }
+    return -1;
+  }
+
   void count_leaves(int g, int i) {
     for (auto& in : nodes[i].n->in) {
       if (!in.st) continue;  // a scalar operand: a kernel argument, not memory
@@ -450,7 +503,8 @@ class Planner : PlanState {
       PNode& pn = nodes[i];
       // A matmul's C is written to memory only where something outside its group reads it
       // (a root, another group, an opaque op): its epilogue reads each block from cache.
-      bool c_in_group = is_opaque(pn.n->op) && pn.group >= 0 && groups[pn.group].members.size() > 1;
+      bool c_in_group = is_opaque(pn.n->op) && pn.group >= 0 &&
+                        (!groups[pn.group].opaque || groups[pn.group].members.size() > 1);
       if (pn.root || pn.in_memory || (is_opaque(pn.n->op) && !c_in_group) || region_write(*pn.n))
         pn.materialize = true;
       if (prim_class(pn.n->op) == PrimClass::Alloc) pn.materialize = true;

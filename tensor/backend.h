@@ -27,6 +27,10 @@ struct BackendCaps {
   // reductions: quadratic in the indexed dim, but fusable and deterministic).
   bool gather = false;
   int gather_rank = 0;  // the most dims those kernels take (0: any)
+  // Reads a Gather of one element a row (the index of size 1 along the one dim a reduction
+  // group reduces: cross entropy's target logit) as a Row node of that group, from memory where
+  // the gathered tensor lies, so the pick costs no kernel of its own.
+  bool row_gather = false;
   // Runs a matmul's pointwise consumers as its epilogue (Group::epilogue, run_opaque_epilogue),
   // so the planner may put them in the matmul's group.
   bool matmul_epilogue = false;
