@@ -222,6 +222,8 @@ class CudaBackend : public Backend {
     c.gather = true;
     c.gather_rank = cuda::kIndexMaxRank;
     c.cheap_index = true;
+    static const bool row_gather = knob_flag(Knob::CudaRowGather);
+    c.row_gather = row_gather;
     c.segments = true;
     return c;
   }

@@ -308,6 +308,8 @@ std::string Emitter::row_node(int id, const std::string& raw, const std::string&
   std::string v;
   if (is_load(n)) {
     v = load(g.leaves[n.leaf].dtype, raw);
+  } else if (n.op == Op::Gather) {  // a row gather: `raw` reads its tensor's leaf
+    v = load(g.leaves[g.nodes[n.a].leaf].dtype, raw);
   } else if (n.leaf >= 0) {
     v = index_expr(id, lin);
   } else {

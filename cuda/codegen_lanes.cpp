@@ -14,6 +14,14 @@ std::string RowLanes::row_nodes(const std::vector<int>& ids, const std::string& 
     if (is_load(n))
       raw = "(rv ? " + e_.ptr(n.leaf) + "[" + lin + "] : (" +
             Emitter::storage_type(g_.leaves[n.leaf].dtype) + ")0)";
+    if (n.op == Op::Gather) {  // a row gather: x[row, t] clamped into the row, one load a row
+      const int x = g_.nodes[n.a].leaf;
+      const std::string k = "(I)min(max((long long)r" + S(n.b) + ", 0LL), (long long)" +
+                            e_.value({ValueSlot::Cols}) + " - 1LL)";
+      const std::string t = e_.terms(x, K_, R_, [&](int) { return k; });
+      raw = "(rv ? " + e_.ptr(x) + "[" + rb(x) + (t.empty() ? "" : " + " + t) + "] : (" +
+            Emitter::storage_type(g_.leaves[x].dtype) + ")0)";
+    }
     code += ind + e_.row_node(id, raw, lin);
   }
   return code;

@@ -465,6 +465,11 @@ void build_corpus(Corpus& c) {
     Tensor target = randint(0, 100, {64});
     cross_entropy(logits, target).backward();
     c.add(logits.grad(), name + "cross_entropy", false);
+    // the loss: each row's target logit a row gather in the log-sum-exp's kernel
+    c.add(cross_entropy(logits.detach(), target), name + "cross_entropy loss", false);
+    Tensor tt = logits.detach().t().contiguous().t();  // columns: the gather's stride is a value
+    c.add(logsumexp(tt, {1}, true) - tt.gather(1, cast(target, DType::Int32).unsqueeze(1)),
+          name + "row gather int32 strided", false);
     logits.set_grad(Tensor());
     CrossEntropyOptions ce;
     ce.weight = data({100}, DType::Float32, 27).abs();

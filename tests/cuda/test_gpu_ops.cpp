@@ -447,6 +447,49 @@ TEST_CASE("gpu: strided broadcast unaligned region-write kernels match the CPU")
   check_same(ga.var({1}), a.var({1}), "var", Tol{1e-5, 1e-6});
 }
 
+TEST_CASE("gpu: a row gather picks each row's element exactly, in its reduction's kernel") {
+  if (skip()) return;
+  // lse(x) - x.gather(1, t) in one flush: y must be lse minus the picked element in float32
+  // (one rounding), the pick x[i, t[i]] exactly; where the backend reads the gather inside the
+  // log-sum-exp's row kernel (caps.row_gather, LOOM_CUDA_ROW_GATHER on CUDA) the plan says so.
+  const bool fused = backend(kGPU).caps().row_gather;
+  for (DType dt : {DType::Float32, DType::BFloat16}) {
+    // The bases in memory on both devices (a pending cast would be a value of the lse's kernel).
+    Tensor rows = cast(host_data({70, 1011}, DType::Float32, 70), dt).contiguous();
+    Tensor cols = cast(host_data({1000, 64}, DType::Float32, 71), dt).contiguous();
+    Tensor rows_g = rows.to(kGPU), cols_g = cols.to(kGPU);
+    loom::sync();
+    for (int view = 0; view < 3; ++view) {
+      auto pick = [&](const Tensor& r, const Tensor& c) {
+        Tensor x = r.slice(0, 3, 67).slice(1, 5, 1005);  // [64, 1000], offset rows
+        if (view == 1) x = x.slice(1, 0, 1000, 2);       // strided columns
+        if (view == 2) x = c.t();                        // transposed
+        return x;
+      };
+      Tensor xc = pick(rows, cols), x = pick(rows_g, cols_g);
+      const int64_t C = xc.shape()[1];
+      std::vector<int64_t> tv(64);
+      for (int64_t i = 0; i < 64; ++i) tv[size_t(i)] = (i * 7919 + 13) % C;
+      tv[0] = 0, tv[63] = C - 1;
+      Tensor t = cast(tensor<int64_t>(tv, {64, 1}), view == 1 ? DType::Int32 : DType::Int64);
+      Tensor tg = t.to(kGPU);
+      loom::sync();
+      Tensor lse = logsumexp(cast(x, DType::Float32), {1}, true);
+      Tensor y = lse - cast(x.gather(1, tg), DType::Float32);
+      const std::string plan = explain(y);
+      const std::string what = std::string(dtype_name(dt)) + " view " + std::to_string(view);
+      INFO(what);
+      CHECK((plan.find("row_gather") != std::string::npos) == fused);
+      std::vector<float> l = lse.to_vector<float>(), got = y.to_vector<float>();
+      std::vector<float> xv = cast(xc, DType::Float32).contiguous().to_vector<float>();
+      for (int64_t i = 0; i < 64; ++i)
+        CHECK(got[size_t(i)] == l[size_t(i)] - xv[size_t(i * C + tv[size_t(i)])]);
+      check_same(lse, logsumexp(cast(xc, DType::Float32), {1}, true), what + " lse",
+                 Tol{1e-5, 1e-5});
+    }
+  }
+}
+
 TEST_CASE("gpu: causal attention (the mask compared inside the softmax kernel) matches the CPU") {
   if (skip()) return;
   // CUDA compares indices over the scores' shape (BackendCaps::cheap_index), the CPU reads an
