@@ -1,6 +1,7 @@
 // Pointwise ops: validation, type promotion, broadcasting, then one recorded node.
 #include "ops/grad_node.h"
 #include "ops/record.h"
+#include "tensor/half.h"
 
 namespace loom {
 namespace {
@@ -170,8 +171,33 @@ void check_scalar_rhs(Op op, const char* name, const Tensor& a, Scalar b, DType 
 
 }  // namespace
 
+namespace {
+
+// v as a tensor of floating dtype `dt` holds it (rounded to its precision).
+double held_as(DType dt, double v) {
+  switch (dt) {
+    case DType::Float32:
+      return double(float(v));
+    case DType::BFloat16:
+      return double(bf16_to_f32(f32_to_bf16(float(v))));
+    case DType::Float16:
+      return double(f16_to_f32(f32_to_f16(float(v))));
+    default:
+      return v;
+  }
+}
+
+}  // namespace
+
 Tensor cast(const Tensor& x, DType t) {
   if (x.dtype() == t) return x;
+  // A floating constant cast to another floating dtype is a constant of the value x holds: no
+  // kernel of its own (a 16-bit loss's upstream gradient of ones, cast up by each rule).
+  if (std::shared_ptr<Storage> st = x.storage(); st->pending() && st->node->op == Op::Const &&
+                                                 is_floating(x.dtype()) && is_floating(t) &&
+                                                 !autograd::needs_grad(x))
+    return const_tensor(Scalar(held_as(t, held_as(x.dtype(), st->node->value.f))), t, x.device(),
+                        x.shape());
   auto n = new_node(Op::Cast, t, x.shape(), x.device());
   add_input(*n, x);
   Tensor y = record_node(std::move(n));

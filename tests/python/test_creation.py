@@ -90,3 +90,25 @@ def test_random():
     assert not np.array_equal(a[:10], c)
     with pytest.raises(TypeError):
         loom.rand(3, dtype=loom.int32)
+
+
+@pytest.mark.parametrize("src,dst", [("bfloat16", "float32"), ("float16", "float32"),
+                                     ("float32", "float64"), ("bfloat16", "float16"),
+                                     ("float64", "bfloat16")])
+def test_cast_of_a_constant_is_the_value_the_constant_holds(src, dst):
+    # A constant's cast is folded into a constant (no kernel): its value must be the source
+    # dtype's rounding of the fill value, then the target's, as casting the filled tensor is.
+    ml = {"bfloat16": None, "float16": np.float16, "float32": np.float32, "float64": np.float64}
+    for v in [0.1, -3.3, 1e-3, 65504.0, 1.0 / 3]:
+        c = loom.full((2, 3), v, dtype=getattr(loom, src))
+        folded = c.to(getattr(loom, dst))
+        loom.sync()
+        eager = loom.full((2, 3), v, dtype=getattr(loom, src))
+        loom.sync()  # memory: its cast is a kernel
+        want = eager.to(getattr(loom, dst)).to(loom.float64).numpy()
+        np.testing.assert_array_equal(folded.to(loom.float64).numpy(), want)
+        if ml[src] is not None and ml[dst] is not None:
+            np.testing.assert_array_equal(want, np.full((2, 3), v, ml[src]).astype(ml[dst]))
+    loom.reset_counters()
+    loom.full((5,), 0.1, dtype=getattr(loom, src)).to(getattr(loom, dst)).tolist()
+    assert loom.counters()["kernels"] == 1  # the folded constant's fill alone
