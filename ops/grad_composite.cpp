@@ -143,4 +143,24 @@ void record_cross_entropy(const Tensor& x, const Tensor& t, const Tensor& lse, c
   note_recompute(y, "the probabilities exp(x - lse) from the saved logits and log-sum-exp");
 }
 
+void record_nll_loss(const Tensor& x, const Tensor& t, const Tensor& w, const Tensor& denom,
+                     int64_t ignore_index, Reduction reduction, Tensor& y) {
+  const bool has_w = w.defined(), mean = reduction == Reduction::Mean;
+  const Shape shape = x.shape();
+  const Device dev = x.device();
+  record(y, "NllLossBackward0", {x}, {t, w, denom},
+         [=](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>&) {
+           const Tensor &t = s[0], &w = s[1];
+           Tensor onehot = eq(iota(shape, 1, dev), t.unsqueeze(1));
+           Tensor valid = ne(t, ignore_index);
+           // The unweighted mean's count again from the targets alone (cross entropy's reason).
+           Tensor d = mean && !has_w ? sum(cast(valid, s[2].dtype())) : s[2];
+           Tensor scale = mean ? up(g) / d : up(g);  // 0-d, or [M] without a reduction
+           Tensor wt = has_w ? class_values(w, t) * scale : scale;
+           // (negated before the unsqueeze: over the targets' shape it joins the scale's kernel)
+           Tensor a = (-where(valid, wt, 0.0)).unsqueeze(1);
+           return std::vector<Tensor>{where(onehot, a, zeros({}, {a.dtype(), dev}))};
+         });
+}
+
 }  // namespace loom::autograd

@@ -156,6 +156,10 @@ void record_norm(const char* name, const Tensor& x, const Dims& dims, const Tens
 void record_cross_entropy(const Tensor& x, const Tensor& t, const Tensor& lse, const Tensor& w,
                           const Tensor& denom, int64_t ignore_index, Reduction reduction,
                           double eps, Tensor& y);
+// nll_loss of rows x [M, C] (log-probabilities) against class indices t [M]: its gradient, -w_t
+// (scaled) at each row's target and 0 elsewhere, needs t, w and the mean's divisor, not x.
+void record_nll_loss(const Tensor& x, const Tensor& t, const Tensor& w, const Tensor& denom,
+                     int64_t ignore_index, Reduction reduction, Tensor& y);
 
 // An in-place write of `value` into t: t's graph place now ends in value's node. Checks before
 // the write (a leaf that requires grad, a view of a tensor in the graph).

@@ -169,22 +169,30 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const NllLossOptions&
   int64_t C = x2.shape()[1];
   Tensor w = class_weight(op, o.weight, C, input);
   check_targets(op, t, o.ignore_index, C, input, target);
-  Tensor onehot = eq(iota(x2.shape(), 1, x2.device()), t.unsqueeze(1));
-  Tensor valid = ne(t, o.ignore_index);
-  Tensor xf = float_input(op, x2);
-  Tensor picked = sum(where(onehot, w.defined() ? xf * w.unsqueeze(0) : xf, 0.0), {1});
-  Tensor per = where(valid, -picked, 0.0);
-  Tensor y;
-  if (o.reduction == Reduction::Mean) {
-    Tensor denom = w.defined()
-                       ? sum(where(valid, sum(where(onehot, w.unsqueeze(0), 0.0), {1}), 0.0))
-                       : sum(cast(valid, xf.dtype()));
-    y = sum(per) / denom;
-  } else {
-    y = reduce(per, o.reduction);
-    if (o.reduction == Reduction::None) y = y.reshape(Dims(per_shape.begin(), per_shape.end()));
+  Tensor y, denom;
+  {
+    NoGradGuard forward;  // its own backward node, below
+    Tensor valid = ne(t, o.ignore_index);
+    // Each row's target element by a gather (one element a row), not a pass over the row.
+    Tensor picked = cast(class_values(x2, t), float_input(op, x2).dtype());
+    Tensor wt;
+    if (w.defined()) {
+      wt = class_values(w, t);
+      picked = picked * wt;
+    }
+    Tensor per = where(valid, -picked, 0.0);
+    if (o.reduction == Reduction::Mean) {
+      denom = w.defined() ? sum(where(valid, wt, 0.0)) : sum(cast(valid, picked.dtype()));
+      y = sum(per) / denom;
+    } else {
+      y = reduce(per, o.reduction);
+    }
+    y = cast(y, input.dtype());
   }
-  return cast(y, input.dtype());
+  if (autograd::needs_grad(x2))
+    autograd::record_nll_loss(x2, t, w, denom, o.ignore_index, o.reduction, y);
+  if (o.reduction == Reduction::None) return y.reshape(Dims(per_shape.begin(), per_shape.end()));
+  return y;
 }
 
 namespace {

@@ -306,6 +306,17 @@ TEST_CASE("autograd: composites through their decompositions") {
   Tensor target = tensor<int64_t>({1, 5, 0}, {3});
   gradcheck("cross_entropy",
             [=](const V& v) { return cross_entropy(v[0], lt::near(target, v[0])); }, {x});
+  // nll_loss's own rule (its forward gathers each row's target): weights, an ignored row, and
+  // each reduction.
+  Tensor tw = tensor<int64_t>({1, 5, 0}, {3});
+  Tensor w = tensor<double>({0.5, 1.5, 2.0, 0.75, 1.25, 3.0}, {6});
+  for (Reduction r : {Reduction::Mean, Reduction::Sum, Reduction::None})
+    for (bool weighted : {false, true}) {
+      NllLossOptions o;
+      o.reduction = r, o.ignore_index = 5;
+      if (weighted) o.weight = w;
+      gradcheck("nll_loss", [=](const V& v) { return nll_loss(v[0], lt::near(tw, v[0]), o); }, {x});
+    }
 }
 
 TEST_CASE("autograd: dropout's gradient is its mask, scaled") {
@@ -353,6 +364,10 @@ TEST_CASE("autograd: double backward of pointwise, reduction, matmul and composi
   gradgradcheck("cross_entropy",
                 [=](const V& v) { return cross_entropy(v[0] * v[0], lt::near(tgt, v[0])); },
                 {grad_input({3, 5}, 84)});
+  gradgradcheck(
+      "nll_loss of log_softmax",
+      [=](const V& v) { return nll_loss(log_softmax(v[0] * v[0], 1), lt::near(tgt, v[0])); },
+      {grad_input({3, 5}, 85)});
   gradgradcheck("amax sum mean",
                 [](const V& v) { return amax(v[0] * v[0], {1}) + sum(v[0].exp(), {0}).mean(); },
                 {grad_input({3, 4}, 79)});
