@@ -38,3 +38,26 @@ def test_half_sum_propagates_nan_and_inf(dtype):
     a[777] = np.nan
     x = loom.tensor(a).to(getattr(loom, dtype))
     assert np.isnan(x.sum().item())
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("shape,dim", [s for s in SHAPES if s[1] is not None])
+@pytest.mark.parametrize("op", ["amax", "amin"])
+def test_half_extremes_along_rows(dtype, shape, dim, op):
+    # Extremes of 16-bit rows short and long: exact, NaN wins, and the extreme at either end of
+    # a row or in its last partial vector is found.
+    rng = np.random.default_rng(sum(shape) + len(dtype) + len(op))
+    a = rng.integers(-2000, 2000, shape).astype(np.float32) / 64  # (compared once rounded)
+    flat = np.moveaxis(a, dim, -1).reshape(-1, a.shape[dim])
+    big = 1024.0 if op == "amax" else -1024.0
+    flat[0, 0] = big  # the first element of the first row
+    flat[-1, -1] = big  # the last of the last row (a partial vector when the length is odd)
+    if flat.shape[0] > 1:
+        flat[1, flat.shape[1] // 2] = np.nan
+    a = np.moveaxis(flat.reshape(np.moveaxis(a, dim, -1).shape), -1, dim)
+    x = loom.tensor(a).to(getattr(loom, dtype))
+    loom.sync()
+    got = getattr(x, op)(dim=dim).float().numpy()
+    want = getattr(np, op)(x.float().numpy(), axis=dim)  # (NaN propagates in numpy's too)
+    assert np.all(np.isnan(want) | (np.abs(want) == 1024) | (np.abs(want) < 32))
+    np.testing.assert_array_equal(got, want)
