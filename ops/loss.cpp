@@ -106,6 +106,19 @@ Tensor cross_entropy_probs(const Tensor& input, const Tensor& target,
 
 }  // namespace
 
+namespace {
+
+// The reduction of per-row losses (0 in rows whose target is ignored): the mean divides by the
+// valid rows' class weights `wt` (undefined: their count), set in `denom` for the backward.
+Tensor reduce_rows(const Tensor& per, const Tensor& valid, const Tensor& wt, Reduction r,
+                   Tensor& denom) {
+  if (r != Reduction::Mean) return reduce(per, r);
+  denom = wt.defined() ? sum(where(valid, wt, 0.0)) : sum(cast(valid, per.dtype()));
+  return sum(per) / denom;
+}
+
+}  // namespace
+
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyOptions& o) {
   const char* op = "cross_entropy";
   if (autocast_to_f32(input) || autocast_to_f32(target) ||
@@ -143,13 +156,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
                                   : lse * double(C) - sum(xf, {1});
       per = per * (1 - eps) + where(valid, smooth, 0.0) * (eps / double(C));
     }
-    if (o.reduction == Reduction::Mean) {
-      denom = w.defined() ? sum(where(valid, wt, 0.0)) : sum(cast(valid, xf.dtype()));
-      y = sum(per) / denom;
-    } else {
-      y = reduce(per, o.reduction);
-    }
-    y = cast(y, input.dtype());
+    y = cast(reduce_rows(per, valid, wt, o.reduction, denom), input.dtype());
   }
   if (autograd::needs_grad(x2))
     autograd::record_cross_entropy(x2, t, lse, w, denom, o.ignore_index, o.reduction, eps, y);
@@ -181,13 +188,7 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const NllLossOptions&
       picked = picked * wt;
     }
     Tensor per = where(valid, -picked, 0.0);
-    if (o.reduction == Reduction::Mean) {
-      denom = w.defined() ? sum(where(valid, wt, 0.0)) : sum(cast(valid, picked.dtype()));
-      y = sum(per) / denom;
-    } else {
-      y = reduce(per, o.reduction);
-    }
-    y = cast(y, input.dtype());
+    y = cast(reduce_rows(per, valid, wt, o.reduction, denom), input.dtype());
   }
   if (autograd::needs_grad(x2))
     autograd::record_nll_loss(x2, t, w, denom, o.ignore_index, o.reduction, y);
