@@ -1,8 +1,9 @@
 """A gather of one element a row (cross entropy's target logit) read inside the kernel of a
-reduction over those rows (BackendCaps::row_gather on the CPU): the picked values exactly, over offset, strided and transposed views,
-16-bit tensors, int32 indices, ignored targets past either end of the row, an index
-computed in the same flush, and a tensor the reduction computes itself (then the gather stays
-a kernel of its own)."""
+reduction over those rows (BackendCaps::row_gather on the CPU): the picked values exactly, over
+offset, strided and transposed views, 16-bit tensors, int32 indices, ignored targets past either
+end of the row, rows over several kept dims and over the first dim, an index computed in the
+same flush or by the group itself, and a tensor the reduction computes itself (then the gather
+stays a kernel of its own)."""
 import numpy as np
 import pytest
 
@@ -128,3 +129,35 @@ def test_cross_entropy_forward_and_backward_kernels(dtype):
     tol = 1e-6 if dtype == "float32" else 1e-2
     np.testing.assert_allclose(lf, lu, rtol=tol)
     np.testing.assert_allclose(gf, gu, rtol=tol, atol=tol * 1e-2)
+
+
+def test_rows_over_several_kept_dims_and_an_index_the_group_computes():
+    rng = np.random.default_rng(8)
+    x = loom.tensor(rng.standard_normal((3, 17, 301)).astype(np.float32))
+    _check(x.reshape(51, 301), loom.tensor(rng.integers(0, 301, (51, 1))), 1)
+    t = loom.tensor(rng.integers(0, 301, (3, 17, 1)))
+    lse = loom.logsumexp(x, -1, keepdim=True)
+    y = lse - x.gather(-1, t)
+    assert "row_gather" in loom.explain(y)
+    loom.sync()
+    picked = np.take_along_axis(x.numpy(), t.numpy(), -1)
+    np.testing.assert_array_equal(y.numpy(), lse.numpy() - picked)
+    # the index is the group's own argmax (a Row value of the same kernel): the pick is the max
+    am = x.argmax(-1, keepdim=True)
+    lse = loom.logsumexp(x, -1, keepdim=True)
+    z = lse - x.gather(-1, am)
+    assert "row_gather" in loom.explain(z)
+    loom.sync()
+    np.testing.assert_array_equal(z.numpy(), lse.numpy() - x.numpy().max(-1, keepdims=True))
+
+
+def test_reduction_over_the_first_dim():
+    # columns of a row-major tensor: the column layout's rows are consecutive
+    rng = np.random.default_rng(9)
+    w = loom.tensor(rng.standard_normal((50, 4, 6)).astype(np.float32))
+    i0 = loom.tensor(rng.integers(0, 50, (1, 4, 6)))
+    v = loom.amax(w, 0, keepdim=True) - w.gather(0, i0)
+    assert "row_gather" in loom.explain(v)
+    wn = w.numpy()
+    want = wn.max(0, keepdims=True) - np.take_along_axis(wn, i0.numpy(), 0)
+    np.testing.assert_array_equal(v.numpy(), want)
