@@ -100,9 +100,9 @@
     "back when an allocation runs out); 0: every block goes back to the driver's pool")            \
   X(CudaLaunchMemo, "LOOM_CUDA_LAUNCH_MEMO", Flag, "1", Once,                                      \
     "0: every launch chooses its variant and grid afresh (no per-kernel memo)")                    \
-  X(CudaRowGather, "LOOM_CUDA_ROW_GATHER", Flag, "0", Once,                                        \
-    "1: a gather of one element a row (cross entropy's target logit) is read inside the row "       \
-    "kernel of the reduction that loads the same tensor (the CPU always does); 0: its own kernel")  \
+  X(CudaRowGather, "LOOM_CUDA_ROW_GATHER", Flag, "1", Once,                                        \
+    "0: a gather of one element a row (cross entropy's target logit) runs as its own kernel "      \
+    "rather than inside the row kernel of the reduction that loads the same tensor")               \
   X(DisableCublas, "LOOM_DISABLE_CUBLAS", Flag, "0", Device,                                       \
     "1: matmul by loom's generated kernel, not cuBLASLt")                                          \
   X(NvrtcPath, "LOOM_NVRTC_PATH", Str, "", Once,                                                   \

@@ -250,7 +250,8 @@ TEST_CASE("gpu: gather and scatter_add run again after clear_kernel_cache") {
   for (size_t i = 0; i < v.size(); ++i) v[i] = 0.25f * float(i) - 3.0f;
   std::vector<int64_t> ix{3, 0, 7, 7, 1, 5, 2, 0, 6, 4, 1, 3};
   loom::Tensor x = loom::tensor<float>(v, {6, 8}, o);
-  loom::Tensor index = loom::tensor<int64_t>(ix, {6, 2}, o);
+  loom::Tensor index =
+      loom::tensor<int64_t>(ix, {6, 2}, loom::Options(loom::DType::Int64, o.device));
   auto program = [&] {
     loom::Tensor g = x.gather(1, index);
     return loom::zeros({6, 8}, o).scatter_add(1, index, g).to_vector<float>();

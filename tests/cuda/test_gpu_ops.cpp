@@ -451,7 +451,8 @@ TEST_CASE("gpu: a row gather picks each row's element exactly, in its reduction'
   if (skip()) return;
   // lse(x) - x.gather(1, t) in one flush: y must be lse minus the picked element in float32
   // (one rounding), the pick x[i, t[i]] exactly; where the backend reads the gather inside the
-  // log-sum-exp's row kernel (caps.row_gather, LOOM_CUDA_ROW_GATHER on CUDA) the plan says so.
+  // log-sum-exp's row kernel (caps.row_gather; LOOM_CUDA_ROW_GATHER=0 on CUDA: its own kernel)
+  // the plan says so.
   const bool fused = backend(kGPU).caps().row_gather;
   for (DType dt : {DType::Float32, DType::BFloat16}) {
     // The bases in memory on both devices (a pending cast would be a value of the lse's kernel).
