@@ -133,8 +133,7 @@ bool narrow_pass(const Job& job, RowState& rs, const StepList& sl, int pass, std
   const char* src = leaf_ptr(l) + (job.row_base(l.strides, l.offset, rs.r0) + c0) * 2;
   for (int r : p.reduces)
     if (p.nodes[r].a == id)
-      fold_narrow(p.nodes[r].op, l.dtype, src, rs.nr, nc,
-                  accs ? accs->data() + p.acc_slot[r] : rs.acc(r));
+      fold_narrow(l.dtype, src, rs.nr, nc, accs ? accs->data() + p.acc_slot[r] : rs.acc(r));
   return true;
 }
 

@@ -35,11 +35,11 @@ Acc acc_init(Op op);
 // Folds `rows` runs of n elements each (run i at x + i * n, type `in`, its first element at
 // column col0 of the row) into acc[i]; `out` is the reduction's result type.
 void fold(Op op, CT in, CT out, const void* x, int64_t rows, int64_t n, int64_t col0, Acc* acc);
-// fold() of float16 or bfloat16 runs (`src`) read where they lie, as fold() of the float32
-// values they widen to would: the same bits. Whether fold_narrow takes reduction `op` of
-// result type `out` (a float32 sum, on AVX-512 machines).
+// fold() of a sum over float16 or bfloat16 runs (`src`) read where they lie, as fold() of the
+// float32 values they widen to would: the same bits. Whether fold_narrow takes reduction `op`
+// of result type `out` (a float32 sum, on AVX-512 machines).
 bool narrow_foldable(Op op, CT out);
-void fold_narrow(Op op, DType src, const void* x, int64_t rows, int64_t n, Acc* acc);
+void fold_narrow(DType src, const void* x, int64_t rows, int64_t n, Acc* acc);
 // The column layout's accumulators (cpu/interp_cols.cpp): Acc's fields as one array each, so
 // that a fold across rows vectorizes.
 struct ColAcc {

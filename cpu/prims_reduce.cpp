@@ -379,14 +379,13 @@ bool narrow_foldable(Op op, CT out) {
 #endif
 }
 
-void fold_narrow(Op op, DType src, const void* x, int64_t rows, int64_t n, Acc* acc) {
+void fold_narrow(DType src, const void* x, int64_t rows, int64_t n, Acc* acc) {
 #if LOOM_LANES_AVX512 && LOOM_WIDEN_AVX512
-  (void)op;
   const bool half = src == DType::Float16;
   for (int64_t i = 0; i < rows; ++i)
     acc[i].f += avx512::sum_narrow(static_cast<const uint16_t*>(x) + i * n, half, n);
 #else
-  (void)op, (void)src, (void)x, (void)rows, (void)n, (void)acc;
+  (void)src, (void)x, (void)rows, (void)n, (void)acc;
 #endif
 }
 

@@ -193,9 +193,9 @@ Tensor cast(const Tensor& x, DType t) {
   if (x.dtype() == t) return x;
   // A floating constant cast to another floating dtype is a constant of the value x holds: no
   // kernel of its own (a 16-bit loss's upstream gradient of ones, cast up by each rule).
-  if (std::shared_ptr<Storage> st = x.storage(); st->pending() && st->node->op == Op::Const &&
-                                                 is_floating(x.dtype()) && is_floating(t) &&
-                                                 !autograd::needs_grad(x))
+  if (const std::shared_ptr<Storage>& st = x.buffer()->cur;
+      st->pending() && st->node->op == Op::Const && is_floating(x.dtype()) && is_floating(t) &&
+      !autograd::needs_grad(x))
     return const_tensor(Scalar(held_as(t, held_as(x.dtype(), st->node->value.f))), t, x.device(),
                         x.shape());
   auto n = new_node(Op::Cast, t, x.shape(), x.device());
