@@ -9,6 +9,7 @@
 #   GPU_CHECK_BUDGET=400   seconds for everything; each stage gets at most what is left
 #   GPU_CHECK_SKIP_GRADS=1 skip stage 1b (the gradient checks on cuda:0)
 #   GPU_CHECK_SKIP_ALL=1   skip stage 2 (the rest of the doctest suite)
+#   GPU_CHECK_WARM_LIMIT=150  seconds for stage 3 (every gpu: case in one process, warm disk cache)
 #   GPU_CHECK_STREAMS_SANITIZE=0  skip the racecheck + memcheck runs of the two-stream test
 #   GPU_CHECK_SOAK_ITERS=N  also run the soak test on cuda:0 for N steps (a million for a soak run)
 #   GPU_CHECK_FUZZ_MINUTES=M  also run the differential fuzzer, fused on cuda:0 against the CPU,
@@ -111,7 +112,7 @@ if [ "${GPU_CHECK_SKIP_ALL:-0}" != 1 ]; then
 fi
 
 # 3. A fresh process must find every kernel on disk.
-LOOM_LOG=fusion run "gpu tests (disk cache)" 150 "$OUT/gpu_tests_warm.log" "$TESTS" -tc="$FILTER"
+LOOM_LOG=fusion run "gpu tests (disk cache)" "${GPU_CHECK_WARM_LIMIT:-150}" "$OUT/gpu_tests_warm.log" "$TESTS" -tc="$FILTER"
 row "  disk hits / compiles" "-" "-" \
   "$(grep -c ': disk hit' "$OUT/gpu_tests_warm.log") / $(grep -c ': compiled ' "$OUT/gpu_tests_warm.log")"
 
