@@ -79,9 +79,11 @@ def main():
     ap.add_argument("--steps", type=int, default=10, help="timed steps for the wall time")
     ap.add_argument("--top", type=int, default=22, help="kernel names listed an implementation")
     ap.add_argument("--order", action="store_true", help="loom's kernels of one step in order")
+    ap.add_argument("--autocast", default="", choices=["", "bfloat16", "float16"],
+                    help="both libraries' steps under autocast to this dtype")
     a = ap.parse_args()
     cfg = argparse.Namespace(block=a.block, layers=a.layers, heads=a.heads, width=a.width,
-                             batch=a.batch, device="cuda", compile=False, autocast="")
+                             batch=a.batch, device="cuda", compile=False, autocast=a.autocast)
     impls = train_cpu.build(a.model, cfg)
     if a.order:
         order(impls["loom"])
