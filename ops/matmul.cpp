@@ -96,6 +96,12 @@ Tensor linear(const Tensor& input, const Tensor& weight, const std::optional<Ten
     LOOM_CHECK(bias->dim() == 0 || (bias->dim() == 1 && bias->shape()[0] == weight.shape()[0]),
                Runtime, "linear: bias shape ", shape_str(bias->shape()),
                " does not match out_features (", weight.shape()[0], ")");
+  // Under autocast linear is one of the low-precision ops with every floating argument cast,
+  // the bias too (torch's policy): its output stays 16-bit, so the activations after it (bias
+  // add, GELU, the cast for the next GEMM) move half the bytes.
+  if (autocast_to_low(input) || autocast_to_low(weight) || (bias && autocast_to_low(*bias)))
+    return linear(autocast_low(input), autocast_low(weight),
+                  bias ? std::optional(autocast_low(*bias)) : std::nullopt);
   // The bias added to the one [(... M), N] GEMM before the result takes the input's leading
   // dims: added after, it would run over another shape than C's and miss the epilogue.
   if (std::optional<Tensor> rows = as_rows(input))

@@ -34,6 +34,8 @@ def test_policy_dtypes(rng):
         h = x @ w.T
         assert h.dtype == loom.bfloat16
         assert F.linear(x, w).dtype == loom.bfloat16
+        b = loom.tensor(rng.standard_normal(4).astype(np.float32))
+        assert F.linear(x, w, b).dtype == loom.bfloat16  # the bias is cast too
         # torch's CPU policy: these keep the low dtype (accumulated in float32 inside); on
         # CUDA they give float32 (tests/python/test_cuda.py).
         assert loom.softmax(h, -1).dtype == loom.bfloat16
@@ -67,6 +69,20 @@ def test_values_are_the_low_precision_products(rng):
     # ... and not the float32 product where rounding the inputs matters.
     exact = a.astype(np.float64) @ b
     assert np.abs(got - exact).max() > 1e-4
+
+
+def test_linear_adds_a_low_precision_bias(rng):
+    a = rng.standard_normal((16, 32)).astype(np.float32)
+    w = rng.standard_normal((8, 32)).astype(np.float32)
+    b = (rng.standard_normal(8) * 4).astype(np.float32)
+    with loom.autocast("cpu"):
+        y = F.linear(loom.tensor(a), loom.tensor(w), loom.tensor(b))
+    assert y.dtype == loom.bfloat16
+    prod = bf16_round(bf16_round(a).astype(np.float64) @ bf16_round(w).astype(np.float64).T)
+    want = bf16_round(prod + bf16_round(b))
+    np.testing.assert_allclose(y.float().numpy(), want, rtol=2 ** -7, atol=1e-2)
+    # ... not the float32 bias added to the product
+    assert np.abs(y.float().numpy() - (prod + b)).max() > 1e-3
 
 
 def test_training_step_under_autocast(rng):
@@ -143,6 +159,8 @@ def test_same_dtypes_as_torch(rng):
             x @ x, x @ x),
         "cross_entropy": lambda m, x: m.nn.functional.cross_entropy(
             x @ x, m.tensor(t_)) if m is torch else F.cross_entropy(x @ x, loom.tensor(t_)),
+        "linear": lambda m, x: (m.nn.functional.linear if m is torch else F.linear)(
+            x, x, x[0]),
         "add": lambda m, x: (x @ x) + 1,
         "add32": lambda m, x: (x @ x) + x,
     }

@@ -61,6 +61,7 @@ def test_autocast_cuda_policy(rng):
     with loom.autocast("cuda"):
         h = x @ x.T @ x
         assert h.dtype == loom.float16
+        assert loom.nn.functional.linear(x, x, x[0]).dtype == loom.float16  # bias cast too
         for y in (loom.softmax(h, -1), loom.log_softmax(h, -1), loom.layer_norm(h, [16]),
                   loom.logsumexp(h, -1), loom.cross_entropy(h, t)):
             assert y.dtype == loom.float32
