@@ -1,9 +1,11 @@
 // scaled_dot_product_attention: q @ k^T, then scale, mask and softmax (one fused row kernel:
 // the causal mask is an iota comparison, the scale a multiply in its prologue), dropout,
-// then @ v. In float32 or float64 its backward is its own node, as a flash kernel's: it keeps
-// q, k, v and each row's logsumexp, not the [..., L, S] probabilities, and recomputes them
-// (one more q @ k^T); a dropout mask is drawn again from the random range the forward
-// reserved (as dropout's own rule does), so nothing of size [..., L, S] is kept.
+// then @ v. Its backward is its own node, as a flash kernel's: it keeps q, k, v and each row's
+// logsumexp, not the [..., L, S] probabilities, and recomputes them (one more q @ k^T); a
+// dropout mask is drawn again from the random range the forward reserved (as dropout's own
+// rule does), so nothing of size [..., L, S] is kept. In bfloat16 and float16 the products
+// stay 16-bit while the softmax runs in float32 (torch's autocast policy for the math path):
+// the scores are widened for the logsumexp and the probabilities rounded once for @ v.
 #include <cmath>
 
 #include "ops/grad_node.h"
@@ -65,9 +67,13 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     return sc;
   };
   if (mask) check_same_device(op, q, *mask);
-  const bool flash = (q.dtype() == DType::Float32 || q.dtype() == DType::Float64) &&
-                     q.dtype() == k.dtype() && q.dtype() == v.dtype() &&
+  const DType lo = q.dtype();
+  const bool flash = q.dtype() == k.dtype() && q.dtype() == v.dtype() &&
                      (!mask || mask->dtype() == DType::Bool || mask->dtype() == q.dtype());
+  // The softmax's dtype: float32 for the 16-bit types, else the inputs' own.
+  const bool narrow = lo == DType::BFloat16 || lo == DType::Float16;
+  auto wide = [narrow](const Tensor& t) { return narrow ? cast(t, DType::Float32) : t; };
+  auto low = [narrow, lo](const Tensor& t) { return narrow ? cast(t, lo) : t; };
   std::vector<Tensor> ins{q, k, v};
   if (mask && mask->dtype() != DType::Bool) ins.push_back(*mask);
   if (!flash || !autograd::needs_grad(ins)) {
@@ -87,31 +93,32 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   Tensor out, lse;
   {
     NoGradGuard forward;  // the node below is the whole op's
-    Tensor sc = scores_of(q, k);
+    Tensor sc = wide(scores_of(q, k));
     lse = logsumexp(sc, {-1}, true);
     Tensor p = exp(sc - lse);
     if (drop) range = reserve_random(p.numel());
-    out = matmul(dropped(p, range), v);
+    out = matmul(low(dropped(p, range)), v);
   }
   Shape mask_shape = mask ? mask->shape() : Shape{};
   autograd::record(
       out, "ScaledDotProductFlashAttentionBackward0", ins, {q, k, v, lse},
-      [scores_of, dropped, range, s, mask_shape](const Tensor& g, const std::vector<Tensor>& sv,
-                                                 const std::vector<bool>& need) {
+      [scores_of, dropped, range, s, mask_shape, wide, low](
+          const Tensor& g, const std::vector<Tensor>& sv, const std::vector<bool>& need) {
         const Tensor &q = sv[0], &k = sv[1], &v = sv[2], &lse = sv[3];
-        Tensor p = exp(scores_of(q, k) - lse);  // the forward's probabilities, bit for bit
-        Tensor pd = dropped(p, range);          // what multiplied v
+        Tensor p = exp(wide(scores_of(q, k)) - lse);  // the forward's probabilities, bit for bit
+        Tensor pd = low(dropped(p, range));           // what multiplied v
         // d(pd), then through the mask (dropped is linear in p) to d(p)
-        Tensor dp = dropped(matmul(g, v.transpose(-2, -1)), range);
+        Tensor dp = dropped(wide(matmul(low(g), v.transpose(-2, -1))), range);
         // rowsum(dO * out) as rowsum(p * dp): out is not kept
         Tensor ds = p * (dp - (p * dp).sum({-1}, true));  // d(scores after the mask)
-        Tensor dss = ds * s;
+        Tensor dss = low(ds * s);
         std::vector<Tensor> r(need.size());
         if (need[0]) r[0] = autograd::sum_to(matmul(dss, k), q.shape(), q.dtype());
         if (need[1])
           r[1] = autograd::sum_to(matmul(dss.transpose(-2, -1), q), k.shape(), k.dtype());
-        if (need[2]) r[2] = autograd::sum_to(matmul(pd.transpose(-2, -1), g), v.shape(), v.dtype());
-        if (need.size() > 3 && need[3]) r[3] = autograd::sum_to(ds, mask_shape, ds.dtype());
+        if (need[2])
+          r[2] = autograd::sum_to(matmul(pd.transpose(-2, -1), low(g)), v.shape(), v.dtype());
+        if (need.size() > 3 && need[3]) r[3] = autograd::sum_to(low(ds), mask_shape, q.dtype());
         return r;
       });
   autograd::note_recompute(out, drop ? "the probabilities from q, k and the saved log-sum-exp "

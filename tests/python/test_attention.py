@@ -99,6 +99,45 @@ def test_sdpa_matches_float64_with_gradients(fusion, rng, kind):
         np.testing.assert_allclose(leaf.grad.numpy(), num, rtol=1e-5, atol=1e-7)
 
 
+def ref_sdpa_grads(q, k, v, dy, causal):
+    """The float64 gradients of q, k and v of causal or plain attention, from its own rule."""
+    sc = 1 / np.sqrt(q.shape[-1])
+    s = (q @ np.swapaxes(k, -1, -2)) * sc
+    if causal:
+        s = np.where(np.tril(np.ones(s.shape[-2:], bool)), s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    dp = dy @ np.swapaxes(v, -1, -2)
+    ds = p * (dp - (p * dp).sum(-1, keepdims=True)) * sc
+    return ds @ k, np.swapaxes(ds, -1, -2) @ q, np.swapaxes(p, -1, -2) @ dy
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("causal", [True, False])
+def test_sdpa_16bit_keeps_no_probabilities(fusion, rng, dtype, causal):
+    # 16-bit attention takes the flash node too: q, k, v and a float32 logsumexp a row are
+    # kept, and the gradients follow float64's from the same rounded inputs.
+    B, H, L, E = 2, 3, 24, 8
+    lt = getattr(loom, dtype)
+    ins = [loom.tensor(rng.standard_normal((B, H, L, E)).astype(np.float32)).to(lt)
+           for _ in range(3)]
+    q, k, v = (x.detach().requires_grad_() for x in ins)
+    loom.sync()
+    base = loom.counters()["saved_bytes"]
+    y = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    assert y.dtype == lt
+    assert y.grad_fn.name() == "ScaledDotProductFlashAttentionBackward0"
+    assert loom.counters()["saved_bytes"] - base == 3 * B * H * L * E * 2 + B * H * L * 4
+    a64 = [x.float().numpy().astype(np.float64) for x in ins]
+    dy = rng.standard_normal((B, H, L, E))
+    np.testing.assert_allclose(y.float().numpy(), ref_sdpa(*a64, causal=causal), atol=3e-2)
+    y.backward(loom.tensor(dy.astype(np.float32)).to(lt))
+    for leaf, want in zip((q, k, v), ref_sdpa_grads(*a64, dy, causal)):
+        assert leaf.grad.dtype == lt
+        err = np.abs(leaf.grad.float().numpy() - want).max()
+        assert err <= 3e-2 * np.abs(want).max(), (err, np.abs(want).max())
+
+
 def test_sdpa_errors_and_dropout(rng):
     q = loom.randn(2, 4, 8)
     with pytest.raises(ValueError, match=r"scaled_dot_product_attention.*\[2, 4, 8\].*\[2, 4, 7\]"):
