@@ -50,7 +50,8 @@ enum class Space : uint8_t { Full, Row };
   X(OtherView, "it reads the producer's group through another view too")  \
   X(Cycle, "joining would close a cycle through another group")           \
   X(EpilogueOp, "a matmul's epilogue takes pointwise ops only")           \
-  X(ReducedElsewhere, "only reductions over other dims read it")
+  X(ReducedElsewhere, "only reductions over other dims read it")          \
+  X(Recompute, "computed again where it is read: fewer bytes than writing it")
 
 enum class Rule : uint8_t {
 #define LOOM_X(name, text) name,

@@ -23,6 +23,10 @@ struct PNode {
   Rule rule = Rule::Start;    // why it is in its group (Group::str() prints it)
   Split split = Split::None;  // Start: why it did not join its first producer in the flush
   Op split_from = Op::NumOps;
+  // Recomputation (Planner::mark_recompute): the group a first planning put this node in, and
+  // for a node moved out of it to be computed where it is read, that group again (-1: none).
+  int home = -1;
+  int barrier = -1;
 };
 
 struct PGroup {

@@ -67,9 +67,18 @@ class Planner : PlanState {
   }
 
   std::vector<Group> run() {
-    for (int i = 0; i < int(nodes.size()); ++i) place(i);
-    if (fuse_) merge_siblings();
-    mark_materialized();
+    place_all();
+    // Where a reduction group would write values that only later groups read and those could
+    // compute again from fewer bytes, plan once more with those values kept out of it.
+    if (fuse_ && recompute_on() && mark_recompute()) {
+      for (PNode& pn : nodes) {
+        pn.group = -1, pn.space = Space::Full, pn.rule = Rule::Start;
+        pn.split = Split::None, pn.split_from = Op::NumOps, pn.materialize = false;
+      }
+      groups.clear();
+      gdeps_.clear();
+      place_all();
+    }
     std::vector<Group> out;
     GroupEmitter emit(*this, srcs_);
     for (int g : group_order()) out.push_back(emit.build(g));
@@ -173,6 +182,178 @@ class Planner : PlanState {
       if (!seen.insert(g).second) continue;
       for (int d : deps_of(g)) stack.push_back(d);
     }
+    return false;
+  }
+
+  void place_all() {
+    for (int i = 0; i < int(nodes.size()); ++i) place(i);
+    if (fuse_) merge_siblings();
+    mark_materialized();
+  }
+
+  static bool recompute_on() {
+    static const bool on = knob_flag(Knob::Recompute);
+    return on;
+  }
+
+  // Bytes a group moves reading input `in` of a member (a broadcast reads its memory once).
+  static int64_t read_bytes(const Input& in) {
+    if (!in.st) return 0;
+    return std::min<int64_t>(int64_t(in.st->nbytes), numel(in.view.shape) * itemsize(in.dtype));
+  }
+  int64_t node_bytes(int j) const {
+    return numel(nodes[j].n->shape) * int64_t(itemsize(nodes[j].n->dtype));
+  }
+
+  // Save or recompute, by bytes. In each fused group, the members only later groups read
+  // (with the members only they read: their Full-space pointwise, index and random producers)
+  // are a set R that the group computes and writes for those readers. A backward's values of
+  // the forward are such sets: attention's probabilities from the recomputed scores and the
+  // saved log-sum-exp, a norm's xhat, a 16-bit GELU's float32 derivative. R moves out of the group
+  // when reading R's inputs where R is read costs fewer bytes than writing R and reading it back;
+  // its readers then compute it (the next planning starts R in a group of its own, which they
+  // join). Matmuls, scans and reductions are never recomputed; random values are drawn again from
+  // their counters.
+  bool mark_recompute() {
+    for (PNode& pn : nodes) pn.home = pn.group;
+    std::vector<char> in_r(nodes.size(), 0);
+    bool any = false;
+    for (int g = 0; g < int(groups.size()); ++g) {
+      const PGroup& G = groups[g];
+      if (!G.alive || G.opaque) continue;
+      // R in reverse dag order; `settled`: leave out values that must be memory anyway (read
+      // by a matmul), so that the group keeps them (GELU's result) and R is what only the
+      // later group reads (GELU's derivative).
+      std::vector<int> r;
+      bool keeps_one = false;
+      auto collect = [&](bool settled) {
+        for (int j : r) in_r[size_t(j)] = 0;
+        r.clear();
+        keeps_one = false;
+        for (auto it = G.members.rbegin(); it != G.members.rend(); ++it) {
+          const int j = *it;
+          const PNode& pn = nodes[j];
+          const PrimClass c = prim_class(pn.n->op);
+          bool ok =
+              (c == PrimClass::Pointwise || c == PrimClass::Index || c == PrimClass::Random) &&
+              pn.space == Space::Full && !pn.root && !pn.n->base && !(settled && pn.in_memory);
+          bool outside = false;
+          for (int rd : readers_[size_t(j)]) {
+            if (nodes[rd].group != g)
+              outside = true, ok = ok && !(settled && groups[nodes[rd].group].opaque);
+            else if (!in_r[size_t(rd)])
+              ok = false;
+          }
+          // A value read inside the group (or by nothing but R, which must read it too) stays.
+          if (ok && (outside || !r.empty())) {
+            in_r[size_t(j)] = 1;
+            r.push_back(j);
+          } else {
+            keeps_one = true;
+          }
+        }
+      };
+      collect(false);
+      if (!r.empty() && !keeps_one) collect(true);
+      if (r.empty() || !keeps_one) continue;
+      // R's parts (connected through reads inside R: a backward's recomputed probabilities
+      // apart from the forward's own, which only a matmul reads) are weighed one by one.
+      std::unordered_map<int, int> part;
+      std::function<int(int)> root_of = [&](int j) {
+        auto it = part.find(j);
+        if (it == part.end() || it->second == j) return j;
+        return it->second = root_of(it->second);
+      };
+      for (int j : r) part.emplace(j, j);
+      for (int j : r)
+        for (const Input& in : nodes[j].n->in) {
+          const int p = producer(in);
+          if (p >= 0 && in_r[size_t(p)] && nodes[p].group == g) part[root_of(j)] = root_of(p);
+        }
+      std::unordered_set<const Storage*> loaded;  // memory the group loads for other members
+      for (int m : G.members)
+        if (!in_r[size_t(m)])
+          for (const Input& in : nodes[m].n->in) {
+            const int p = producer(in);
+            if (in.st && (p < 0 || nodes[p].group != g)) loaded.insert(in.st.get());
+          }
+      // Keep: a part's values that leave the group are written once and read by each other
+      // group. Recompute: its inputs made in the group are read again where it is read (once,
+      // as the readers join its group), and written first if the group did not write them;
+      // memory the group loads for the part alone is loaded there instead (no change), memory
+      // it also loads for other members is loaded twice; values that must be memory anyway
+      // (read by a matmul) are written either way.
+      // A part is moved only where one other group could take it in: the group computes it
+      // once, so a second group reading it would read it from memory as now.
+      std::unordered_map<int, std::pair<int64_t, int64_t>> cost;  // part: keep, again
+      std::unordered_map<int, std::unordered_set<const Storage*>> seen;
+      std::unordered_map<int, std::unordered_set<int>> takers;
+      for (int j : r) {
+        const int k = root_of(j);
+        auto& [keep, again] = cost[k];
+        std::unordered_set<int> others;
+        bool opaque_reader = nodes[j].in_memory;
+        for (int rd : readers_[size_t(j)])
+          if (!in_r[size_t(rd)]) {
+            if (groups[nodes[rd].group].opaque || !takes_in_order(rd, j))
+              opaque_reader = true;
+            else
+              others.insert(nodes[rd].group), takers[k].insert(nodes[rd].group);
+          }
+        if (!others.empty() || opaque_reader) keep += node_bytes(j) * int64_t(1 + others.size());
+        if (opaque_reader) again += node_bytes(j);
+        for (const Input& in : nodes[j].n->in) {
+          const int p = producer(in);
+          if ((p >= 0 && (in_r[size_t(p)] || is_const(p))) || !in.st ||
+              !seen[k].insert(in.st.get()).second)
+            continue;
+          if (p >= 0 && nodes[p].group == g)
+            again += node_bytes(p) * (nodes[p].materialize ? 1 : 2);
+          else if (loaded.count(in.st.get()))
+            again += read_bytes(in);
+        }
+      }
+      for (int j : r) {
+        auto [keep, again] = cost[root_of(j)];
+        if (again < keep && takers[root_of(j)].size() == 1) {
+          nodes[j].barrier = g;
+          any = true;
+        }
+      }
+      for (int j : r) in_r[size_t(j)] = 0;
+    }
+    if (!any)
+      for (PNode& pn : nodes) pn.home = -1;
+    return any;
+  }
+
+  // Does reader rd read node j element for element over j's shape (so that it could compute
+  // j in its own kernel), rather than through a view or broadcast?
+  bool takes_in_order(int rd, int j) const {
+    const Node& n = *nodes[rd].n;
+    if (n.base || prim_class(n.op) == PrimClass::Opaque || n.op == Op::Gather) return false;
+    for (const Input& in : n.in)
+      if (producer(in) == j && (!linear_identity(in.view, *nodes[j].n) ||
+                                (is_reduce(n.op) ? in.view.shape : n.shape) != nodes[j].n->shape))
+        return false;
+    return true;
+  }
+
+  // Recomputation's one constraint on the second planning: a moved node never shares a group
+  // with a node that stayed in the group it moved out of.
+  bool apart(int i, int g) const {
+    const PNode& me = nodes[i];
+    if (me.home < 0 && me.barrier < 0) return false;
+    for (int m : groups[g].members) {
+      const PNode& o = nodes[m];
+      if (me.barrier >= 0 && o.barrier < 0 && o.home == me.barrier) return true;
+      if (me.barrier < 0 && o.barrier >= 0 && o.barrier == me.home) return true;
+    }
+    return false;
+  }
+  bool groups_apart(int g, int h) const {
+    for (int m : groups[h].members)
+      if (apart(m, g)) return true;
     return false;
   }
 
@@ -291,6 +472,7 @@ class Planner : PlanState {
       int g = nodes[p].group;
       if (s && !fits(g, 1)) why = Split::Limit;
       if (s && why == Split::None && reduced_elsewhere(i, g)) why = Split::ReducedElsewhere;
+      if (s && why == Split::None && apart(i, g)) why = Split::Recompute;
       if (s && why == Split::None && !same_space(i, g, *s)) why = Split::OtherView;
       if (s && why == Split::None) {
         bool cyclic = false;
@@ -309,6 +491,8 @@ class Planner : PlanState {
       break;
     }
     if (target < 0) {
+      // A value computed again where it is read starts its group there.
+      if (me.barrier >= 0 && me.split == Split::None) me.split = Split::Recompute;
       new_group(own, axes, i);
       nodes[i].space = is_reduce(n.op) ? Space::Row : Space::Full;
       count_leaves(nodes[i].group, i);
@@ -369,7 +553,7 @@ class Planner : PlanState {
 
   bool mergeable(int g, int h) const {
     const PGroup &G = groups[g], &H = groups[h];
-    if (H.opaque || G.opaque || G.S != H.S) return false;
+    if (H.opaque || G.opaque || G.S != H.S || groups_apart(g, h)) return false;
     if (!G.axes.empty() && !H.axes.empty() && G.axes != H.axes) return false;
     if (int(G.members.size() + H.members.size()) > lim_.max_nodes) return false;
     if (G.leaves + H.leaves > lim_.max_leaves) return false;

@@ -35,6 +35,9 @@
     "of the device's memory")                                                                      \
   X(MaxGroupNodes, "LOOM_MAX_GROUP_NODES", Int, "128", Once,                                       \
     "ops a kernel at most (loads and scalar operands not counted); below 1: the default")          \
+  X(Recompute, "LOOM_RECOMPUTE", Flag, "1", Once,                                                  \
+    "0: a reduction group writes every value a later group reads, also where that group could "   \
+    "compute it again from fewer bytes (attention's probabilities, a norm's xhat)")                \
   X(PlanCache, "LOOM_PLAN_CACHE", Flag, "1", Once,                                                 \
     "0: every flush is planned afresh (no reuse of an earlier flush's groups)")                    \
   X(Segments, "LOOM_SEGMENTS", Flag, "1", Once,                                                   \
