@@ -374,7 +374,16 @@ void record_unary(Op op, const Tensor& x, Tensor& y) {
   record(
       y, unary_node_name(op), {x}, std::move(saved),
       [op, what](const Tensor& g, const std::vector<Tensor>& s, const std::vector<bool>&) {
-        return std::vector<Tensor>{unary_grad(op, g, s[0], s[1], what)};
+        // A 16-bit derivative in float32, rounded once (as torch's backward kernels): each op
+        // of the formula rounded to bfloat16 lost bits, and kept in float32 the formula's
+        // value is cheaper to compute again where dy is read than to write (mark_recompute).
+        auto wide = [](const Tensor& t) {
+          return t.defined() && is_reduced_float(t.dtype()) ? cast(t, DType::Float32) : t;
+        };
+        if (!is_reduced_float(g.dtype()))
+          return std::vector<Tensor>{unary_grad(op, g, s[0], s[1], what)};
+        return std::vector<Tensor>{
+            cast(unary_grad(op, wide(g), wide(s[0]), wide(s[1]), what), g.dtype())};
       },
       r.y ? 1 : -1);
 }
