@@ -312,10 +312,14 @@ TEST_CASE("autograd: composites through their decompositions") {
   Tensor w = tensor<double>({0.5, 1.5, 2.0, 0.75, 1.25, 3.0}, {6});
   for (Reduction r : {Reduction::Mean, Reduction::Sum, Reduction::None})
     for (bool weighted : {false, true}) {
-      NllLossOptions o;
-      o.reduction = r, o.ignore_index = 5;
-      if (weighted) o.weight = w;
-      gradcheck("nll_loss", [=](const V& v) { return nll_loss(v[0], lt::near(tw, v[0]), o); }, {x});
+      gradcheck("nll_loss",
+                [=](const V& v) {
+                  NllLossOptions o;  // the weights on the input's device
+                  o.reduction = r, o.ignore_index = 5;
+                  if (weighted) o.weight = lt::near(w, v[0]);
+                  return nll_loss(v[0], lt::near(tw, v[0]), o);
+                },
+                {x});
     }
 }
 
