@@ -4,7 +4,8 @@
 # (MOCK_NO_PEER=1) and once with LOOM_CUDA_PEER=0; then tests/cuda/mock/flush_calls.cpp: the
 # driver calls of a memory-hit flush (one launch a kernel, one sync, nothing else); then
 # tests/cuda/mock/oom_check.cpp: a flush that runs out of memory leaves only the failing work
-# pending. Needs NVRTC (the CUDA backend registers only
+# pending; then tests/cuda/mock/plan_bytes.cpp: the CUDA plan of a bf16 attention's forward and
+# backward moves fewer bytes in as many kernels with its recomputation (LOOM_RECOMPUTE) on. Needs NVRTC (the CUDA backend registers only
 # with it) and a configured build tree with tests: BUILD=build (default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,8 +13,9 @@ BUILD=${BUILD:-build}
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 cc -shared -fPIC -O1 -o "$TMP/libcuda.so.1" tests/cuda/mock/libcuda_mock.c
-cmake --build "$BUILD" --target loom_mock_devices_check loom_mock_flush_calls loom_mock_oom_check
-for m in devices_check flush_calls oom_check; do cp "$BUILD/tests/loom_mock_$m" "$TMP/$m"; done
+cmake --build "$BUILD" --target loom_mock_devices_check loom_mock_flush_calls loom_mock_oom_check \
+  loom_mock_plan_bytes
+for m in devices_check flush_calls oom_check plan_bytes; do cp "$BUILD/tests/loom_mock_$m" "$TMP/$m"; done
 export LOOM_CACHE_DIR="$TMP/cache"
 for env in "" "MOCK_NO_PEER=1" "LOOM_CUDA_PEER=0"; do
   echo "== mock devices ${env:-(peer copies)}"
@@ -23,3 +25,13 @@ echo "== mock driver calls a flush"
 env LD_LIBRARY_PATH="$TMP" "$TMP/flush_calls" 50
 echo "== mock out of memory in a flush"
 env LD_LIBRARY_PATH="$TMP" "$TMP/oom_check"
+echo "== mock save or recompute on a CUDA plan"
+read -r kept_bytes kept_kernels kept_again < <(env LD_LIBRARY_PATH="$TMP" LOOM_RECOMPUTE=0 "$TMP/plan_bytes")
+read -r bytes kernels again < <(env LD_LIBRARY_PATH="$TMP" "$TMP/plan_bytes")
+echo "kept: $kept_bytes bytes, $kept_kernels kernels; recomputed: $bytes bytes, $kernels kernels"
+# the float32 probabilities [4, 6, 128, 128] written and read back: 3 MiB
+if [ "$kept_again" != 0 ] || [ "$again" != 1 ] || [ "$kernels" != "$kept_kernels" ] ||
+  [ $((kept_bytes - bytes)) -lt 3000000 ]; then
+  echo "FAIL: recomputation did not take the probabilities out of the forward's kernel"
+  exit 1
+fi
