@@ -68,8 +68,8 @@ class Planner : PlanState {
 
   std::vector<Group> run() {
     place_all();
-    // Where a reduction group would write values that only later groups read and those could
-    // compute again from fewer bytes, plan once more with those values kept out of it.
+    // Where a group would write values that only a later group reads and that group could
+    // compute them again from fewer bytes, plan once more with those values kept out of it.
     if (fuse_ && recompute_on() && mark_recompute()) {
       for (PNode& pn : nodes) {
         pn.group = -1, pn.space = Space::Full, pn.rule = Rule::Start;
@@ -99,6 +99,8 @@ class Planner : PlanState {
   std::unordered_map<const Storage*, std::vector<ReduceLoad>> reduce_loads_;
   // Every node by the memory it reads (row_gather_group; built at a flush's first gather).
   std::unordered_map<const Storage*, std::vector<int>> mem_readers_;
+  // By first-planning group: whether values moved out of it (mark_recompute).
+  std::vector<char> split_home_;
 
   // Pointwise node i, with an input made in reduction group g, is read by nothing but
   // reductions over other dims (layer_norm's dy * xhat, summed over rows for dgamma, inside
@@ -216,6 +218,7 @@ class Planner : PlanState {
   // their counters.
   bool mark_recompute() {
     for (PNode& pn : nodes) pn.home = pn.group;
+    split_home_.assign(groups.size(), 0);
     std::vector<char> in_r(nodes.size(), 0);
     bool any = false;
     for (int g = 0; g < int(groups.size()); ++g) {
@@ -317,6 +320,7 @@ class Planner : PlanState {
         auto [keep, again] = cost[root_of(j)];
         if (again < keep && takers[root_of(j)].size() == 1) {
           nodes[j].barrier = g;
+          split_home_[size_t(g)] = 1;
           any = true;
         }
       }
@@ -343,7 +347,7 @@ class Planner : PlanState {
   // with a node that stayed in the group it moved out of.
   bool apart(int i, int g) const {
     const PNode& me = nodes[i];
-    if (me.home < 0 && me.barrier < 0) return false;
+    if (me.barrier < 0 && (me.home < 0 || !split_home_[size_t(me.home)])) return false;
     for (int m : groups[g].members) {
       const PNode& o = nodes[m];
       if (me.barrier >= 0 && o.barrier < 0 && o.home == me.barrier) return true;
@@ -657,7 +661,7 @@ class Planner : PlanState {
       if (j >= i || g < 0) continue;
       const PGroup& G = groups[g];
       if (!G.alive || G.opaque || G.S != x.view.shape || G.axes != std::vector<int>{d} ||
-          !fits(g, 1) || (px >= 0 && nodes[px].group == g))
+          !fits(g, 1) || (px >= 0 && nodes[px].group == g) || apart(i, g))
         continue;
       bool loads = false;  // a member of g loads x through the gather's view
       for (auto& in : nodes[j].n->in)
