@@ -243,7 +243,7 @@ class Planner : PlanState {
           bool outside = false;
           for (int rd : readers_[size_t(j)]) {
             if (nodes[rd].group != g)
-              outside = true, ok = ok && !(settled && groups[nodes[rd].group].opaque);
+              outside = true, ok = ok && !(settled && opaque_group(nodes[rd].group));
             else if (!in_r[size_t(rd)])
               ok = false;
           }
@@ -298,7 +298,7 @@ class Planner : PlanState {
         bool opaque_reader = nodes[j].in_memory;
         for (int rd : readers_[size_t(j)])
           if (!in_r[size_t(rd)]) {
-            if (groups[nodes[rd].group].opaque || !takes_in_order(rd, j))
+            if (opaque_group(nodes[rd].group) || !takes_in_order(rd, j))
               opaque_reader = true;
             else
               others.insert(nodes[rd].group), takers[k].insert(nodes[rd].group);
@@ -330,6 +330,9 @@ class Planner : PlanState {
       for (PNode& pn : nodes) pn.home = -1;
     return any;
   }
+
+  // A reader outside every group (none is, but an unplaced one must count as memory).
+  bool opaque_group(int g) const { return g < 0 || groups[g].opaque; }
 
   // Does reader rd read node j element for element over j's shape (so that it could compute
   // j in its own kernel), rather than through a view or broadcast?
