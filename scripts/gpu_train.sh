@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# On the GPU machine (shared/GPU.md): the training steps against torch eager and torch.compile
+# in one call. Installs loom's Python package from this tree (scripts/gpu_env.sh), then runs
+# bench/train_cpu.py at nanoGPT's shakespeare-char size under bf16 autocast (with the peers)
+# and in float32, each knob A/B below without torch.compile, and bench/step_kernels.py's
+# kernel listing of the bf16 step. Full output goes to $OUT (or ./gpu-train-out); the step
+# times are printed last.
+#   GPU_TRAIN_AB="LOOM_RECOMPUTE=0 LOOM_CUDA_PW_ROLL=1"  knob settings to A/B, one run each
+#   GPU_TRAIN_ROUNDS=3                                   rounds of each run
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-gpu-train-out}
+mkdir -p "$OUT"
+source scripts/gpu_env.sh
+gpu_python_install "$OUT/py.log" || { tail -20 "$OUT/py.log"; exit 1; }
+SIZE="--models gpt --layers 6 --heads 6 --width 384 --block 256 --batch 64"
+ARGS="--device cuda $SIZE --rounds ${GPU_TRAIN_ROUNDS:-3} --steps 5"
+run() {  # name, then env settings and arguments
+  local name=$1
+  shift
+  env "$@" >"$OUT/$name.txt" 2>&1
+  echo "== $name"
+  grep -E "^(gpt|loom|torch)" "$OUT/$name.txt"
+}
+run bf16 python3 bench/train_cpu.py $ARGS --autocast bfloat16
+run f32 python3 bench/train_cpu.py $ARGS
+for ab in ${GPU_TRAIN_AB-LOOM_RECOMPUTE=0 LOOM_CUDA_PW_ROLL=1}; do
+  run "bf16_${ab%%=*}" "$ab" python3 bench/train_cpu.py $ARGS --autocast bfloat16 --no-compile
+done
+timeout 200 python3 bench/step_kernels.py ${SIZE/--models/--model} --autocast bfloat16 --order \
+  >"$OUT/kernels_bf16.txt" 2>"$OUT/fusion_bf16.log"
+echo "== bf16 fused kernels by signature ($OUT/kernels_bf16.txt)"
+sed -n '/by signature/,$p' "$OUT/kernels_bf16.txt" | head -12
