@@ -70,10 +70,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   const DType lo = q.dtype();
   const bool flash = q.dtype() == k.dtype() && q.dtype() == v.dtype() &&
                      (!mask || mask->dtype() == DType::Bool || mask->dtype() == q.dtype());
-  // The softmax's dtype: float32 for the 16-bit types, else the inputs' own.
-  const bool narrow = lo == DType::BFloat16 || lo == DType::Float16;
-  auto wide = [narrow](const Tensor& t) { return narrow ? cast(t, DType::Float32) : t; };
-  auto low = [narrow, lo](const Tensor& t) { return narrow ? cast(t, lo) : t; };
+  // The softmax's dtype: float32 for the 16-bit types, else the inputs' own (acc_float).
+  auto wide = [](const Tensor& t) { return cast(t, acc_float(t.dtype())); };
+  auto low = [lo](const Tensor& t) { return cast(t, lo); };
   std::vector<Tensor> ins{q, k, v};
   if (mask && mask->dtype() != DType::Bool) ins.push_back(*mask);
   if (!flash || !autograd::needs_grad(ins)) {

@@ -377,9 +377,7 @@ void record_unary(Op op, const Tensor& x, Tensor& y) {
         // A 16-bit derivative in float32, rounded once (as torch's backward kernels): each op
         // of the formula rounded to bfloat16 lost bits, and kept in float32 the formula's
         // value is cheaper to compute again where dy is read than to write (mark_recompute).
-        auto wide = [](const Tensor& t) {
-          return t.defined() && is_reduced_float(t.dtype()) ? cast(t, DType::Float32) : t;
-        };
+        auto wide = [](const Tensor& t) { return t.defined() ? cast(t, acc_float(t.dtype())) : t; };
         if (!is_reduced_float(g.dtype()))
           return std::vector<Tensor>{unary_grad(op, g, s[0], s[1], what)};
         return std::vector<Tensor>{
