@@ -170,5 +170,10 @@ int stage_col_bytes(const Group& g, int rows);
 
 int row_cache_bytes(const Group& g, int remat, int vw = 0, bool retained_only = false,
                     uint64_t novec = 0);
+// Registers of the widest pass's own chunk arrays in a persistent row kernel of variant v: the
+// unit-stride leaves a pass loads for itself alone, live beside the held values while it
+// computes (a lane's k chunks of each; one chunk of a leaf every row reads alike, a norm's
+// weight, which RowWalk::walk loads at its chunk).
+int row_walk_regs(const Group& g, const Variant& v);
 
 }  // namespace loom::cuda

@@ -2,9 +2,11 @@
 // launcher budgets for it (row_cache_bytes).
 #include <functional>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "cuda/codegen_rows.h"
+#include "cuda/launch_geometry.h"
 #include "cuda/prims.h"
 
 namespace loom::cuda::gen {
@@ -105,11 +107,25 @@ RowPlan row_plan(const Group& g, const Emitter& e, int remat) {
 
 namespace loom::cuda {
 
-int row_cache_bytes(const Group& g, int remat, int vw, bool retained_only, uint64_t novec) {
+namespace {
+
+struct RowBytes {
+  int held = 0;      // cached values and retained leaf vectors, bytes a column
+  int retained = 0;  // the retained leaf vectors alone
+  int walk = 0;      // the widest pass's own chunk arrays (lw), bytes a column
+  int walk_one = 0;  // of that pass's leaves every row reads alike (one chunk held)
+};
+
+int column_bytes(const Group& g, int leaf, int vw) {
+  int isz = int(itemsize(g.leaves[leaf].dtype));
+  return vw > 0 ? (vw * isz + 3) / 4 * 4 / vw : isz;
+}
+
+RowBytes row_bytes(const Group& g, int remat, int vw, uint64_t novec) {
   // The launcher asks on every launch, and planning takes a while: remembered per thread by
   // signature, which covers everything the answer depends on (ops, dtypes, stride classes).
-  thread_local std::map<std::tuple<uint64_t, int, int, bool, uint64_t>, int> memo;
-  std::tuple<uint64_t, int, int, bool, uint64_t> key{g.signature, remat, vw, retained_only, novec};
+  thread_local std::map<std::tuple<uint64_t, int, int, uint64_t>, RowBytes> memo;
+  std::tuple<uint64_t, int, int, uint64_t> key{g.signature, remat, vw, novec};
   if (g.signature != 0) {
     auto it = memo.find(key);
     if (it != memo.end()) return it->second;
@@ -118,16 +134,51 @@ int row_cache_bytes(const Group& g, int remat, int vw, bool retained_only, uint6
   gen::Emitter e(g);
   e.novec = novec;
   gen::RowPlan p = gen::row_plan(g, e, remat);
-  int bytes = 0;
+  RowBytes b;
   for (size_t i = 0; i < p.cached.size(); ++i)
-    if (p.cached[i] && !retained_only)
-      bytes += itemsize(compute_dtype(g.nodes[i].dtype)) > 4 ? 8 : 4;
-  for (int leaf : p.retained) {
-    int isz = int(itemsize(g.leaves[leaf].dtype));
-    bytes += vw > 0 ? (vw * isz + 3) / 4 * 4 / vw : isz;
+    if (p.cached[i]) b.held += itemsize(compute_dtype(g.nodes[i].dtype)) > 4 ? 8 : 4;
+  for (int leaf : p.retained) b.retained += column_bytes(g, leaf, vw);
+  b.held += b.retained;
+  // A pass's walk loads every unit-stride leaf it reads and no later pass reads again into
+  // arrays of its own (RowWalk::walk), live beside the held values while that pass runs: all
+  // of a lane's chunks before it computes, or one at a time for a leaf every row reads alike.
+  const int R = e.rank;
+  auto invariant = [&](int leaf) {
+    for (int d = 0; d < e.kept; ++d)
+      if (e.cls(leaf, d) != gen::Cls::Zero) return false;
+    return true;
+  };
+  for (int q = 0; q < g.passes; ++q) {
+    std::set<int> own;
+    for (int id = 0; id < int(g.nodes.size()); ++id) {
+      const GNode& x = g.nodes[id];
+      if (x.space != Space::Full || !is_load(x) || p.retained.count(x.leaf)) continue;
+      if (p.home[id] != q && !p.again[q][id]) continue;
+      if (R - e.kept == 1 && e.is_memory(x.leaf) && e.cls(x.leaf, R - 1) == gen::Cls::One &&
+          e.vec_ok(x.leaf))
+        own.insert(x.leaf);
+    }
+    int w = 0, one = 0;
+    for (int leaf : own) (invariant(leaf) ? one : w) += column_bytes(g, leaf, vw);
+    if (w * 8 + one > b.walk * 8 + b.walk_one) b.walk = w, b.walk_one = one;
   }
-  if (g.signature != 0) memo.emplace(key, bytes);
-  return bytes;
+  if (g.signature != 0) memo.emplace(key, b);
+  return b;
+}
+
+}  // namespace
+
+int row_cache_bytes(const Group& g, int remat, int vw, bool retained_only, uint64_t novec) {
+  RowBytes b = row_bytes(g, remat, vw, novec);
+  return retained_only ? b.retained : b.held;
+}
+
+int row_walk_regs(const Group& g, const Variant& v) {
+  if (v.k == 0) return 0;
+  RowBytes b = row_bytes(g, v.remat, v.vw, v.novec);
+  const bool peel = v.shift >= 0 && v.vw > 1;  // peeled rows load every leaf's chunks first
+  return int(cdiv(int64_t(v.k) * v.vw * (b.walk + (peel ? b.walk_one : 0)), 4) +
+             (peel ? 0 : cdiv(int64_t(v.vw) * b.walk_one, 4)));
 }
 
 }  // namespace loom::cuda

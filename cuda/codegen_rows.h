@@ -118,6 +118,12 @@ class RowContext {
     if (staged_.count(a)) return true;
     return R_ - K_ == 1 && e_.is_memory(a) && e_.cls(a, R_ - 1) == Cls::One && e_.vec_ok(a);
   }
+  // A leaf every row reads alike: stride 0 along each kept dim.
+  bool row_invariant(int leaf) const {
+    for (int d = 0; d < K_; ++d)
+      if (e_.cls(leaf, d) != Cls::Zero) return false;
+    return true;
+  }
   std::string vec_t(int a) const {
     return "lm_vec<" + std::string(Emitter::storage_type(e_.storage_dtype(a))) + ", " + S(v_.vw) +
            ">";

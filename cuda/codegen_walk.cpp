@@ -137,13 +137,20 @@ std::string RowWalk::walk(int q, const std::vector<int>& nodes, bool store,
   const std::string pcol = "ch * " + S(v_.vw) + "u + (U)e - sh";
   std::string code;
   // Retained leaves are loaded once, by the first pass that reads them, into the row's lr
-  // arrays (declared by single()); the other leaves into this walk's lw arrays.
-  std::vector<std::string> loads, parts;
+  // arrays (declared by single()); the other leaves into this walk's lw arrays, all chunks
+  // first -- except, in a row that holds its values, leaves every row reads alike (a norm's
+  // weight and bias): cache hits, loaded at their chunk, so their k chunks do not sit in
+  // registers beside the held ones (row_walk_bytes counts one chunk of them).
+  std::vector<std::string> loads, parts, late;
   for (int leaf : vleaves) {
     bool keep = retained_.count(leaf) > 0;
     if (keep && !loaded_.insert(leaf).second) continue;
     std::string name = (keep ? "lr" : "lw") + S(leaf);
     if (!keep) code += ind + leaf_vec_t(leaf) + " " + name + "[" + S(uf) + "];\n";
+    if (!keep && v_.k > 0 && !peel_ && !staged_.count(leaf) && row_invariant(leaf)) {
+      late.push_back(in4 + name + "[k] = " + vload(leaf_vec_t(leaf), chunk_addr(leaf)) + ";\n");
+      continue;
+    }
     loads.push_back(staged_.count(leaf) ? staged_load(leaf, name, in4)
                     : shifted(leaf)     ? realigned_load(leaf, name, in4)
                                         : in4 + name + "[k] = " +
@@ -166,6 +173,7 @@ std::string RowWalk::walk(int q, const std::vector<int>& nodes, bool store,
   code += ind + "#pragma unroll\n" + ind + "for (int k = 0; k < " + S(uf) + "; ++k) {\n" + chunk;
   code += in2 + "if (" + cond + ") {\n";
   if (peel_) code += in3 + "if (" + whole + ") {\n";
+  for (const std::string& l : late) code += l;
   if (!vouts.empty()) e_.need("vec");
   for (int o : vouts)
     code += packed(e_.out_access(o)) ? in4 + "float of" + S(o) + "[" + S(v_.vw) + "];\n"

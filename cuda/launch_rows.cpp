@@ -201,12 +201,15 @@ void row_geometry(const Group& g, int64_t nch, int vw, Variant& v) {
 }
 
 // Min blocks an SM that __launch_bounds__ asks of a persistent row kernel: as many as the SM's
-// 2048 threads allow while a thread keeps the registers its held values take plus 16 (ptxas -v,
-// bench/row_regs.cpp: layer_norm, rms_norm and softmax lanes fit that without spills, so more
-// blocks an SM than ptxas picks uncapped). 0 (no cap) where that leaves one block.
+// 2048 threads allow while a thread keeps the registers its held values and its widest pass's
+// own chunk arrays take, plus 16 (ptxas -v, bench/row_regs.cpp: layer_norm, rms_norm and
+// softmax lanes fit that without spills, so more blocks an SM than ptxas picks uncapped; a
+// layer_norm with f32 weight and bias spilled 600 bytes a thread when their arrays were left
+// out). 0 (no cap) where that leaves one block.
 int row_min_blocks(const Group& g, const Variant& v) {
   if (v.k == 0) return 0;  // the loop kernels spill under any cap
   int64_t held = cdiv(int64_t(v.k) * v.vw * row_cache_bytes(g, v.remat, v.vw, false, v.novec), 4);
+  held += row_walk_regs(g, v);
   // Prefetch holds the next row's vectors too: 2 always; 1 on narrow rows, where ptxas hoists
   // the reloads above the current chunk's conversions (f32 rows stay within their held words
   // plus a few). Narrow prefetching rows keep 24 registers beside the held words for their

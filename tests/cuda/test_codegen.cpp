@@ -736,6 +736,39 @@ TEST_CASE("codegen: persistent rows hold narrow rows in their storage type") {
   CHECK_FALSE(lc::compile(lc::generate(sm_bf16, capped).source, "loom_rows", 9, 0).cubin.empty());
 }
 
+TEST_CASE("codegen: a held row's register cap leaves room for the weights it loads") {
+  // A transformer block's residual add and layer_norm: a bf16 branch into the f32 stream, f32
+  // weight and bias. Its rows hold both inputs; the
+  // weight and bias, read alike by every row, load at their chunk in the last pass, and the
+  // cap (__launch_bounds__' min blocks) counts that chunk: ptxas keeps it all in registers.
+  for (int64_t cols : {384, 768, 1024}) {
+    Tensor x = data({16384, cols}, DType::Float32), r = data({16384, cols}, DType::BFloat16, 2);
+    Tensor w = data({cols}, DType::Float32, 3), b = data({cols}, DType::Float32, 4);
+    Tensor y = layer_norm(x.clone() + cast(r.clone(), DType::Float32), {cols}, w, b);
+    Group g = reducing(y);
+    lc::Variant v = lc::choose_variant(g, 132);
+    INFO(cols << " " << v.key());
+    REQUIRE(v.k > 0);
+    // Two f32 leaves of one chunk each (bias and weight: 2 * vw registers).
+    CHECK(lc::row_walk_regs(g, v) == 2 * v.vw);
+    CHECK(v.minb >= 2);
+    const std::string src = lc::generate(g, v).source;
+    // Loaded inside the loop that computes each chunk, not all chunks up front.
+    const size_t compute = src.rfind("#pragma unroll\n      for (int k = 0;");
+    REQUIRE(compute != std::string::npos);
+    std::istringstream lines(src.substr(compute));
+    int late = 0;
+    for (std::string l; std::getline(lines, l);)
+      late += l.find(" lw") != std::string::npos && l.find("[k] = *(const lm_vec<float") != l.npos;
+    CHECK(late == 2);
+    if (!lc::nvrtc_available()) continue;
+    lc::CompileResult c = lc::compile(src, "loom_ln_regs", 9, 0, {"--ptxas-options=-v"});
+    INFO(c.log);
+    REQUIRE_FALSE(c.cubin.empty());
+    CHECK(c.log.find(" 0 bytes spill stores") != std::string::npos);
+  }
+}
+
 TEST_CASE("codegen: misaligned bf16 rows peel a partial chunk at each end") {
   if (knob_set(Knob::CudaRowPeel)) return;  // the defaults below
   // 1001 columns: row r starts at element 1001 r, 2-byte aligned only; its 16-byte grid moves
