@@ -2,8 +2,8 @@
 # On the GPU machine (shared/GPU.md): the training steps against torch eager and torch.compile
 # in one call. Installs loom's Python package from this tree (scripts/gpu_env.sh), then runs
 # bench/train_cpu.py at nanoGPT's shakespeare-char size under bf16 autocast (with the peers)
-# and in float32, each knob A/B below without torch.compile, and bench/step_kernels.py's
-# kernel listing of the bf16 step. Full output goes to $OUT (or ./gpu-train-out); the step
+# and in float32, each knob A/B below without torch.compile, bench/step_phases.py's host time
+# of the bf16 step, and bench/step_kernels.py's wall and GPU busy times and kernel listing of it. Full output goes to $OUT (or ./gpu-train-out); the step
 # times are printed last.
 #   GPU_TRAIN_AB="LOOM_RECOMPUTE=0 LOOM_CUDA_PW_ROLL=1"  knob settings to A/B, one run each
 #   GPU_TRAIN_ROUNDS=3                                   rounds of each run
@@ -27,6 +27,16 @@ run f32 python3 bench/train_cpu.py $ARGS
 for ab in ${GPU_TRAIN_AB-LOOM_RECOMPUTE=0 LOOM_CUDA_PW_ROLL=1}; do
   run "bf16_${ab%%=*}" "$ab" python3 bench/train_cpu.py $ARGS --autocast bfloat16 --no-compile
 done
+# Host time by phase (recording, flush), with the driver calls' counts and times.
+LOOM_CUDA_CALL_TIMES=1 timeout 120 python3 bench/step_phases.py --device cuda \
+  ${SIZE/--models gpt /} --autocast bfloat16 >"$OUT/phases_bf16.txt" 2>&1
+echo "== bf16 step's host time ($OUT/phases_bf16.txt)"
+head -4 "$OUT/phases_bf16.txt"
+# Wall and GPU busy time a step, loom and torch eager.
+timeout 200 python3 bench/step_kernels.py ${SIZE/--models/--model} --autocast bfloat16 \
+  >"$OUT/busy_bf16.txt" 2>&1
+echo "== bf16 step's wall and GPU busy time ($OUT/busy_bf16.txt)"
+grep "^==" "$OUT/busy_bf16.txt"
 timeout 200 python3 bench/step_kernels.py ${SIZE/--models/--model} --autocast bfloat16 --order \
   >"$OUT/kernels_bf16.txt" 2>"$OUT/fusion_bf16.log"
 echo "== bf16 fused kernels by signature ($OUT/kernels_bf16.txt)"
