@@ -204,7 +204,11 @@ CudaPrim lowering(Op op) {
       return {kLibm, 0,
               [](const Expr& c) { return c.helper("sigmoid", "lm_sigmoid(" + c.X + ")"); }};
     case Op::Gelu:
-      return {kLibm, 0, [](const Expr& c) { return c.helper("gelu", "lm_gelu(" + c.X + ")"); }};
+      return {kLibm, 0, [](const Expr& c) {
+                if (c.n.dtype == DType::BFloat16 || c.n.dtype == DType::Float16)
+                  return c.helper("gelunarrow", "lm_gelu_narrow(" + c.X + ")");
+                return c.helper("gelu", "lm_gelu(" + c.X + ")");
+              }};
     case Op::GeluTanh:
       return {kLibm, 0,
               [](const Expr& c) { return c.helper("gelutanh", "lm_gelu_tanh(" + c.X + ")"); }};
