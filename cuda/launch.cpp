@@ -58,10 +58,12 @@ constexpr int kRollBudget = 160;
 // Vector-loop shape of a pointwise variant with `V` lanes reading `nvec` arrays as vectors.
 void pointwise_shape(const Group& g, int nvec, Variant& v) {
   const PwPolicy& p = pw_policy();
-  // A big 1-D body takes the scalar loop (auto): it compiles once with no vector scaffolding
-  // (faster to compile than the rolled vector loop), and a body that big is bound by
-  // arithmetic, not by 16-byte accesses.
-  if (p.roll < 0 && g.space.size() == 1 && v.vec * body_weight(g) > kRollBudget) {
+  // A big 1-D body of 4-byte elements takes the scalar loop (auto): it compiles once with no
+  // vector scaffolding (faster to compile than the rolled vector loop), and a body that big is
+  // bound by arithmetic, not by 16-byte accesses. Not 2-byte elements (8 lanes): a warp's scalar
+  // access is then 64 bytes, and a bf16 gelu backward (3 reads, an exp and a division an
+  // element) ran at half the memory's speed on an H100.
+  if (p.roll < 0 && g.space.size() == 1 && v.vec <= 4 && v.vec * body_weight(g) > kRollBudget) {
     v.vec = 1;
     return;
   }

@@ -564,7 +564,7 @@ TEST_CASE("codegen: pointwise vector loops") {
   std::set<std::string> keys, sources;
   for (const Group* g : {&sin_g, &sin_h, &bias_g}) {
     lc::Variant v = lc::choose_variant(*g, 132);
-    v.vec = std::max(v.vec, g == &sin_h ? 8 : 4);  // big 1-D bodies pick the scalar loop
+    v.vec = std::max(v.vec, g == &sin_h ? 8 : 4);  // big f32 1-D bodies pick the scalar loop
     for (int u : {1, 2, 4})
       for (bool roll : {false, true}) {
         v.unroll = u, v.roll = roll;
@@ -607,8 +607,12 @@ TEST_CASE("codegen: pointwise vector loops") {
     // Lanes roll only for big bodies: a chain of cheap ops stays unrolled, a sin rolls them.
     CHECK_FALSE(lc::choose_variant(only(relu(xd.clone() * 1.5 + 0.5) * xd), 132).roll);
     CHECK_FALSE(lc::choose_variant(only(tanh(xd.clone()) * 0.5 + xd), 132).roll);
-    // A big 1-D body takes the scalar loop; an n-D one the rolled vector loop, 1 a thread.
+    // A big 1-D body of 4-byte elements takes the scalar loop; of 2-byte ones (a warp's scalar
+    // access would be 64 bytes) and an n-D one the rolled vector loop, 1 a thread.
     CHECK(lc::choose_variant(sin_g, 132).vec == 1);
+    lc::Variant hv = lc::choose_variant(sin_h, 132);
+    CHECK(hv.vec == 8);
+    CHECK(hv.roll);
     lc::Variant rv = lc::choose_variant(only(sin(md.clone() + bd)), 132);
     CHECK(rv.vec == 4);
     CHECK(rv.roll);
@@ -1199,9 +1203,19 @@ TEST_CASE("codegen: a kernel carries only the helpers it uses") {
   CHECK(rnd.find("lm_philox") != std::string::npos);
   CHECK(rnd.find("lm_randn") == std::string::npos);
   CHECK(rnd.find("lm_b2f") == std::string::npos);
+  // gelu: the float form carries the argument's rounding (a pair and an exp); a bf16 or f16
+  // result, rounded past that error, takes the plain erfc.
+  std::string gf = source(gelu(fd.clone(), "none")), gb = source(gelu(bd.clone(), "none"));
+  std::string gh = source(gelu(cast(bd.clone(), DType::Float16), "none"));
+  CHECK(gf.find("lm_gelu(") != std::string::npos);
+  CHECK(gf.find("lm_gelu_narrow") == std::string::npos);
+  for (const std::string* s : {&gb, &gh}) {
+    CHECK(s->find("lm_gelu_narrow(") != std::string::npos);
+    CHECK(s->find("lm_exp_tail") == std::string::npos);
+  }
   if (!lc::nvrtc_available()) return;
   StrictGuard strict;
-  for (const std::string* s : {&f32, &bf16, &rnd})
+  for (const std::string* s : {&f32, &bf16, &rnd, &gf, &gb, &gh})
     CHECK_FALSE(lc::compile(*s, "loom_helpers", 9, 0).cubin.empty());
 }
 
