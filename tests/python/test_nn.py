@@ -644,6 +644,22 @@ def test_clip_grad_norm_matches_numpy_without_flushing(rng, norm_type):
         np.testing.assert_allclose(p.grad.numpy(), g * scale, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("norm_type", [2.0, math.inf, -math.inf, 0.0, 0.5])
+def test_total_norm_of_many_tensors_takes_a_kernel_each_and_a_few(rng, norm_type):
+    # One reduction a tensor, then their parts combined in a few fused kernels: no kernel a
+    # tensor to gather the per-tensor results (a stack of them took one copy each).
+    gs = [loom.tensor(rng.standard_normal(s)).to(loom.float32)
+          for s in [(40, 30), (30,), (7, 7, 7)] * 10]
+    loom.sync()
+    flat = np.concatenate([g.numpy().ravel() for g in gs]).astype(np.float64)
+    loom.reset_counters()
+    total = nn.utils.get_total_norm(gs, norm_type)
+    got = total.item()
+    assert loom.counters()["kernels"] <= len(gs) + 4, loom.counters()
+    assert total.dtype == loom.float32
+    np.testing.assert_allclose(got, np.linalg.norm(flat, norm_type), rtol=2e-5)
+
+
 def test_clip_grad_norm_below_max_and_value_clip(rng):
     ps, grads = _params_with_grads(rng, dtype=loom.float64)
     total_ref = math.sqrt(sum((g ** 2).sum() for g in grads))

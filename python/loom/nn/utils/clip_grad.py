@@ -29,13 +29,28 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     norm_type = float(norm_type)
     if not tensors:
         return _loom.tensor(0.0)
+    dtype = functools.reduce(_loom.promote_types, [t.dtype for t in tensors])
+    wide = _loom.float64 if dtype == _loom.float64 else _loom.float32
+    # Each tensor's part (its max, or its sum of |x|^p) combined by a chain of 0-d ops: one
+    # fused kernel (a few past the kernel's inputs), where stacking the per-tensor norms
+    # copied each into the stack with a kernel of its own. The p-th root is taken once.
+    parts = []
+    for t in tensors:
+        a = t.to(dtype=wide).abs()
+        parts.append((a.amax() if norm_type > 0 else a.amin()) if math.isinf(norm_type)
+                     else (a != 0).to(dtype=wide).sum() if norm_type == 0
+                     else a.sum() if norm_type == 1
+                     else (a * a).sum() if norm_type == 2
+                     else a.pow(norm_type).sum())
     if math.isinf(norm_type):
-        norms = [t.abs().amax() for t in tensors]
+        total = functools.reduce(_loom.maximum if norm_type > 0 else _loom.minimum, parts)
     else:
-        norms = [_loom.norm(t, norm_type) for t in tensors]
-    dtype = functools.reduce(_loom.promote_types, [n.dtype for n in norms])
-    stacked = _loom.stack([n.to(dtype=dtype) for n in norms])
-    total = stacked.amax() if math.isinf(norm_type) else _loom.norm(stacked, norm_type)
+        total = functools.reduce(lambda x, y: x + y, parts)
+        if norm_type == 2:
+            total = total.sqrt()
+        elif norm_type not in (0.0, 1.0):
+            total = total.pow(1.0 / norm_type)
+    total = total.to(dtype=dtype)
     if error_if_nonfinite and not bool(total.isfinite().item()):
         raise RuntimeError(
             f"The total norm of order {norm_type} for gradients from `parameters` is "
