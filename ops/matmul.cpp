@@ -1,6 +1,7 @@
 // matmul / bmm: validated and broadcast here, run by the backend's BLAS (a group boundary).
 #include "ops/grad_node.h"
 #include "ops/record.h"
+#include "tensor/backend.h"
 
 namespace loom {
 namespace {
@@ -24,6 +25,11 @@ std::optional<Tensor> as_rows(const Tensor& t) {
   if (t.dim() > 2 && leading_dims_collapse(t, t.dim() - 2))
     return t.reshape({-1, t.shape().back()});
   return std::nullopt;
+}
+
+// Whether d's backend runs a matmul's pointwise consumers as the matmul's epilogue.
+bool matmul_epilogue_on(Device d) {
+  return backend_available(d.kind) && backend(d).caps().matmul_epilogue;
 }
 
 // t's dims with the last one n: the shape a product of as_rows(t) takes back.
@@ -102,10 +108,17 @@ Tensor linear(const Tensor& input, const Tensor& weight, const std::optional<Ten
   if (autocast_to_low(input) || autocast_to_low(weight) || (bias && autocast_to_low(*bias)))
     return linear(autocast_low(input), autocast_low(weight),
                   bias ? std::optional(autocast_low(*bias)) : std::nullopt);
-  // The bias added to the one [(... M), N] GEMM before the result takes the input's leading
-  // dims: added after, it would run over another shape than C's and miss the epilogue.
-  if (std::optional<Tensor> rows = as_rows(input))
-    return linear(*rows, weight, bias).reshape(last_as(input, weight.shape()[0]));
+  // Where the backend runs a matmul's pointwise consumers as its epilogue, the bias is added
+  // to the one [(... M), N] GEMM before the result takes the input's leading dims: added
+  // after, it would run over another shape than C's and miss the epilogue. Elsewhere it is
+  // added after, over the shape the consumers have (a GELU, a residual add and the norm after
+  // it), so that it joins their kernel instead of taking one of its own.
+  if (std::optional<Tensor> rows = as_rows(input)) {
+    const Shape out_shape = last_as(input, weight.shape()[0]);
+    if (!bias || matmul_epilogue_on(input.device()))
+      return linear(*rows, weight, bias).reshape(out_shape);
+    return linear(*rows, weight, std::nullopt).reshape(out_shape) + *bias;
+  }
   Tensor out = matmul(input, weight.t());
   return bias ? out + *bias : out;
 }

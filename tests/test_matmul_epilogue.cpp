@@ -371,3 +371,45 @@ TEST_CASE("matmul epilogue: gelu(x @ w + b) is one kernel, C never written; off:
     CHECK(count(f).kernels == 3);  // matmul, add, gelu
   }
 }
+
+TEST_CASE(
+    "matmul epilogue: without one, linear over [B, T, C] adds its bias in its consumers' kernel") {
+  // A backend that runs no epilogue (the CUDA one; the CPU with LOOM_CPU_MATMUL_EPILOGUE=0):
+  // the bias is added over [B, T, N], the shape its consumers have, so a GELU after it (or a
+  // residual add and the norm after that) takes it into its own kernel. Added over the GEMM's
+  // [B * T, N], it ran as a kernel of its own that wrote the sum for the next one to read.
+  Tensor x = lt::random({3, 37, 24}, DType::Float32, 91, -1, 1);
+  Tensor w = lt::random({19, 24}, DType::Float32, 92, -1, 1);
+  Tensor b = lt::random({19}, DType::Float32, 93, -1, 1);
+  Tensor r = lt::random({3, 37, 19}, DType::Float32, 94, -1, 1);
+  Vec c = ref_bmm(host(x), host(w.t().contiguous()), 3, 37, 24, 19, true), hb = host(b);
+  Vec hr = host(r), want_gelu(c.size()), want_norm_in(c.size());
+  for (size_t i = 0; i < c.size(); ++i) {
+    const double v = c[i] + hb[i % 19];
+    want_gelu[i] = v / 2 * std::erfc(-v / std::sqrt(2.0));
+    want_norm_in[i] = v + hr[i];
+  }
+  auto g = [&] { return gelu(linear(x, w, b), "none"); };
+  auto res = [&] { return layer_norm(r + linear(x, w, b), {19}); };
+  setenv("LOOM_CPU_MATMUL_EPILOGUE", "0", 1);
+  Tensor y;
+  Counts n = count(g, &y);
+  check_close(y, want_gelu, kRef);
+  CHECK(n.kernels == 2);  // the GEMM; the bias add with the GELU
+  CHECK(n.materialized == 2);
+  lt::check_fused_matches_unfused(g);
+  Counts m = count(res, &y);
+  CHECK(m.kernels == 2);  // the GEMM; the bias add, the residual add and the norm's row kernel
+  lt::check_fused_matches_unfused(res);
+  unsetenv("LOOM_CPU_MATMUL_EPILOGUE");
+  // The norm of want_norm_in's rows, against the kernel's.
+  Vec want_y(c.size());
+  for (size_t row = 0; row < c.size() / 19; ++row) {
+    double mu = 0, var = 0;
+    for (int j = 0; j < 19; ++j) mu += want_norm_in[row * 19 + j] / 19;
+    for (int j = 0; j < 19; ++j) var += std::pow(want_norm_in[row * 19 + j] - mu, 2) / 19;
+    for (int j = 0; j < 19; ++j)
+      want_y[row * 19 + j] = (want_norm_in[row * 19 + j] - mu) / std::sqrt(var + 1e-5);
+  }
+  check_close(y, want_y, kRef);
+}
