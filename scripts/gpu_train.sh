@@ -7,6 +7,7 @@
 # times are printed last.
 #   GPU_TRAIN_AB="LOOM_RECOMPUTE=0 LOOM_CUDA_PW_ROLL=1"  knob settings to A/B, one run each
 #   GPU_TRAIN_ROUNDS=3                                   rounds of each run
+#   GPU_TRAIN_F32_ORDER=1                                also the float32 step's kernel listing
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-train-out}
@@ -41,3 +42,9 @@ timeout 200 python3 bench/step_kernels.py ${SIZE/--models/--model} --autocast bf
   >"$OUT/kernels_bf16.txt" 2>"$OUT/fusion_bf16.log"
 echo "== bf16 fused kernels by signature ($OUT/kernels_bf16.txt)"
 sed -n '/by signature/,$p' "$OUT/kernels_bf16.txt" | head -12
+if [ "${GPU_TRAIN_F32_ORDER:-0}" = 1 ]; then
+  timeout 200 python3 bench/step_kernels.py ${SIZE/--models/--model} --order \
+    >"$OUT/kernels_f32.txt" 2>"$OUT/fusion_f32.log"
+  echo "== f32 fused kernels by signature ($OUT/kernels_f32.txt)"
+  sed -n '/by signature/,$p' "$OUT/kernels_f32.txt" | head -12
+fi
