@@ -38,20 +38,21 @@ enum class Space : uint8_t { Full, Row };
   X(RowGather, "row_gather")           /* one element a row picked from memory (caps.row_gather) */
 
 // Why a node did not join the group of a producer in the flush (printed after "start").
-#define LOOM_SPLIT_REASONS(X)                                             \
-  X(None, "")                                                             \
-  X(ProducerOpaque, "the producer runs alone (matmul, scan)")             \
-  X(ProducerRegionWrite, "the producer writes a region of memory")        \
-  X(ProducerAlloc, "the producer is an allocation")                       \
-  X(View, "read through a view (not in the producer's own order)")        \
-  X(Shape, "another iteration space")                                     \
-  X(Axes, "a reduction over other dims")                                  \
-  X(Limit, "the producer's group is full (LOOM_MAX_GROUP_NODES, inputs)") \
-  X(OtherView, "it reads the producer's group through another view too")  \
-  X(Cycle, "joining would close a cycle through another group")           \
-  X(EpilogueOp, "a matmul's epilogue takes pointwise ops only")           \
-  X(ReducedElsewhere, "only reductions over other dims read it")          \
-  X(Recompute, "computed again where it is read: fewer bytes than writing it")
+#define LOOM_SPLIT_REASONS(X)                                                  \
+  X(None, "")                                                                  \
+  X(ProducerOpaque, "the producer runs alone (matmul, scan)")                  \
+  X(ProducerRegionWrite, "the producer writes a region of memory")             \
+  X(ProducerAlloc, "the producer is an allocation")                            \
+  X(View, "read through a view (not in the producer's own order)")             \
+  X(Shape, "another iteration space")                                          \
+  X(Axes, "a reduction over other dims")                                       \
+  X(Limit, "the producer's group is full (LOOM_MAX_GROUP_NODES, inputs)")      \
+  X(OtherView, "it reads the producer's group through another view too")       \
+  X(Cycle, "joining would close a cycle through another group")                \
+  X(EpilogueOp, "a matmul's epilogue takes pointwise ops only")                \
+  X(ReducedElsewhere, "only reductions over other dims read it")               \
+  X(Recompute, "computed again where it is read: fewer bytes than writing it") \
+  X(ColumnBody, "a column reduction leaves out a costly body its group writes anyway")
 
 enum class Rule : uint8_t {
 #define LOOM_X(name, text) name,

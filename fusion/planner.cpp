@@ -49,6 +49,8 @@ class Planner : PlanState {
       nodes.push_back({st, st->node.get()});
     }
     for (auto& r : roots) nodes[idx(r.get())].root = true;
+    if (!nodes.empty() && backend_available(nodes[0].n->device.kind))
+      column_bodies_ = backend(nodes[0].n->device).caps().column_bodies;
     readers_.resize(nodes.size());
     for (int i = 0; i < int(nodes.size()); ++i)
       for (auto& in : nodes[i].n->in) {
@@ -87,6 +89,7 @@ class Planner : PlanState {
 
  private:
   bool fuse_;
+  bool column_bodies_ = true;  // the flush's backend caps().column_bodies
   PlanLimits lim_;
   std::vector<std::vector<ScalarSrc>>* srcs_;  // when asked: each group's scalar sources
   std::vector<std::vector<int>> gdeps_;
@@ -331,6 +334,24 @@ class Planner : PlanState {
     return any;
   }
 
+  // A reduction whose reduced dims leave the innermost kept (a sum over rows: the column
+  // layout).
+  static bool column_reduce(const std::vector<int>& axes, const Shape& S) {
+    const int last = int(S.size()) - 1;
+    return last > 0 && S[last] > 1 && std::find(axes.begin(), axes.end(), last) == axes.end();
+  }
+  // Whether group g computes a costly op (exp, log, erf, division, ...) and writes a value
+  // another kernel or the caller reads (a GELU backward's dx, read by a matmul).
+  bool costly_written(int g) const {
+    bool costly = false, written = false;
+    for (int m : groups[g].members) {
+      const Op op = nodes[m].n->op;
+      costly = costly || unary_kind(op) == UnaryKind::FloatOut || op == Op::Div || op == Op::Pow;
+      written = written || nodes[m].in_memory || nodes[m].root;
+    }
+    return costly && written;
+  }
+
   // A reader outside every group (none is, but an unplaced one must count as memory).
   bool opaque_group(int g) const { return g < 0 || groups[g].opaque; }
 
@@ -396,6 +417,9 @@ class Planner : PlanState {
       if (pp.space != Space::Full || !linear_identity(in.view, *pp.n)) return no(Split::View);
       if (in.view.shape != G.S) return no(Split::Shape);
       if (!G.axes.empty() && G.axes != n.axes) return no(Split::Axes);
+      if (G.axes.empty() && !column_bodies_ && column_reduce(n.axes, G.S) &&
+          costly_written(pp.group))
+        return no(Split::ColumnBody);
       return Space::Row;
     }
     const Shape& Sn = n.base ? n.region->shape : n.shape;

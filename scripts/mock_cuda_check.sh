@@ -26,12 +26,17 @@ env LD_LIBRARY_PATH="$TMP" "$TMP/flush_calls" 50
 echo "== mock out of memory in a flush"
 env LD_LIBRARY_PATH="$TMP" "$TMP/oom_check"
 echo "== mock save or recompute on a CUDA plan"
-read -r kept_bytes kept_kernels kept_again < <(env LD_LIBRARY_PATH="$TMP" LOOM_RECOMPUTE=0 "$TMP/plan_bytes")
-read -r bytes kernels again < <(env LD_LIBRARY_PATH="$TMP" "$TMP/plan_bytes")
+read -r kept_bytes kept_kernels kept_again _ < <(env LD_LIBRARY_PATH="$TMP" LOOM_RECOMPUTE=0 "$TMP/plan_bytes")
+read -r bytes kernels again column_apart < <(env LD_LIBRARY_PATH="$TMP" "$TMP/plan_bytes")
 echo "kept: $kept_bytes bytes, $kept_kernels kernels; recomputed: $bytes bytes, $kernels kernels"
 # the float32 probabilities [4, 6, 128, 128] written and read back: 3 MiB
 if [ "$kept_again" != 0 ] || [ "$again" != 1 ] || [ "$kernels" != "$kept_kernels" ] ||
   [ $((kept_bytes - bytes)) -lt 3000000 ]; then
   echo "FAIL: recomputation did not take the probabilities out of the forward's kernel"
+  exit 1
+fi
+echo "== mock a bias gradient's column sum without the GELU derivative's body"
+if [ "$column_apart" != 1 ]; then
+  echo "FAIL: the CUDA plan ran the GELU's derivative inside its bias gradient's column sum"
   exit 1
 fi

@@ -34,6 +34,12 @@ struct BackendCaps {
   // Runs a matmul's pointwise consumers as its epilogue (Group::epilogue, run_opaque_epilogue),
   // so the planner may put them in the matmul's group.
   bool matmul_epilogue = false;
+  // Runs a costly pointwise body (exp, erf, division) inside a column reduction (a sum over
+  // leading dims) as fast as in a pointwise kernel. Without it, a column reduction does not
+  // take in the group of such a body whose values are written anyway (read by a matmul): it
+  // reads them back, and the body runs in its pointwise kernel (a GELU backward and its bias
+  // gradient).
+  bool column_bodies = true;
   // Index leaves (iota) cost next to nothing inside a fused kernel, so an op may compare indices
   // over a whole shape rather than read a smaller tensor of the comparison through a broadcast
   // (a causal mask). The CPU interpreter fills int64 tiles of them element by element instead.
