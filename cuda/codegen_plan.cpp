@@ -112,8 +112,9 @@ namespace {
 struct RowBytes {
   int held = 0;      // cached values and retained leaf vectors, bytes a column
   int retained = 0;  // the retained leaf vectors alone
-  int walk = 0;      // the widest pass's own chunk arrays (lw), bytes a column
-  int walk_one = 0;  // of that pass's leaves every row reads alike (one chunk held)
+  // Each pass's own chunk arrays (lw), bytes a column: of leaves with a chunk a row, and of
+  // leaves every row reads alike (one chunk held at a time).
+  std::vector<std::pair<int, int>> walk;
 };
 
 int column_bytes(const Group& g, int leaf, int vw) {
@@ -143,11 +144,6 @@ RowBytes row_bytes(const Group& g, int remat, int vw, uint64_t novec) {
   // arrays of its own (RowWalk::walk), live beside the held values while that pass runs: all
   // of a lane's chunks before it computes, or one at a time for a leaf every row reads alike.
   const int R = e.rank;
-  auto invariant = [&](int leaf) {
-    for (int d = 0; d < e.kept; ++d)
-      if (e.cls(leaf, d) != gen::Cls::Zero) return false;
-    return true;
-  };
   for (int q = 0; q < g.passes; ++q) {
     std::set<int> own;
     for (int id = 0; id < int(g.nodes.size()); ++id) {
@@ -159,8 +155,8 @@ RowBytes row_bytes(const Group& g, int remat, int vw, uint64_t novec) {
         own.insert(x.leaf);
     }
     int w = 0, one = 0;
-    for (int leaf : own) (invariant(leaf) ? one : w) += column_bytes(g, leaf, vw);
-    if (w * 8 + one > b.walk * 8 + b.walk_one) b.walk = w, b.walk_one = one;
+    for (int leaf : own) (gen::row_invariant(e, leaf) ? one : w) += column_bytes(g, leaf, vw);
+    b.walk.push_back({w, one});
   }
   if (g.signature != 0) memo.emplace(key, b);
   return b;
@@ -175,10 +171,12 @@ int row_cache_bytes(const Group& g, int remat, int vw, bool retained_only, uint6
 
 int row_walk_regs(const Group& g, const Variant& v) {
   if (v.k == 0) return 0;
-  RowBytes b = row_bytes(g, v.remat, v.vw, v.novec);
   const bool peel = v.shift >= 0 && v.vw > 1;  // peeled rows load every leaf's chunks first
-  return int(cdiv(int64_t(v.k) * v.vw * (b.walk + (peel ? b.walk_one : 0)), 4) +
-             (peel ? 0 : cdiv(int64_t(v.vw) * b.walk_one, 4)));
+  int64_t most = 0;
+  for (auto [w, one] : row_bytes(g, v.remat, v.vw, v.novec).walk)
+    most = std::max(most, peel ? cdiv(int64_t(v.k) * v.vw * (w + one), 4)
+                               : cdiv(int64_t(v.k) * v.vw * w, 4) + cdiv(int64_t(v.vw) * one, 4));
+  return int(most);
 }
 
 }  // namespace loom::cuda

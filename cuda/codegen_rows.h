@@ -29,6 +29,13 @@ namespace loom::cuda::gen {
 // What a persistent row keeps between passes: values cached in registers,
 // leaves whose chunk vectors stay loaded, and per pass the nodes it evaluates
 // (home nodes, then with `remat` the earlier-home nodes it recomputes).
+// A leaf every row reads alike (a norm's weight): stride 0 along each kept dim.
+inline bool row_invariant(const Emitter &e, int leaf) {
+  for (int d = 0; d < e.kept; ++d)
+    if (e.cls(leaf, d) != Cls::Zero) return false;
+  return true;
+}
+
 struct RowPlan {
   std::vector<int> home;
   std::vector<bool> cached;
@@ -118,12 +125,7 @@ class RowContext {
     if (staged_.count(a)) return true;
     return R_ - K_ == 1 && e_.is_memory(a) && e_.cls(a, R_ - 1) == Cls::One && e_.vec_ok(a);
   }
-  // A leaf every row reads alike: stride 0 along each kept dim.
-  bool row_invariant(int leaf) const {
-    for (int d = 0; d < K_; ++d)
-      if (e_.cls(leaf, d) != Cls::Zero) return false;
-    return true;
-  }
+  bool row_invariant(int leaf) const { return gen::row_invariant(e_, leaf); }
   std::string vec_t(int a) const {
     return "lm_vec<" + std::string(Emitter::storage_type(e_.storage_dtype(a))) + ", " + S(v_.vw) +
            ">";
