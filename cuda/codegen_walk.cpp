@@ -140,7 +140,7 @@ std::string RowWalk::walk(int q, const std::vector<int>& nodes, bool store,
   // arrays (declared by single()); the other leaves into this walk's lw arrays, all chunks
   // first -- except, in a row that holds its values, leaves every row reads alike (a norm's
   // weight and bias): cache hits, loaded at their chunk, so their k chunks do not sit in
-  // registers beside the held ones (row_walk_bytes counts one chunk of them).
+  // registers beside the held ones (row_walk_regs counts one chunk of them).
   std::vector<std::string> loads, parts, late;
   for (int leaf : vleaves) {
     bool keep = retained_.count(leaf) > 0;
@@ -282,7 +282,18 @@ std::string RowWalk::partial_load(int leaf, const std::string& name, const std::
 // thread a row (column reductions) takes `unroll`, default 1.
 int RowWalk::loop_chunks() const {
   if (!staged_.empty()) return std::max(1, v_.unroll);  // tile reads: shared-memory latency
-  return v_.tpr == 1 ? std::max(1, v_.unroll) : v_.block() >= 1024 ? 2 : 4;
+  if (v_.tpr == 1) return std::max(1, v_.unroll);
+  // A step's chunks of every vector leaf are loaded before it computes: at most 64 registers
+  // of them a thread, and at most the block's registers a thread less 32 (a split reduction
+  // whose last pass took an optimizer's update in, eight arrays of float32 chunks, spilled 456
+  // bytes a thread at 4 chunks a step).
+  int bytes = 0;
+  for (int a = 0; a < int(g_.leaves.size()); ++a)
+    if (unit(a)) bytes += v_.vw * int(itemsize(e_.storage_dtype(a)));
+  const int budget = std::min(256, (65536 / v_.block() - 32) * 4);
+  int uf = v_.block() >= 1024 ? 2 : 4;
+  while (uf > 1 && uf * bytes > budget) uf /= 2;
+  return uf;
 }
 
 // The loop walk of a lane from chunk `start` to `end`, uf chunks a step. A thread a row with

@@ -773,6 +773,35 @@ TEST_CASE("codegen: a held row's register cap leaves room for the weights it loa
   }
 }
 
+TEST_CASE("codegen: a looping row's step loads at most 256 bytes of chunks a thread") {
+  // Eight float32 rows summed: a row too long to hold, so the kernel loops, each step loading
+  // its chunks of every leaf before computing. At 1024 threads (64 registers a thread) two
+  // chunks of eight 16-byte vectors spilled; the step takes one, and ptxas keeps it in
+  // registers.
+  std::vector<Tensor> xs;
+  for (int i = 0; i < 8; ++i) xs.push_back(data({256, 65536}, DType::Float32, 11 + i).clone());
+  Tensor t = xs[0];
+  for (int i = 1; i < 8; ++i) t = t + xs[i];
+  Group g = only(sum(t, {1}));
+  lc::Variant v = lc::choose_variant(g, 132);
+  INFO(v.key());
+  REQUIRE(v.k == 0);
+  const std::string src = lc::generate(g, v).source;
+  INFO(src);
+  CHECK(count(src, "for (int k = 0; k < 1; ++k)") > 0);
+  CHECK(count(src, "for (int k = 0; k < 4; ++k)") == 0);
+  // One leaf: two chunks a step at 1024 threads, as before.
+  Group one = only(sum(xs[0] * 2.0, {1}));
+  lc::Variant v1 = lc::choose_variant(one, 132);
+  CHECK(v1.block() == 1024);
+  CHECK(count(lc::generate(one, v1).source, "for (int k = 0; k < 2; ++k)") > 0);
+  if (!lc::nvrtc_available()) return;
+  lc::CompileResult c = lc::compile(src, "loom_loop_regs", 9, 0, {"--ptxas-options=-v"});
+  INFO(c.log);
+  REQUIRE_FALSE(c.cubin.empty());
+  CHECK(count(c.log, " 0 bytes spill stores") == count(c.log, "bytes spill stores"));
+}
+
 TEST_CASE("codegen: misaligned bf16 rows peel a partial chunk at each end") {
   if (knob_set(Knob::CudaRowPeel)) return;  // the defaults below
   // 1001 columns: row r starts at element 1001 r, 2-byte aligned only; its 16-byte grid moves
