@@ -1,4 +1,5 @@
-// Registers and occupancy of loom's row kernels (softmax, layer_norm, rms_norm; f32 and bf16)
+// Registers and occupancy of loom's row kernels (softmax, layer_norm without and with f32
+// weight and bias, rms_norm; f32 and bf16)
 // on an H200-sized GPU, without a GPU: each group is planned on the CPU device, lowered for the
 // variant the launcher picks at 132 SMs (the LOOM_CUDA_ROW_* knobs of cuda/launch.cpp apply),
 // and compiled by NVRTC for sm_90 with ptxas -v. Per case it prints the variant, registers and
@@ -45,7 +46,9 @@ int main(int argc, char** argv) {
   const int64_t off = offs ? std::atoll(offs) : 0;
   const char* trs = std::getenv("LOOM_ROW_REGS_TRANS");
   const bool trans = trs && std::string(trs) == "1";
-  for (const char* op : {"softmax", "layer_norm", "rms_norm"})
+  // layer_norm_wb: with float32 weight and bias (a transformer's norm; under bf16 autocast its
+  // input stays float32 and its weights too).
+  for (const char* op : {"softmax", "layer_norm", "layer_norm_wb", "rms_norm"})
     for (DType dt : {DType::Float32, DType::BFloat16})
       for (int64_t cols : cols_list) {
         manual_seed(1);
@@ -56,9 +59,12 @@ int main(int argc, char** argv) {
         loom::sync();
         Tensor xc = trans ? x.t() : off ? x.slice(1, off, off + cols) : x.clone();
         std::string o = op;
-        Tensor y = o == "softmax"      ? softmax(xc, 1)
-                   : o == "layer_norm" ? layer_norm(xc, {cols})
-                                       : rms_norm(xc, {cols}, std::nullopt, 1e-6);
+        Tensor w = rand({cols}) + 0.5, b = rand({cols});
+        loom::sync();
+        Tensor y = o == "softmax"         ? softmax(xc, 1)
+                   : o == "layer_norm"    ? layer_norm(xc, {cols})
+                   : o == "layer_norm_wb" ? layer_norm(xc, {cols}, w, b)
+                                          : rms_norm(xc, {cols}, std::nullopt, 1e-6);
         std::vector<Group> gs = plan_storage(y.storage());
         if (gs.size() != 1) continue;
         const Group& g = gs[0];
