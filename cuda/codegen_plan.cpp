@@ -143,16 +143,13 @@ RowBytes row_bytes(const Group& g, int remat, int vw, uint64_t novec) {
   // A pass's walk loads every unit-stride leaf it reads and no later pass reads again into
   // arrays of its own (RowWalk::walk), live beside the held values while that pass runs: all
   // of a lane's chunks before it computes, or one at a time for a leaf every row reads alike.
-  const int R = e.rank;
   for (int q = 0; q < g.passes; ++q) {
     std::set<int> own;
     for (int id = 0; id < int(g.nodes.size()); ++id) {
       const GNode& x = g.nodes[id];
       if (x.space != Space::Full || !is_load(x) || p.retained.count(x.leaf)) continue;
       if (p.home[id] != q && !p.again[q][id]) continue;
-      if (R - e.kept == 1 && e.is_memory(x.leaf) && e.cls(x.leaf, R - 1) == gen::Cls::One &&
-          e.vec_ok(x.leaf))
-        own.insert(x.leaf);
+      if (gen::unit_access(e, x.leaf)) own.insert(x.leaf);
     }
     int w = 0, one = 0;
     for (int leaf : own) (gen::row_invariant(e, leaf) ? one : w) += column_bytes(g, leaf, vw);

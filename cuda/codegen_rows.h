@@ -26,16 +26,20 @@
 
 namespace loom::cuda::gen {
 
-// What a persistent row keeps between passes: values cached in registers,
-// leaves whose chunk vectors stay loaded, and per pass the nodes it evaluates
-// (home nodes, then with `remat` the earlier-home nodes it recomputes).
 // A leaf every row reads alike (a norm's weight): stride 0 along each kept dim.
 inline bool row_invariant(const Emitter &e, int leaf) {
   for (int d = 0; d < e.kept; ++d)
     if (e.cls(leaf, d) != Cls::Zero) return false;
   return true;
 }
+// A memory access a lane walks at unit stride along the one reduced dim, as vectors.
+inline bool unit_access(const Emitter &e, int a) {
+  return e.rank - e.kept == 1 && e.is_memory(a) && e.cls(a, e.rank - 1) == Cls::One && e.vec_ok(a);
+}
 
+// What a persistent row keeps between passes: values cached in registers,
+// leaves whose chunk vectors stay loaded, and per pass the nodes it evaluates
+// (home nodes, then with `remat` the earlier-home nodes it recomputes).
 struct RowPlan {
   std::vector<int> home;
   std::vector<bool> cached;
@@ -121,10 +125,7 @@ class RowContext {
   // An access a lane walks at unit stride along the one reduced dim: read or
   // written as one vector a chunk. A staged leaf (Variant::stage) counts as
   // one: its chunks are vectors of the block's tile.
-  bool unit(int a) const {
-    if (staged_.count(a)) return true;
-    return R_ - K_ == 1 && e_.is_memory(a) && e_.cls(a, R_ - 1) == Cls::One && e_.vec_ok(a);
-  }
+  bool unit(int a) const { return staged_.count(a) || gen::unit_access(e_, a); }
   bool row_invariant(int leaf) const { return gen::row_invariant(e_, leaf); }
   std::string vec_t(int a) const {
     return "lm_vec<" + std::string(Emitter::storage_type(e_.storage_dtype(a))) + ", " + S(v_.vw) +

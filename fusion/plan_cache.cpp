@@ -127,8 +127,7 @@ void describe(Cache& c, const std::vector<std::shared_ptr<Storage>>& dag,
     std::weak_ptr<Storage> none;
     uint64_t reuse = prev ? 2 : (n.reuse.owner_before(none) || none.owner_before(n.reuse)) ? 1 : 0;
     // A matmul's epilogue is the backend's to allow (a knob read at each flush).
-    bool epilogue = fuse && n.op == Op::MatMul && backend_available(n.device.kind) &&
-                    backend(n.device).caps().matmul_epilogue;
+    bool epilogue = fuse && n.op == Op::MatMul && device_caps(n.device).matmul_epilogue;
     k.push_back(uint64_t(n.shape.size()) | uint64_t(n.axes.size()) << 16 |
                 uint64_t(dag[i]->kept) << 32 | uint64_t(n.base != nullptr) << 33 | reuse << 34 |
                 uint64_t(epilogue) << 36);

@@ -49,8 +49,7 @@ class Planner : PlanState {
       nodes.push_back({st, st->node.get()});
     }
     for (auto& r : roots) nodes[idx(r.get())].root = true;
-    if (!nodes.empty() && backend_available(nodes[0].n->device.kind))
-      column_bodies_ = backend(nodes[0].n->device).caps().column_bodies;
+    if (!nodes.empty()) column_bodies_ = device_caps(nodes[0].n->device).column_bodies;
     readers_.resize(nodes.size());
     for (int i = 0; i < int(nodes.size()); ++i)
       for (auto& in : nodes[i].n->in) {
@@ -475,8 +474,7 @@ class Planner : PlanState {
     if (is_opaque(n.op)) {
       int g = new_group(n.shape, {}, i);
       groups[g].opaque = true;
-      groups[g].epilogue_ok = fuse_ && n.op == Op::MatMul && backend_available(n.device.kind) &&
-                              backend(n.device).caps().matmul_epilogue;
+      groups[g].epilogue_ok = fuse_ && n.op == Op::MatMul && device_caps(n.device).matmul_epilogue;
       nodes[i].rule = Rule::Opaque;
       return;
     }
@@ -673,7 +671,7 @@ class Planner : PlanState {
     const Input &x = n.in[0], &ix = n.in[1];
     const int d = n.dim, r = int(n.shape.size());
     if (int(x.view.shape.size()) != r || ix.view.shape != n.shape || n.shape[d] != 1 ||
-        !backend_available(n.device.kind) || !backend(n.device).caps().row_gather)
+        !device_caps(n.device).row_gather)
       return -1;
     for (int k = 0; k < r; ++k)
       if (k != d && x.view.shape[k] != n.shape[k]) return -1;

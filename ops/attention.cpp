@@ -15,7 +15,7 @@
 namespace loom {
 namespace {
 
-bool cheap_index(Device d) { return backend_available(d.kind) && backend(d).caps().cheap_index; }
+bool cheap_index(Device d) { return device_caps(d).cheap_index; }
 
 }  // namespace
 

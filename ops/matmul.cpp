@@ -27,11 +27,6 @@ std::optional<Tensor> as_rows(const Tensor& t) {
   return std::nullopt;
 }
 
-// Whether d's backend runs a matmul's pointwise consumers as the matmul's epilogue.
-bool matmul_epilogue_on(Device d) {
-  return backend_available(d.kind) && backend(d).caps().matmul_epilogue;
-}
-
 // t's dims with the last one n: the shape a product of as_rows(t) takes back.
 Dims last_as(const Tensor& t, int64_t n) {
   Dims out(t.shape().begin(), t.shape().end() - 1);
@@ -115,7 +110,7 @@ Tensor linear(const Tensor& input, const Tensor& weight, const std::optional<Ten
   // it), so that it joins their kernel instead of taking one of its own.
   if (std::optional<Tensor> rows = as_rows(input)) {
     const Shape out_shape = last_as(input, weight.shape()[0]);
-    if (!bias || matmul_epilogue_on(input.device()))
+    if (!bias || device_caps(input.device()).matmul_epilogue)
       return linear(*rows, weight, bias).reshape(out_shape);
     return linear(*rows, weight, std::nullopt).reshape(out_shape) + *bias;
   }

@@ -244,7 +244,7 @@ Tensor cumsum(const Tensor& x, int64_t dim) {
   int d = normalize_dim("cumsum", dim, x.shape());
   DType rt = reduce_dtype(Op::Sum, x.dtype());  // torch: integers and bool sum to int64
   if (x.dim() == 0) return cast(x, rt).clone();
-  if (backend_available(x.device().kind) && backend(x.device()).caps().scan) {
+  if (device_caps(x.device()).scan) {
     // A scan primitive: O(n) per row, not fused (its own group, like matmul).
     auto n = new_node(Op::CumSum, rt, x.shape(), x.device());
     n->dim = d;

@@ -121,5 +121,9 @@ void register_backend_factory(DeviceKind kind, BackendFactory for_index);
 using BackendProbe = bool (*)();
 void register_backend_probe(DeviceKind kind, BackendProbe probe);
 bool backend_available(DeviceKind kind);
+// What d's backend can do; the defaults where no backend of d's kind is available.
+inline BackendCaps device_caps(Device d) {
+  return backend_available(d.kind) ? backend(d).caps() : BackendCaps{};
+}
 
 }  // namespace loom

@@ -5,6 +5,7 @@ is applied to every gradient in place as a tensor, so clipping records into the 
 fused graph as the optimizer step instead of flushing to read the norm."""
 import functools
 import math
+import operator
 
 from ... import _loom
 from ...autograd import no_grad
@@ -45,7 +46,7 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     if math.isinf(norm_type):
         total = functools.reduce(_loom.maximum if norm_type > 0 else _loom.minimum, parts)
     else:
-        total = functools.reduce(lambda x, y: x + y, parts)
+        total = functools.reduce(operator.add, parts)
         if norm_type == 2:
             total = total.sqrt()
         elif norm_type not in (0.0, 1.0):
