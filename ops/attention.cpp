@@ -45,6 +45,10 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
              dtype_name(q.dtype()));
   check_same_device(op, q, k);
   check_same_device(op, q, v);
+  // Heads cut from one projection ([B, H, T, d] with strides [T 3C, d, 3C, 1]) are copied
+  // once here where the BLAS takes one batch stride: the forward's products and the backward's
+  // (its recompute of q @ k^T too) then read the same copies, one GEMM each.
+  const Tensor qb = gemm_operand(q), kb = gemm_operand(k), vb = gemm_operand(v);
   double s = scale ? *scale : 1.0 / std::sqrt(double(E));
   const std::optional<Tensor> mask = attn_mask;
   // The scores after scale and mask; a float mask is added.
@@ -73,12 +77,12 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   // The softmax's dtype: float32 for the 16-bit types, else the inputs' own (acc_float).
   auto wide = [](const Tensor& t) { return cast(t, acc_float(t.dtype())); };
   auto low = [lo](const Tensor& t) { return cast(t, lo); };
-  std::vector<Tensor> ins{q, k, v};
+  std::vector<Tensor> ins{qb, kb, vb};
   if (mask && mask->dtype() != DType::Bool) ins.push_back(*mask);
   if (!flash || !autograd::needs_grad(ins)) {
-    Tensor p = softmax(scores_of(q, k), -1);
+    Tensor p = softmax(scores_of(qb, kb), -1);
     if (dropout_p > 0) p = dropout(p, dropout_p, true);
-    return matmul(p, v);
+    return matmul(p, vb);
   }
   // Dropout's keep mask over the probabilities, from the one random range the forward
   // reserves (as much as dropout reserves): the backward draws the same values again.
@@ -92,22 +96,23 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   Tensor out, lse;
   {
     NoGradGuard forward;  // the node below is the whole op's
-    Tensor sc = wide(scores_of(q, k));
+    Tensor sc = wide(scores_of(qb, kb));
     lse = logsumexp(sc, {-1}, true);
     Tensor p = exp(sc - lse);
     if (drop) range = reserve_random(p.numel());
-    out = matmul(low(dropped(p, range)), v);
+    out = matmul(low(dropped(p, range)), vb);
   }
   Shape mask_shape = mask ? mask->shape() : Shape{};
   autograd::record(
-      out, "ScaledDotProductFlashAttentionBackward0", ins, {q, k, v, lse},
+      out, "ScaledDotProductFlashAttentionBackward0", ins, {qb, kb, vb, lse},
       [scores_of, dropped, range, s, mask_shape, wide, low](
           const Tensor& g, const std::vector<Tensor>& sv, const std::vector<bool>& need) {
         const Tensor &q = sv[0], &k = sv[1], &v = sv[2], &lse = sv[3];
         Tensor p = exp(wide(scores_of(q, k)) - lse);  // the forward's probabilities, bit for bit
         Tensor pd = low(dropped(p, range));           // what multiplied v
         // d(pd), then through the mask (dropped is linear in p) to d(p)
-        Tensor dp = dropped(wide(matmul(low(g), v.transpose(-2, -1))), range);
+        const Tensor gl = gemm_operand(low(g));  // one copy for both products it enters
+        Tensor dp = dropped(wide(matmul(gl, v.transpose(-2, -1))), range);
         // rowsum(dO * out) as rowsum(p * dp): out is not kept
         Tensor ds = p * (dp - (p * dp).sum({-1}, true));  // d(scores after the mask)
         Tensor dss = low(ds * s);
@@ -116,7 +121,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
         if (need[1])
           r[1] = autograd::sum_to(matmul(dss.transpose(-2, -1), q), k.shape(), k.dtype());
         if (need[2])
-          r[2] = autograd::sum_to(matmul(pd.transpose(-2, -1), low(g)), v.shape(), v.dtype());
+          r[2] = autograd::sum_to(matmul(pd.transpose(-2, -1), gl), v.shape(), v.dtype());
         if (need.size() > 3 && need[3]) r[3] = autograd::sum_to(low(ds), mask_shape, q.dtype());
         return r;
       });

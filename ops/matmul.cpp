@@ -36,6 +36,15 @@ Dims last_as(const Tensor& t, int64_t n) {
 
 }  // namespace
 
+Tensor gemm_operand(const Tensor& t) {
+  const int r = t.dim();
+  if (r < 3 || !device_caps(t.device()).gemm_one_batch_stride) return t;
+  const Shape& n = t.shape();
+  const Strides& s = t.strides();
+  const bool unit = (n[r - 1] == 1 || s[r - 1] == 1) || (n[r - 2] == 1 || s[r - 2] == 1);
+  return unit && leading_dims_collapse(t, r - 3) ? t : t.contiguous();
+}
+
 Tensor matmul(const Tensor& a0, const Tensor& b0) {
   if (autocast_to_low(a0) || autocast_to_low(b0)) return matmul(autocast_low(a0), autocast_low(b0));
   check_same_device("matmul", a0, b0);
@@ -62,6 +71,9 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
              shape_str(b0.shape()), " cannot be multiplied (", K, " vs ", K2, ")");
   Shape ba(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
   Shape batch = broadcast_shapes("matmul", ba, bb);
+  // An operand broadcast over the batch keeps its view (a copy would write every repeat).
+  if (ba == batch) a = gemm_operand(a);
+  if (bb == batch) b = gemm_operand(b);
   Shape sa = batch, sb = batch, out = batch;
   sa.insert(sa.end(), {M, K});
   sb.insert(sb.end(), {K, N});

@@ -26,6 +26,10 @@ Tensor const_tensor(Scalar s, DType dt, Device d, const Shape& shape = {});
 // entry of its own: a scalar op records one node. One a node (n.value holds it).
 void add_scalar(Node& n, Scalar s, DType dt);
 Tensor expand_to(const Tensor& t, const Shape& s);
+// t [..., R, C] as a batched matmul's operand: copied contiguous where the backend's BLAS
+// takes one batch stride an operand and t's batch dims do not collapse into one, or where
+// neither matrix dim has unit stride (ops/matmul.cpp); else t itself.
+Tensor gemm_operand(const Tensor& t);
 // int64 [shape] holding each element's index along `dim` (one node, fused into its readers).
 Tensor iota(const Shape& shape, int dim, Device d);  // broadcast view (no checks beyond rank)
 void check_same_device(const char* op, const Tensor& a, const Tensor& b);

@@ -5,8 +5,10 @@
 # driver calls of a memory-hit flush (one launch a kernel, one sync, nothing else); then
 # tests/cuda/mock/oom_check.cpp: a flush that runs out of memory leaves only the failing work
 # pending; then tests/cuda/mock/plan_bytes.cpp: the CUDA plan of a bf16 attention's forward and
-# backward moves fewer bytes in as many kernels with its recomputation (LOOM_RECOMPUTE) on. Needs NVRTC (the CUDA backend registers only
-# with it) and a configured build tree with tests: BUILD=build (default).
+# backward moves fewer bytes in as many kernels with its recomputation (LOOM_RECOMPUTE) on, and
+# an attention's matmuls read operands whose batch dims collapse into one stride. Needs NVRTC
+# (the CUDA backend registers only with it) and a configured build tree with tests: BUILD=build
+# (default).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -26,8 +28,8 @@ env LD_LIBRARY_PATH="$TMP" "$TMP/flush_calls" 50
 echo "== mock out of memory in a flush"
 env LD_LIBRARY_PATH="$TMP" "$TMP/oom_check"
 echo "== mock save or recompute on a CUDA plan"
-read -r kept_bytes kept_kernels kept_again _ < <(env LD_LIBRARY_PATH="$TMP" LOOM_RECOMPUTE=0 "$TMP/plan_bytes")
-read -r bytes kernels again column_apart < <(env LD_LIBRARY_PATH="$TMP" "$TMP/plan_bytes")
+read -r kept_bytes kept_kernels kept_again _ _ < <(env LD_LIBRARY_PATH="$TMP" LOOM_RECOMPUTE=0 "$TMP/plan_bytes")
+read -r bytes kernels again column_apart split < <(env LD_LIBRARY_PATH="$TMP" "$TMP/plan_bytes")
 echo "kept: $kept_bytes bytes, $kept_kernels kernels; recomputed: $bytes bytes, $kernels kernels"
 # the float32 probabilities [4, 6, 128, 128] written and read back: 3 MiB
 if [ "$kept_again" != 0 ] || [ "$again" != 1 ] || [ "$kernels" != "$kept_kernels" ] ||
@@ -38,5 +40,12 @@ fi
 echo "== mock a bias gradient's column sum without the GELU derivative's body"
 if [ "$column_apart" != 1 ]; then
   echo "FAIL: the CUDA plan ran the GELU's derivative inside its bias gradient's column sum"
+  exit 1
+fi
+echo "== mock attention's heads as one batched GEMM operand each"
+read -r _ _ _ _ looped < <(env LD_LIBRARY_PATH="$TMP" LOOM_CUDA_GEMM_COPY=0 "$TMP/plan_bytes")
+echo "operands over split batch dims: $split (copies off: $looped)"
+if [ "$split" != 0 ] || [ "$looped" = 0 ]; then
+  echo "FAIL: a CUDA matmul of the attention reads an operand its BLAS loops over"
   exit 1
 fi

@@ -47,6 +47,11 @@ struct BackendCaps {
   // Runs a run of segments (fusion/segments.h) as one kernel (Kernel::run_segments); without
   // it the runtime runs each group on its own, as before.
   bool segments = false;
+  // Its BLAS takes one batch stride an operand (cuBLASLt): a batched matmul whose operand's
+  // batch dims do not collapse into one stride would loop a launch per leftover batch index
+  // (attention's heads cut from one projection: a GEMM per head), so the op layer copies that
+  // operand contiguous first, one copy for one launch.
+  bool gemm_one_batch_stride = false;
 };
 
 // A lowered group: built once per signature, run many times.

@@ -106,6 +106,9 @@
   X(CudaRowGather, "LOOM_CUDA_ROW_GATHER", Flag, "1", Once,                                        \
     "0: a gather of one element a row (cross entropy's target logit) runs as its own kernel "      \
     "rather than inside the row kernel of the reduction that loads the same tensor")               \
+  X(CudaGemmCopy, "LOOM_CUDA_GEMM_COPY", Flag, "1", Once,                                          \
+    "0: a batched matmul whose operand's batch dims do not collapse into one stride loops a "      \
+    "cuBLASLt launch per leftover batch index instead of copying that operand contiguous")         \
   X(DisableCublas, "LOOM_DISABLE_CUBLAS", Flag, "0", Device,                                       \
     "1: matmul by loom's generated kernel, not cuBLASLt")                                          \
   X(NvrtcPath, "LOOM_NVRTC_PATH", Str, "", Once,                                                   \

@@ -6,12 +6,16 @@
 // the backward's row kernel reads (it computes them from the recomputed scores). Then, last on
 // the line, whether the plan of a bf16 linear + GELU's backward keeps the GELU's derivative out
 // of its bias gradient's column sum (1: the sum reads the dx its pointwise kernel wrote; CUDA's
-// column kernels run such a body slowly, BackendCaps::column_bodies). Kernels do not run here:
-// no values.
+// column kernels run such a body slowly, BackendCaps::column_bodies). Last, how many matmuls of
+// an attention over heads cut from one projection ([B, T, 3C] viewed as [B, H, T, d]) read an
+// operand whose batch dims do not collapse into one stride (cuBLASLt would loop a launch per
+// head; BackendCaps::gemm_one_batch_stride: 0). Kernels do not run here: no values.
 #include <unistd.h>
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -40,6 +44,35 @@ std::string flush_log(const Tensor& t) {
   s << in.rdbuf();
   std::remove(path);
   return s.str();
+}
+
+// Whether dims [0, nb) of view v collapse into one stride (size-1 dims aside).
+bool batch_collapses(const View& v, int nb) {
+  int64_t stride = 0, span = 0;
+  for (int d = nb - 1; d >= 0; --d) {
+    if (v.shape[size_t(d)] == 1) continue;
+    if (span > 0 && v.strides[size_t(d)] != stride * span) return false;
+    if (span == 0) stride = v.strides[size_t(d)];
+    span = (span == 0 ? 1 : span) * v.shape[size_t(d)];
+  }
+  return true;
+}
+
+// The pending matmuls `ts` depend on that read an operand whose batch dims do not collapse.
+int split_batch_matmuls(const std::vector<Tensor>& ts) {
+  std::set<const Storage*> seen;
+  int n = 0;
+  std::function<void(const std::shared_ptr<Storage>&)> walk = [&](const auto& st) {
+    if (!st || !st->node || !seen.insert(st.get()).second) return;
+    const Node& node = *st->node;
+    if (node.op == Op::MatMul)
+      for (const Input& in : node.in)
+        n += batch_collapses(in.view, int(in.view.shape.size()) - 2) ? 0 : 1;
+    for (const Input& in : node.in) walk(in.st);
+    if (node.base) walk(node.base);
+  };
+  for (const Tensor& t : ts) walk(t.storage());
+  return n;
 }
 
 }  // namespace
@@ -72,8 +105,18 @@ int main() {
     (h * h).sum().backward();
   }
   const std::string log = flush_log(b.grad());
-  std::printf("%lld %lld %d %d\n", bytes, kernels,
+  // Heads cut from one projection, as a GPT's attention has them.
+  Tensor qkv = randn({2, 32, 3 * 48}, {DType::Float32, d}).requires_grad_();
+  loom::sync();
+  auto heads = [&](int i) {
+    return qkv.slice(2, i * 48, (i + 1) * 48).view({2, 32, 4, 12}).transpose(1, 2);
+  };
+  Tensor o = scaled_dot_product_attention(heads(0), heads(1), heads(2), std::nullopt, 0.0, true);
+  (o * o).sum().backward();
+  const int split = split_batch_matmuls({o, qkv.grad()});
+  loom::sync();
+  std::printf("%lld %lld %d %d %d\n", bytes, kernels,
               plan.find("computed again") != std::string::npos ? 1 : 0,
-              log.find("leaves out a costly body") != std::string::npos ? 1 : 0);
+              log.find("leaves out a costly body") != std::string::npos ? 1 : 0, split);
   return 0;
 }
