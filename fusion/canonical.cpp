@@ -1,9 +1,8 @@
 #include "fusion/canonical.h"
 
-#include "tensor/backend.h"
-
 #include <algorithm>
 
+#include "tensor/backend.h"
 #include "tensor/counters.h"
 #include "tensor/error.h"
 
@@ -64,7 +63,8 @@ int GroupBuilder::add_load(const Input& in, Space sp, const Shape& node_shape) {
 int GroupBuilder::add_node(const Node& n, Space sp, const int* args, int nargs) {
   GNode g{n.op, n.dtype, sp};
   const Shape& own = n.base ? n.region->shape : n.shape;
-  if (prim_class(n.op) == PrimClass::Scalar) {  // materializing a constant: a row scalar copied over the space
+  if (prim_class(n.op) ==
+      PrimClass::Scalar) {  // materializing a constant: a row scalar copied over the space
     g = GNode{Op::Copy, n.dtype, sp};
     g.a = args[0];
   } else if (PrimClass c = prim_class(n.op); c == PrimClass::Index || c == PrimClass::Random) {
@@ -96,11 +96,17 @@ int GroupBuilder::add_node(const Node& n, Space sp, const int* args, int nargs) 
   return push(g);
 }
 
-void GroupBuilder::add_output(GOutput o, const Node& n) {
+void GroupBuilder::add_output(GOutput o, const Node& n, bool reshaped) {
   const GNode& g = g_.nodes[o.node];
   if (n.base) {
-    o.strides = to_space(n.region->strides, S_, false);
+    std::optional<Strides> st;
+    if (reshaped) st = view_strides(n.region->shape, n.region->strides, S_);
+    LOOM_CHECK(!reshaped || st, Runtime, "fusion: a region ", shape_str(n.region->shape),
+               " cannot be written over the space ", shape_str(S_));
+    o.strides = to_space(reshaped ? *st : n.region->strides, S_, false);
     o.offset = n.region->offset;
+  } else if (reshaped) {
+    o.strides = to_space(contiguous_strides(S_), S_, false);
   } else {
     o.strides = to_space(contiguous_strides(n.shape), n.shape, g.space == Space::Row);
   }

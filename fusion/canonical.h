@@ -23,9 +23,11 @@ class GroupBuilder {
   void set_rule(int id, Rule r, Split s, Op from) {
     g_.nodes[id].rule = r, g_.nodes[id].split = s, g_.nodes[id].split_from = from;
   }
-  void add_output(GOutput o, const Node& n);
+  // `reshaped`: n is shaped otherwise than the space (a reshape of it, Planner::reshapes_into):
+  // its output (or region) is viewed over the space.
+  void add_output(GOutput o, const Node& n, bool reshaped = false);
   Group finish();
-  size_t scalars() const { return g_.scalars.size(); }  // scalar slots so far
+  size_t scalars() const { return g_.scalars.size(); }    // scalar slots so far
   std::vector<GOutput>& outputs() { return g_.outputs; }  // added so far
 
  private:

@@ -3,8 +3,24 @@
 // group is the only reader and reads it in the order it writes).
 #include "fusion/canonical.h"
 #include "fusion/plan_state.h"
+#include "tensor/error.h"
 
 namespace loom::plan_impl {
+namespace {
+
+// `in` viewed over shape S (as many elements, in the same order): a reshape without a copy,
+// which the planner checked exists.
+Input over(const Input& in, const Shape& S) {
+  Input r = in;
+  std::optional<Strides> st = view_strides(in.view.shape, in.view.strides, S);
+  LOOM_CHECK(st, Runtime, "fusion: a load over ", shape_str(in.view.shape),
+             " cannot be viewed over the space ", shape_str(S));
+  r.view.shape = S;
+  r.view.strides = *st;
+  return r;
+}
+
+}  // namespace
 
 // May node `w` of group `gi` write over `st`'s memory? Only when nothing outside the
 // group reads `st`, and (for in-place updates) the group reads it element for element
@@ -83,6 +99,10 @@ Group GroupEmitter::build(int gi) {
     if (m == first) continue;
     const PNode& pn = s_.nodes[m];
     const Node& n = *pn.n;
+    // A member shaped otherwise than the space, joined through a reshape (Planner::
+    // reshapes_into): its loads and its output are the same elements viewed over the space.
+    const bool reshaped =
+        !is_reduce(n.op) && pn.space == Space::Full && (n.base ? n.region->shape : n.shape) != G.S;
     SmallVec<int, 4> args;
     if (prim_class(n.op) == PrimClass::Scalar) args.push_back(scalar_of(m));
     for (auto& in : n.in) {
@@ -99,7 +119,8 @@ Group GroupEmitter::build(int gi) {
         // A reduction, and a row gather's tensor (read at one index a row), load over the space.
         Space ls =
             is_reduce(n.op) || (n.op == Op::Gather && &in == &n.in[0]) ? Space::Full : pn.space;
-        args.push_back(b.add_load(in, ls, n.base ? n.region->shape : n.shape));
+        args.push_back(reshaped ? b.add_load(over(in, G.S), ls, G.S)
+                                : b.add_load(in, ls, n.base ? n.region->shape : n.shape));
       }
     }
     size_t before = b.scalars();
@@ -125,7 +146,7 @@ Group GroupEmitter::build(int gi) {
         }
         if (only_reader(r.get(), m, gi, true)) o.alias = r;
       }
-      b.add_output(o, n);
+      b.add_output(o, n, reshaped);
     }
   }
   for (int p : set_) member_id_[p] = const_id_[p] = -1;

@@ -424,7 +424,7 @@ class Planner : PlanState {
     const Shape& Sn = n.base ? n.region->shape : n.shape;
     if (pp.space == Space::Full) {
       if (!linear_identity(in.view, *pp.n)) return no(Split::View);
-      if (Sn == G.S) return Space::Full;
+      if (Sn == G.S || reshapes_into(n, G.S)) return Space::Full;
       return no(Split::Shape);
     }
     // Row-space producer: an epilogue on the reduced shape, or broadcast back over rows.
@@ -441,6 +441,19 @@ class Planner : PlanState {
       return Space::Full;
     }
     return no(linear_identity(in.view, *pp.n) ? Split::Shape : Split::View);
+  }
+
+  // Whether pointwise node n, reading a value of a group over S in its own order but shaped
+  // otherwise (a reshape: the transposed copy of a head's gradient, then its region of the
+  // qkv gradient), can run over S: each view it loads and the region it writes re-expressed
+  // over S as a reshape without a copy would (GroupEmitter::build then does so).
+  static bool reshapes_into(const Node& n, const Shape& S) {
+    const Shape& own = n.base ? n.region->shape : n.shape;
+    if (prim_class(n.op) != PrimClass::Pointwise || numel(own) != numel(S)) return false;
+    if (n.base && !view_strides(own, n.region->strides, S)) return false;
+    for (const Input& in : n.in)
+      if (in.st && !view_strides(in.view.shape, in.view.strides, S)) return false;
+    return true;
   }
 
   // Node i may join (or pull in) group g in space `sp` only if every one of its inputs made

@@ -9,29 +9,6 @@
 namespace loom {
 namespace {
 
-// Strides that let `shape` view memory laid out as (old_shape, old_strides), if any.
-std::optional<Strides> view_strides(const Shape& old_shape, const Strides& old_strides,
-                                    const Shape& shape) {
-  if (numel(old_shape) == 0 || old_shape.empty()) return contiguous_strides(shape);
-  Strides out(shape.size());
-  int view_d = int(shape.size()) - 1;
-  int64_t base = old_strides.back(), tensor_n = 1, view_n = 1;
-  for (int d = int(old_shape.size()) - 1; d >= 0; --d) {
-    tensor_n *= old_shape[d];
-    if (d == 0 || (old_shape[d - 1] != 1 && old_strides[d - 1] != tensor_n * base)) {
-      while (view_d >= 0 && (view_n < tensor_n || shape[view_d] == 1)) {
-        out[view_d] = view_n * base;
-        view_n *= shape[view_d];
-        --view_d;
-      }
-      if (view_n != tensor_n) return std::nullopt;
-      if (d > 0) base = old_strides[d - 1], tensor_n = 1, view_n = 1;
-    }
-  }
-  if (view_d != -1) return std::nullopt;
-  return out;
-}
-
 Shape infer_shape(const char* op, const Dims& dims, int64_t n, const Shape& from) {
   Shape s(dims.begin(), dims.end());
   int infer = -1;

@@ -1,6 +1,7 @@
 #pragma once
 // Shapes and strides (in elements), broadcasting and dim normalization.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,5 +30,9 @@ int normalize_dim(const char* op, int64_t dim, const Shape& shape, int extra = 0
 void check_sizes(const char* op, const Shape& s);
 
 bool is_contiguous(const Shape& shape, const Strides& strides);
+// Strides that let `shape` (as many elements) view memory laid out as (old_shape, old_strides)
+// in the same row-major order, if any: a reshape without a copy.
+std::optional<Strides> view_strides(const Shape& old_shape, const Strides& old_strides,
+                                    const Shape& shape);
 
 }  // namespace loom

@@ -483,3 +483,62 @@ TEST_CASE("fusion: a flush frees intermediates after their last reader") {
   CHECK(counters().bytes_live.load() - live0 <= one);  // the result alone stays
   lt::check_fused_matches_unfused(chain);
 }
+
+TEST_CASE("fusion: a value read in its own order through a reshape joins its producer's kernel") {
+  // A head's gradient: a transposed copy [4, 8, 6, 5], reshaped to [4, 8, 30] by its readers
+  // (a scale and bias over the reshape; the regions of a cat). Each reader runs over the
+  // copy's space with its views re-expressed there, so the reshaped value is never written.
+  Tensor x = lt::random({4, 6, 8, 5}, DType::Float32, 181, -1, 1);
+  Tensor b = lt::random({30}, DType::Float32, 182, -1, 1);
+  auto heads = [&](const Tensor& t) { return t.transpose(1, 2).reshape({4, 8, 30}); };
+  auto scaled = [&] { return heads(x) * 2.0 + b; };
+  Tensor y;
+  FlushStats s = flush_stats(scaled, &y);
+  CHECK(s.kernels == 1);
+  CHECK(s.materialized == 1);
+  std::vector<double> hx = host(x), hb = host(b), want(4 * 8 * 30);
+  for (int i = 0; i < 4; ++i)
+    for (int t = 0; t < 8; ++t)
+      for (int h = 0; h < 6; ++h)
+        for (int d = 0; d < 5; ++d)
+          want[size_t((i * 8 + t) * 30 + h * 5 + d)] =
+              2 * hx[size_t(((i * 6 + h) * 8 + t) * 5 + d)] + hb[size_t(h * 5 + d)];
+  check_close(y, want);
+  lt::check_fused_matches_unfused(scaled);
+  // The three thirds of a cat, each a transposed copy: one group each (the copies' writes go
+  // straight to their regions, no copy of its own is written first).
+  Tensor x2 = x * 3.0, x3 = x.sin();
+  loom::sync();
+  auto joined = [&] { return cat({heads(x), heads(x2), heads(x3)}, 2); };
+  FlushStats c = flush_stats(joined, &y);
+  CHECK(c.groups == 3);
+  CHECK(c.materialized == 3);
+  std::vector<double> got = host(y), h2 = host(x2), h3 = host(x3);
+  for (int i = 0; i < 4; ++i)
+    for (int t = 0; t < 8; ++t)
+      for (int h = 0; h < 6; ++h)
+        for (int d = 0; d < 5; ++d) {
+          const size_t src = size_t(((i * 6 + h) * 8 + t) * 5 + d);
+          const size_t dst = size_t((i * 8 + t) * 90 + h * 5 + d);
+          CHECK(got[dst] == hx[src]);
+          CHECK(got[dst + 30] == h2[src]);
+          CHECK(got[dst + 60] == h3[src]);
+        }
+  lt::check_fused_matches_unfused(joined, std::nullopt, true);
+  // A reader whose other operand cannot be viewed over the producer's space (a transposed
+  // pair of dims the space keeps as one) starts a kernel of its own, and still computes right.
+  Tensor p = lt::random({4, 8, 30}, DType::Float32, 183, -1, 1);
+  Tensor w = lt::random({4, 8, 5, 6}, DType::Float32, 184, -1, 1);
+  auto apart = [&] { return (p * 2.0).reshape({4, 8, 6, 5}) + w.transpose(2, 3); };
+  FlushStats a = flush_stats(apart, &y);
+  CHECK(a.kernels == 2);
+  std::vector<double> hp = host(p), hw = host(w);
+  want.assign(hp.size(), 0);
+  for (int r = 0; r < 32; ++r)
+    for (int h = 0; h < 6; ++h)
+      for (int d = 0; d < 5; ++d)
+        want[size_t(r * 30 + h * 5 + d)] =
+            2 * hp[size_t(r * 30 + h * 5 + d)] + hw[size_t(r * 30 + d * 6 + h)];
+  check_close(y, want);
+  lt::check_fused_matches_unfused(apart);
+}
