@@ -106,6 +106,16 @@ def build(model_name, cfg):
     return impls
 
 
+def drain(impl, device):
+    """Waits for all of `impl`'s device work: a step ends at its loss read, which in loom
+    waits for the loss's kernel alone (the backward and update may still run), so a timed
+    block ends here for every library alike."""
+    if impl == "loom":
+        loom.sync()
+    elif device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
 def converge(cfg, steps):
     """The GPT trained by loom and by torch eager from the same weights on the same batches:
     the losses of the last 10 steps, averaged, and their relative difference."""
@@ -193,9 +203,11 @@ def main():
                 step = impls[impl]
                 time.sleep(args.pause)
                 step()
+                drain(impl, args.device)
                 t0 = time.perf_counter()
                 for _ in range(args.steps):
                     step()
+                drain(impl, args.device)  # the last step's work the loss read did not wait for
                 times[impl].append((time.perf_counter() - t0) / args.steps * 1e3)
         base = statistics.median(times["torch eager"])
         amp = f", autocast {args.autocast}" if args.autocast else ""

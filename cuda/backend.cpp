@@ -198,6 +198,18 @@ class CudaBackend : public Backend {
   void copy_to_host(void* dst, const void* src, size_t n) override {
     staging_.to_host(dst, cuda::DevicePtr(uintptr_t(src)), n, active());
   }
+  void mark_written(Storage& st) override {
+    st.written = std::make_shared<cuda::Event>(cuda::record_event(active()));
+  }
+  // After the event alone, on a stream of its own: the active stream still runs the flush's
+  // later work (a step's backward and update after the loss the host reads).
+  void copy_to_host_of(const Storage& st, void* dst, const void* src, size_t n) override {
+    const auto* ev = static_cast<const cuda::Event*>(st.written.get());
+    if (!ev) return copy_to_host(dst, src, n);
+    cuda::event_sync(*ev);
+    if (!reader_.handle) reader_ = cuda::create_stream(dev_);
+    staging_.to_host(dst, cuda::DevicePtr(uintptr_t(src)), n, reader_);
+  }
   void copy_within(void* dst, const void* src, size_t n) override {
     cuda::copy_d2d(cuda::DevicePtr(uintptr_t(dst)), cuda::DevicePtr(uintptr_t(src)), n, active());
   }
@@ -338,6 +350,7 @@ class CudaBackend : public Backend {
   // 0 frees every block to the driver's pool).
   cuda::BlockCache blocks_{size_t(knob_int(Knob::CudaBlockCache))};
   cuda::Staging staging_;
+  cuda::Stream reader_;  // host reads of values marked written (copy_to_host_of)
 };
 
 CudaKernel::Compiled& CudaKernel::get(CudaBackend& be, const Group& g, const cuda::Variant& v) {

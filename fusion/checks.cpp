@@ -64,7 +64,7 @@ void raise_checks(Trace& tr) {
       v = *static_cast<const uint8_t*>(st.data());
     } else {
       ActiveStreamScope active(tr.stream);  // ordered after the kernel that wrote it
-      backend(st.device).copy_to_host(&v, st.data(), 1);
+      backend(st.device).copy_to_host_of(st, &v, st.data(), 1);
     }
     if (v && !failed) failed.emplace(c.kind, c.message);
   }

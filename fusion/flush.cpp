@@ -14,6 +14,19 @@
 
 namespace loom::trace_impl {
 
+namespace {
+// The storages the sync point whose flush runs now reads right after it (flush_trace's `reads`).
+std::vector<const Storage*>& reads_now() {
+  static std::vector<const Storage*> r;  // under the runtime mutex
+  return r;
+}
+}  // namespace
+
+bool read_after_flush(const Storage* st) {
+  const auto& r = reads_now();
+  return !r.empty() && std::find(r.begin(), r.end(), st) != r.end();
+}
+
 // A sync point that needs everything: throws the first failure.
 void raise_any(const Failures& f) {
   if (!f.empty()) throw f.front().error;
@@ -156,8 +169,16 @@ void hold_pending(Trace& tr) {
 
 }  // namespace
 
-Failures flush_trace(Trace& tr) {
+Failures flush_trace(Trace& tr, std::vector<const Storage*> reads) {
   if (tr.buffers.empty()) return {};
+  // (A flush inside this one, of another stream's trace, marks nothing of this one's reads.)
+  struct Reads {
+    std::vector<const Storage*> outer;
+    explicit Reads(std::vector<const Storage*> r) : outer(std::move(reads_now())) {
+      reads_now() = std::move(r);
+    }
+    ~Reads() { reads_now() = std::move(outer); }
+  } scope{std::move(reads)};
   Device d = tr.stream.device;
   std::vector<std::shared_ptr<Storage>> roots = trace_roots(tr);
   std::vector<std::weak_ptr<Buffer>> saved;

@@ -277,6 +277,7 @@ void run_groups(Device d, std::vector<Group>& groups, std::ostream* log, const S
     for (auto& o : groups[gi].outputs) {
       o.st->node.reset();  // ready: releases the producer and what only it read
       counters().materialized++;
+      if (read_after_flush(o.st.get())) backend(d).mark_written(*o.st);
     }
     for (Storage* st : frees[gi]) st->mem.reset();  // read for the last time
   };

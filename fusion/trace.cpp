@@ -1,7 +1,5 @@
 #include "fusion/trace.h"
 
-#include "fusion/trace_impl.h"
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -16,15 +14,16 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "tensor/counters.h"
 #include "fusion/kernel_cache.h"
 #include "fusion/plan_cache.h"
 #include "fusion/planner.h"
 #include "fusion/runtime_lock.h"
+#include "fusion/trace_impl.h"
 #include "tensor/backend.h"
 #include "tensor/block_alloc.h"
-#include "tensor/stream_work.h"
+#include "tensor/counters.h"
 #include "tensor/knobs.h"
+#include "tensor/stream_work.h"
 
 namespace loom {
 namespace trace_impl {
@@ -165,9 +164,7 @@ void order_access(Trace& tr, const std::shared_ptr<Storage>& s, bool writes) {
   s->mem->add_user(tr.stream);  // its free waits for this stream
 }
 
-Trace& recording_trace(Device d) {
-  return is_host(d) ? cpu_trace() : trace_for(current_stream(d));
-}
+Trace& recording_trace(Device d) { return is_host(d) ? cpu_trace() : trace_for(current_stream(d)); }
 
 }  // namespace
 
@@ -320,7 +317,8 @@ void count_stream_work(const StreamRef& s) {
   std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
   trace_for(s).submitted++;
 }
-[[maybe_unused]] const bool g_stream_work_installed = (set_stream_work_handler(&count_stream_work), true);
+[[maybe_unused]] const bool g_stream_work_installed =
+    (set_stream_work_handler(&count_stream_work), true);
 }  // namespace
 
 StreamRef stream_of(const Storage& st) {
@@ -335,7 +333,10 @@ void ensure_ready(const std::shared_ptr<Storage>& st) {
     Trace* t = find_trace(st->device, st->stream);
     LOOM_CHECK(t, Runtime, "internal: storage ", st->id, " pending on stream ", st->stream,
                " which has no trace");
-    raise_for(flush_trace(*t), st);  // other work that ran out of memory may stay pending
+    // The read, and the flags of the trace's checks, wait for their own kernels alone.
+    std::vector<const Storage*> reads{st.get()};
+    for (const DeferredCheck& c : t->checks) reads.push_back(c.flag->cur.get());
+    raise_for(flush_trace(*t, std::move(reads)), st);  // work out of memory may stay pending
     raise_checks(*t);
   } else if (Trace* t = find_trace(st->device, st->stream)) {
     raise_checks(*t);  // checks a limit flush computed since the last sync point

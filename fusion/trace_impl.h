@@ -116,8 +116,10 @@ struct OomFailure {
 using Failures = std::vector<OomFailure>;  // empty: the flush ran everything
 
 // Runs everything pending on `tr`; what could not run for memory stays pending, and the
-// failures say why.
-[[nodiscard]] Failures flush_trace(Trace& tr);
+// failures say why. `reads`: storages the sync point reads right after (Backend::mark_written).
+[[nodiscard]] Failures flush_trace(Trace& tr, std::vector<const Storage*> reads = {});
+// Of the flush running now: whether the sync point reads `st` right after it.
+bool read_after_flush(const Storage* st);
 // A sync point that needs everything: throws the first failure.
 void raise_any(const Failures& f);
 // A sync point that needs `st`: throws the failure `st` waits for, if it is still pending.

@@ -19,7 +19,7 @@ std::vector<char> host_bytes(const Tensor& t0) {
   std::vector<char> out(n);
   if (n == 0) return out;
   const char* src = static_cast<const char*>(t.storage()->data()) + t.offset() * int64_t(isz);
-  backend(t.device()).copy_to_host(out.data(), src, n);
+  backend(t.device()).copy_to_host_of(*t.storage(), out.data(), src, n);
   return out;
 }
 

@@ -13,6 +13,7 @@ namespace loom {
 struct Group;
 struct Node;
 struct Memory;
+struct Storage;
 
 // A lowering may move up to this many elements of a leaf's pointer misalignment into its offset
 // (the CUDA launcher aligns pointers for vector loads): the fuser picks 64-bit indexing for a
@@ -74,6 +75,15 @@ struct Backend {
   virtual void free(void* p, size_t bytes) = 0;
   virtual void copy_from_host(void* dst, const void* src, size_t bytes) = 0;
   virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
+  // A sync point reads `st` right after the flush that computes it (item, a host copy, a
+  // deferred check's flag): called once the group writing it is submitted. A backend whose
+  // work runs asynchronously marks that point (Storage::written), and copy_to_host_of then
+  // waits for it alone: a training step's loss is read while its backward and update still run.
+  virtual void mark_written(Storage& st) {}
+  // copy_to_host of `bytes` at `src`, inside st's memory.
+  virtual void copy_to_host_of(const Storage& st, void* dst, const void* src, size_t bytes) {
+    copy_to_host(dst, src, bytes);
+  }
   virtual void copy_within(void* dst, const void* src, size_t bytes) = 0;
   // Copies `bytes` of this device's memory at `src` into `dst` on device `to` (another device of
   // the same kind) without going through the host, as a sync point of the source stream (the

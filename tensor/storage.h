@@ -57,6 +57,10 @@ struct Storage {
   // A saved tensor of the autograd graph reads this version after the next one is written:
   // the next version never takes over its memory.
   bool kept = false;
+  // The backend's marker of the point in its stream where the kernel writing this version ran
+  // (Backend::mark_written, set where a sync point reads it right after the flush): the read
+  // waits for that point alone, not for the flush's later work.
+  std::shared_ptr<void> written;
 
   bool pending() const { return node != nullptr; }
   void* data() const { return mem ? mem->ptr : nullptr; }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../tolerances.h"
+#include "cuda/stream.h"
 #include "fusion/segments.h"
 #include "loom.h"
 
@@ -489,6 +490,26 @@ TEST_CASE("gpu: a row gather picks each row's element exactly, in its reduction'
                  Tol{1e-5, 1e-5});
     }
   }
+}
+
+TEST_CASE("gpu: a read waits for its own value's kernel, not the flush's later work") {
+  if (skip()) return;
+  // A training step's loss is read while its backward and update still run: here a sum read
+  // while the 60 products of [2048, 2048] recorded after it (~1 TFLOP) are still on the stream.
+  const int64_t n = 2048;
+  Tensor xc = host_data({n, n}, DType::Float32, 71) * (1.0 / std::sqrt(double(n)));
+  Tensor x = xc.to(kGPU);
+  loom::sync();
+  Tensor s = x.sum(), w = x;
+  for (int i = 0; i < 60; ++i) w = matmul(w, x);
+  const float got = s.item<float>();
+  CHECK_FALSE(loom::cuda::current_stream(0).query());  // the products still run
+  CHECK(got == doctest::Approx(xc.sum().item<float>()).epsilon(1e-4));
+  // A later read of what the flush wrote after the event waits for it.
+  Tensor w1 = matmul(x, x);
+  loom::sync();
+  check_same(w1, matmul(xc, xc), "a product after the read", Tol{1e-3, 1e-3});
+  CHECK(loom::cuda::current_stream(0).query());
 }
 
 TEST_CASE("gpu: causal attention (the mask compared inside the softmax kernel) matches the CPU") {

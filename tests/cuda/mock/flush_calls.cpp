@@ -3,7 +3,9 @@
 // then loom::sync()) on cuda:0, fused and fusion-off. Prints the calls of each driver entry
 // point per flush and the host microseconds per flush, and fails when a steady-state flush of k
 // kernels makes more than k launches, k allocations and frees, one synchronization, or any
-// event record, stream wait, module load or context switch. Kernels do not run: no values.
+// event record, stream wait, module load or context switch; then a flush ending at a read
+// (item), which must wait for one event after the read value's kernel, not for the stream.
+// Kernels do not run: no values.
 // `flush_calls N [fused|off]` runs N flushes a mode (default 200; more for `perf record`), both
 // modes unless one is named.
 #include <dlfcn.h>
@@ -109,6 +111,28 @@ int main(int argc, char** argv) {
       expect(per[none] == 0, (std::string("no ") + none).c_str());
   }
   set_fusion(true);
+  // A read's flush (item of the chain's sum, and the 100 ops after it that the read does not
+  // need): the host waits for an event recorded after the sum's kernel, not for the stream,
+  // whose later work still runs (Backend::mark_written).
+  {
+    for (int i = 0; i < 3; ++i) (void)((x * 0.5).sum() + 1.0).item<float>();
+    auto before = calls.snap();
+    for (int i = 0; i < flushes; ++i) {
+      Tensor s = (x * 0.5).sum() + 1.0, later = x;
+      for (int k = 0; k < 100; ++k) later = (k % 2) ? later * 0.999 : later + 0.001;
+      (void)s.item<float>();
+    }
+    auto after = calls.snap();
+    auto per = [&](const char* name) { return double(after[name] - before[name]) / flushes; };
+    std::printf(
+        "== a read: %.2f event records, %.2f event waits, %.2f stream and %.2f device "
+        "synchronizations a flush\n",
+        per("cuEventRecord"), per("cuEventSynchronize"), per("cuStreamSynchronize"),
+        per("cuCtxSynchronize"));
+    if (per("cuEventRecord") != 1 || per("cuEventSynchronize") != 1 || per("cuCtxSynchronize") != 0)
+      std::printf("FAIL: a read waits for one event after its own kernel\n"), fails++;
+  }
+  loom::sync();
   std::printf("%s\n", fails ? "flush_calls: FAILED" : "flush_calls: ok");
   // NVRTC's warm-up compile (a background thread from the backend's start) crashes inside NVRTC
   // when the process exits under it: let it finish first.
