@@ -192,12 +192,15 @@ double held_as(DType dt, double v) {
 Tensor cast(const Tensor& x, DType t) {
   if (x.dtype() == t) return x;
   // A floating constant cast to another floating dtype is a constant of the value x holds: no
-  // kernel of its own (a 16-bit loss's upstream gradient of ones, cast up by each rule).
-  if (const std::shared_ptr<Storage>& st = x.buffer()->cur;
-      st->pending() && st->node->op == Op::Const && is_floating(x.dtype()) && is_floating(t) &&
-      !autograd::needs_grad(x))
-    return const_tensor(Scalar(held_as(t, held_as(x.dtype(), st->node->value.f))), t, x.device(),
-                        x.shape());
+  // kernel of its own (a 16-bit loss's upstream gradient of ones, cast up by each rule). Under
+  // the runtime's lock: another thread's flush of the same trace may make x ready meanwhile.
+  if (is_floating(x.dtype()) && is_floating(t) && !autograd::needs_grad(x)) {
+    std::lock_guard<std::recursive_mutex> lock(runtime_mutex());
+    if (const std::shared_ptr<Storage>& st = x.buffer()->cur;
+        st->pending() && st->node->op == Op::Const)
+      return const_tensor(Scalar(held_as(t, held_as(x.dtype(), st->node->value.f))), t, x.device(),
+                          x.shape());
+  }
   auto n = new_node(Op::Cast, t, x.shape(), x.device());
   add_input(*n, x);
   Tensor y = record_node(std::move(n));
