@@ -101,21 +101,6 @@ std::optional<Mat> transposed(int64_t R, int64_t C, int64_t sr, int64_t sc) {
   return std::nullopt;
 }
 
-// Collapses batch dims [i0, nb) of `st` into one stride (nullopt if they do not collapse).
-std::optional<int64_t> collapse(const Shape& sz, const Strides& st, int i0, int nb) {
-  int64_t s = 0, span = 0;
-  for (int d = nb - 1; d >= i0; --d) {
-    if (sz[d] == 1) continue;
-    if (span == 0) {
-      s = st[d], span = sz[d];
-    } else {
-      if (st[d] != s * span) return std::nullopt;
-      span *= sz[d];
-    }
-  }
-  return s;
-}
-
 // The batch dims [i, j) one cuBLASLt call covers, how many matrices that is, and A's and B's
 // stride over them.
 struct BatchRun {
@@ -228,7 +213,8 @@ bool Matmul::run_lt(const Node& n, void* out) {
   BatchRun run;
   for (int i = 0; i < nb; ++i)
     for (int j = i + 1; j <= nb; ++j) {
-      auto sa = collapse(bs, A.view.strides, i, j), sb = collapse(bs, B.view.strides, i, j);
+      auto sa = collapsed_stride(bs, A.view.strides, i, j),
+           sb = collapsed_stride(bs, B.view.strides, i, j);
       if (!sa || !sb) continue;
       int64_t count = 1;
       for (int d = i; d < j; ++d) count *= bs[d];

@@ -6,18 +6,9 @@
 namespace loom {
 namespace {
 
-// Whether dims [0, hi] of t collapse into one (a view, no copy): each stride is the next
-// dim's stride times its size (size-1 dims aside).
+// Whether dims [0, hi] of t collapse into one (a view, no copy).
 bool leading_dims_collapse(const Tensor& t, int hi) {
-  int64_t inner = -1, span = 1;
-  for (int d = hi; d >= 0; --d) {
-    int64_t n = t.shape()[d];
-    if (n == 1) continue;
-    if (inner >= 0 && t.strides()[d] != inner * span) return false;
-    if (inner < 0) inner = t.strides()[d];
-    span *= n;
-  }
-  return true;
+  return collapsed_stride(t.shape(), t.strides(), 0, hi + 1).has_value();
 }
 
 // t [..., M, K] as one [(... M), K] matrix, where its leading dims collapse (a view, no copy).

@@ -28,6 +28,21 @@ Strides contiguous_strides(const Shape& s) {
   return st;
 }
 
+std::optional<int64_t> collapsed_stride(const Shape& shape, const Strides& strides, int i0,
+                                        int i1) {
+  int64_t s = 0, span = 0;
+  for (int d = i1 - 1; d >= i0; --d) {
+    if (shape[d] == 1) continue;
+    if (span == 0) {
+      s = strides[d], span = shape[d];
+    } else {
+      if (strides[d] != s * span) return std::nullopt;
+      span *= shape[d];
+    }
+  }
+  return s;
+}
+
 std::optional<Strides> view_strides(const Shape& old_shape, const Strides& old_strides,
                                     const Shape& shape) {
   if (numel(old_shape) == 0 || old_shape.empty()) return contiguous_strides(shape);

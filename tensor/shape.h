@@ -30,6 +30,9 @@ int normalize_dim(const char* op, int64_t dim, const Shape& shape, int extra = 0
 void check_sizes(const char* op, const Shape& s);
 
 bool is_contiguous(const Shape& shape, const Strides& strides);
+// The one stride dims [i0, i1) of (shape, strides) walk as a single dim, size-1 dims aside (0
+// when all have size 1), or nullopt where they do not collapse into one.
+std::optional<int64_t> collapsed_stride(const Shape& shape, const Strides& strides, int i0, int i1);
 // Strides that let `shape` (as many elements) view memory laid out as (old_shape, old_strides)
 // in the same row-major order, if any: a reshape without a copy.
 std::optional<Strides> view_strides(const Shape& old_shape, const Strides& old_strides,
