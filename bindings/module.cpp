@@ -30,6 +30,7 @@ nb::dict counters_dict() {
   d["cache_hits"] = c.cache_hits.load();
   d["cache_misses"] = c.cache_misses.load();
   d["disk_hits"] = c.disk_hits.load();
+  d["compiled_ahead"] = c.compiled_ahead.load();
   d["kernel_evictions"] = c.kernel_evictions.load();
   d["plan_hits"] = c.plan_hits.load();
   d["plan_ns"] = c.plan_ns.load();

@@ -16,6 +16,7 @@
 #include <iostream>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 
 #include "cuda/block_cache.h"
@@ -259,8 +260,11 @@ class CudaBackend : public Backend {
   }
   void drop_modules() {
     modules_.clear();
+    ahead_.clear();
     index_->drop();
   }
+
+  void prelower(const std::vector<const Group*>& groups) override;
 
   // The module for `source`: from this process's cache, the disk cache, or NVRTC.
   std::shared_ptr<Loaded> load(const std::string& source, const std::vector<std::string>& entries,
@@ -282,6 +286,17 @@ class CudaBackend : public Backend {
       if (c != shared_cubins().end()) {
         m->module = cuda::Module(dev_, c->second->data());
         how = "another device's cubin";
+      }
+    }
+    if (!m->module.raw()) {
+      auto p = ahead_.find(key);
+      if (p != ahead_.end()) {
+        m->module = cuda::Module(dev_, p->second.data());
+        how = "compiled ahead";
+        counters().compiled_ahead++;
+        if (share)
+          shared_cubins()[key] = std::make_shared<const std::vector<char>>(std::move(p->second));
+        ahead_.erase(p);
       }
     }
     bool disk = cuda::disk_cache::enabled();
@@ -343,6 +358,8 @@ class CudaBackend : public Backend {
   int sm_ = 0, cc_major_ = 0, cc_minor_ = 0;
   std::string arch_;
   std::unordered_map<std::string, std::shared_ptr<Loaded>> modules_;
+  // Cubins prelower() compiled, by module key, until load() takes them.
+  std::unordered_map<std::string, std::vector<char>> ahead_;
   std::unique_ptr<cuda::Matmul> matmul_;
   std::unique_ptr<cuda::IndexKernels> index_;
   std::unordered_map<uint64_t, Scratch> scratch_;  // by stream id
@@ -369,6 +386,67 @@ CudaKernel::Compiled& CudaKernel::get(CudaBackend& be, const Group& g, const cud
   }
   known_.push_back({dev, v, &it->second});
   return it->second;
+}
+
+// Each group's kernel as prepare() will build it: the sources no cache holds are compiled
+// together, a thread each up to LOOM_CUDA_COMPILE_THREADS (a training step's first flush lowers
+// a hundred kernels, each one NVRTC compile of tens of ms, where the GPU machine has 16 cores).
+// The disk cache is looked at first on the same threads; what is compiled is stored there.
+void CudaBackend::prelower(const std::vector<const Group*>& groups) {
+  static const int threads = [] {
+    long long n = knob_int(Knob::CudaCompileThreads);
+    return int(n > 0 ? n : std::max(1u, std::thread::hardware_concurrency()));
+  }();
+  if (threads < 2 || groups.size() < 2 || !cuda::nvrtc_available() ||
+      cuda::fault::compile_fault_armed())
+    return;
+  ahead_.clear();  // a flush's leftovers (none when every source came out as predicted)
+  struct Job {
+    std::string key, source;
+    std::vector<char> cubin;
+  };
+  std::vector<Job> jobs;
+  const std::vector<std::string> opts = cuda::compile_options(cc_major_, cc_minor_);
+  for (const Group* g : groups) {
+    std::string src;
+    try {
+      src = cuda::generate(*g, cuda::choose_variant(*g, sm_)).source;
+    } catch (const Error&) {
+      continue;  // lower() meets the same error and falls back
+    }
+    std::string key =
+        cuda::disk_cache::cache_key(src, opts, arch_, cuda::nvrtc_version(), LOOM_VERSION);
+    if (modules_.count(key) ||
+        std::any_of(jobs.begin(), jobs.end(), [&](const Job& j) { return j.key == key; }))
+      continue;
+    jobs.push_back({std::move(key), std::move(src), {}});
+  }
+  if (jobs.size() < 2) return;
+  const bool disk = cuda::disk_cache::enabled();
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < jobs.size();) {
+      Job& j = jobs[i];
+      try {
+        if (disk && cuda::disk_cache::load(j.key)) continue;  // load() reads it in a moment
+        j.cubin = cuda::compile(j.source, "loom_ahead", cc_major_, cc_minor_).cubin;
+        if (disk) cuda::disk_cache::store(j.key, j.cubin);
+      } catch (...) {
+        j.cubin.clear();  // lower() compiles it again and reports the failure
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  const size_t n = std::min(jobs.size(), size_t(threads));
+  try {
+    for (size_t t = 1; t < n; ++t) pool.emplace_back(work);
+  } catch (const std::system_error&) {
+    // Fewer threads than asked for: the ones made and this one share the jobs.
+  }
+  work();
+  for (auto& t : pool) t.join();
+  for (Job& j : jobs)
+    if (!j.cubin.empty()) ahead_.emplace(std::move(j.key), std::move(j.cubin));
 }
 
 void CudaKernel::prepare(CudaBackend& be, const Group& g) {

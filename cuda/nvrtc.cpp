@@ -302,6 +302,7 @@ void warm_up_async(int cc_major, int cc_minor) {
 
 namespace fault {
 void fail_next_compile() { g_fail_next_compile = true; }
+bool compile_fault_armed() { return g_fail_next_compile.load(); }
 }  // namespace fault
 
 }  // namespace loom::cuda

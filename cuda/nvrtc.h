@@ -47,6 +47,7 @@ bool warmed_up();
 namespace fault {
 // The next compile() throws a compile failure without calling NVRTC.
 void fail_next_compile();
+bool compile_fault_armed();  // fail_next_compile() set and not yet taken
 }  // namespace fault
 
 }  // namespace loom::cuda

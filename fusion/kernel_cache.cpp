@@ -6,11 +6,12 @@
 #include <fstream>
 #include <list>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
-#include "tensor/counters.h"
 #include "fusion/plan_cache.h"
 #include "fusion/trace.h"
+#include "tensor/counters.h"
 #include "tensor/fault.h"
 #include "tensor/knobs.h"
 
@@ -35,7 +36,7 @@ struct Cache {
   // Drops least recently used kernels until at most `keep` are left.
   void evict_to(size_t keep) {
     if (map.size() <= keep) return;
-    std::vector<Entry> gone;           // destroyed after the device is idle (see below)
+    std::vector<Entry> gone;          // destroyed after the device is idle (see below)
     bool dropped[kDeviceKinds] = {};  // per DeviceKind: compiled code to drop
     while (map.size() > keep) {
       auto it = map.find(lru.back());
@@ -49,13 +50,15 @@ struct Cache {
     // the device before unloading it. Evictions are rare (a cache full of distinct signatures),
     // so the wait costs nothing in a loop that hits.
     for (int k = 0; k < kDeviceKinds; ++k)
-      if (dropped[k] && backend_available(DeviceKind(k))) backend(Device{DeviceKind(k), 0}).synchronize();
+      if (dropped[k] && backend_available(DeviceKind(k)))
+        backend(Device{DeviceKind(k), 0}).synchronize();
     gone.clear();
     // The backends keep compiled code beside the kernels (CUDA: modules by source) so that
     // equal sources share one module; kernels still cached hold theirs, so dropping the
     // backend's map frees exactly the evicted kernels' code.
     for (int k = 0; k < kDeviceKinds; ++k)
-      if (dropped[k] && backend_available(DeviceKind(k))) backend(Device{DeviceKind(k), 0}).drop_compiled();
+      if (dropped[k] && backend_available(DeviceKind(k)))
+        backend(Device{DeviceKind(k), 0}).drop_compiled();
   }
 };
 
@@ -77,10 +80,14 @@ void dump_kernel(const std::string& text) {
   std::ofstream(dir + name) << text;
 }
 
+uint64_t cache_key(Device d, const Group& g) {
+  return g.signature ^ (uint64_t(d.kind) * 0x9e3779b97f4a7c15ull);
+}
+
 }  // namespace
 
 KernelLookup get_kernel(Device d, const Group& g) {
-  uint64_t key = g.signature ^ (uint64_t(d.kind) * 0x9e3779b97f4a7c15ull);
+  uint64_t key = cache_key(d, g);
   auto& c = cache();
   auto it = c.map.find(key);
   if (it != c.map.end()) {
@@ -107,6 +114,23 @@ KernelLookup get_kernel(Device d, const Group& g) {
   c.lru.push_front(key);
   c.map.emplace(key, Entry{std::move(k), d.kind, c.lru.begin()});
   return {raw, false, ms};
+}
+
+void prelower(Device d, std::vector<Group>& groups) {
+  auto& c = cache();
+  std::vector<const Group*> miss;
+  std::unordered_set<uint64_t> seen;
+  auto want = [&](Group& g) {
+    if (!g.signature) g.signature = signature(g, d.kind);
+    uint64_t key = cache_key(d, g);
+    if (!c.map.count(key) && seen.insert(key).second) miss.push_back(&g);
+  };
+  for (Group& g : groups)
+    if (!g.opaque)
+      want(g);
+    else if (g.epilogue)
+      want(*g.epilogue);
+  if (miss.size() > 1) backend(d).prelower(miss);
 }
 
 size_t kernel_cache_size() { return cache().map.size(); }

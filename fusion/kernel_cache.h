@@ -3,6 +3,7 @@
 // least-recently-used eviction (a long run with ever-new signatures keeps a flat cache).
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "fusion/group.h"
 #include "tensor/backend.h"
@@ -17,6 +18,9 @@ struct KernelLookup {
 };
 
 KernelLookup get_kernel(Device d, const Group& g);
+// Before a flush runs `groups` (a plan not seen before): has the backend prepare together
+// the kernels of those the cache lacks (Backend::prelower), computing signatures left unset.
+void prelower(Device d, std::vector<Group>& groups);
 size_t kernel_cache_size();
 void clear_kernel_cache();  // and the backends' compiled modules
 // The most kernels kept (at least 1; starts at LOOM_KERNEL_CACHE_MAX). Lowering one more

@@ -336,17 +336,18 @@ void run_pending(Device d, const std::vector<std::shared_ptr<Storage>>& roots, b
     for (auto& g : groups)
       for (auto& o : g.outputs)
         if (o.alias && o.alias->mem && keep->count(o.alias->mem.get())) o.alias = nullptr;
+  const bool plan_hit = counters().plan_hits.load() != plan_hits;
   // The log's stream only when logging: constructing one costs about as much as a small flush.
   std::unique_ptr<std::ostringstream> os;
   if (log_fusion()) os = std::make_unique<std::ostringstream>();
   std::ostream* log = os.get();
   if (log)
     *log << "[loom] flush " << d.str() << ": " << dag.size() << " nodes -> " << groups.size()
-         << " groups" << (fuse ? "" : " (fusion off)")
-         << (counters().plan_hits.load() != plan_hits ? " (plan cached)" : "")
+         << " groups" << (fuse ? "" : " (fusion off)") << (plan_hit ? " (plan cached)" : "")
          << (keep ? " (partial: around work that ran out of memory)" : "") << "\n";
   const auto t_run = Clock::now();
   try {
+    if (!plan_hit) prelower(d, groups);  // a plan seen before found its kernels in the cache
     run_groups(d, groups, log, allocs_before(dag, groups), frees_after(dag, roots, groups));
     // Allocations no group wrote or read (an empty() a live tensor holds) get memory now.
     for (auto& st : dag)

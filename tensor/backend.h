@@ -90,6 +90,10 @@ struct Backend {
   // host waits for the copy). False: not possible here, the caller goes through the host.
   virtual bool copy_to_device(Device to, void* dst, const void* src, size_t bytes) { return false; }
   virtual std::unique_ptr<Kernel> lower(const Group& g) = 0;
+  // Groups a flush is about to lower, none in the kernel cache: a backend whose lowering is
+  // slow (NVRTC) may do the slow part for all of them at once on worker threads, for lower()
+  // to find. Best effort: whatever fails here is redone, and reported, by lower().
+  virtual void prelower(const std::vector<const Group*>& groups) {}
   virtual void run_opaque(const Group& g) = 0;  // matmul and friends
   // A matmul group with an epilogue (only where caps().matmul_epilogue): `epilogue` is
   // g.epilogue lowered by this backend. Every output of g has memory; C's leaf may not.

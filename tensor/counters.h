@@ -13,6 +13,7 @@ struct Counters {
   std::atomic<int64_t> cache_hits{0};    // in-memory signature cache
   std::atomic<int64_t> cache_misses{0};  // lowered (compiled) this process
   std::atomic<int64_t> disk_hits{0};
+  std::atomic<int64_t> compiled_ahead{0};    // lowered from a cubin a flush compiled before it ran
   std::atomic<int64_t> kernel_evictions{0};  // least recently used kernels dropped
   std::atomic<int64_t> bytes_moved{0};       // bytes read by kernels plus bytes written
   std::atomic<int64_t> materialized{0};      // storages written to memory

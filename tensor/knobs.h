@@ -116,6 +116,9 @@
   X(NvrtcWarmup, "LOOM_NVRTC_WARMUP", Flag, "0", Device,                                           \
     "1: the first device set up starts NVRTC (a compile) on another thread; a process exiting "    \
     "while it runs can crash in NVRTC")                                                            \
+  X(CudaCompileThreads, "LOOM_CUDA_COMPILE_THREADS", Int, "0", Once,                              \
+    "threads compiling a flush's new kernels with NVRTC together before its first launch; 0: "   \
+    "one a core; 1: each kernel compiled when the flush first reaches it")                         \
   X(StrictWarnings, "LOOM_STRICT_WARNINGS", Flag, "0", Once,                                       \
     "1: any warning in an NVRTC compile log is an error; set_strict_warnings() changes it later")  \
   X(CacheDir, "LOOM_CACHE_DIR", Str, "", Each,                                                     \
