@@ -110,6 +110,12 @@ class CudaKernel : public Kernel {
   std::unordered_map<std::string, std::shared_ptr<Loaded>> segments_;
 };
 
+// Groups a launch of the kernel of segments takes: K parameter blocks in its parameter, within
+// its 32 KB.
+int segments_per_launch(const cuda::Generated& gen) {
+  return int(std::clamp<size_t>(24576 / gen.params.bytes(), 1, 128));
+}
+
 class CudaBackend : public Backend {
  public:
   explicit CudaBackend(int dev) : dev_(dev), default_(cuda::default_stream(dev)) {
@@ -264,7 +270,7 @@ class CudaBackend : public Backend {
     index_->drop();
   }
 
-  void prelower(const std::vector<const Group*>& groups) override;
+  void prelower(const LowerAhead& work) override;
 
   // The module for `source`: from this process's cache, the disk cache, or NVRTC.
   std::shared_ptr<Loaded> load(const std::string& source, const std::vector<std::string>& entries,
@@ -388,18 +394,17 @@ CudaKernel::Compiled& CudaKernel::get(CudaBackend& be, const Group& g, const cud
   return it->second;
 }
 
-// Each group's kernel as prepare() will build it: the sources no cache holds are compiled
-// together, a thread each up to LOOM_CUDA_COMPILE_THREADS (a training step's first flush lowers
-// a hundred kernels, each one NVRTC compile of tens of ms, where the GPU machine has 16 cores).
-// The disk cache is looked at first on the same threads; what is compiled is stored there.
-void CudaBackend::prelower(const std::vector<const Group*>& groups) {
+// The modules a new flush will load, as prepare(), run_segments() and the index kernels will
+// build them: the sources no cache holds are compiled together, a thread each up to
+// LOOM_CUDA_COMPILE_THREADS (a training step's first flush loads forty modules, each one NVRTC
+// compile of tens of ms, where the GPU machine has 16 cores). The disk cache is looked at
+// first on the same threads; what is compiled is stored there.
+void CudaBackend::prelower(const LowerAhead& work) {
   static const int threads = [] {
     long long n = knob_int(Knob::CudaCompileThreads);
     return int(n > 0 ? n : std::max(1u, std::thread::hardware_concurrency()));
   }();
-  if (threads < 2 || groups.size() < 2 || !cuda::nvrtc_available() ||
-      cuda::fault::compile_fault_armed())
-    return;
+  if (threads < 2 || !cuda::nvrtc_available() || cuda::fault::compile_fault_armed()) return;
   ahead_.clear();  // a flush's leftovers (none when every source came out as predicted)
   struct Job {
     std::string key, source;
@@ -407,24 +412,43 @@ void CudaBackend::prelower(const std::vector<const Group*>& groups) {
   };
   std::vector<Job> jobs;
   const std::vector<std::string> opts = cuda::compile_options(cc_major_, cc_minor_);
-  for (const Group* g : groups) {
-    std::string src;
-    try {
-      src = cuda::generate(*g, cuda::choose_variant(*g, sm_)).source;
-    } catch (const Error&) {
-      continue;  // lower() meets the same error and falls back
-    }
+  auto add = [&](std::string src) {
     std::string key =
         cuda::disk_cache::cache_key(src, opts, arch_, cuda::nvrtc_version(), LOOM_VERSION);
-    if (modules_.count(key) ||
-        std::any_of(jobs.begin(), jobs.end(), [&](const Job& j) { return j.key == key; }))
-      continue;
-    jobs.push_back({std::move(key), std::move(src), {}});
+    if (!modules_.count(key) &&
+        std::none_of(jobs.begin(), jobs.end(), [&](const Job& j) { return j.key == key; }))
+      jobs.push_back({std::move(key), std::move(src), {}});
+  };
+  std::vector<std::pair<uint64_t, cuda::Variant>> seen;  // a signature's variants generated
+  for (const Group* g : work.groups) {
+    try {
+      const cuda::Variant v = cuda::choose_variant(*g, sm_);
+      if (std::find(seen.begin(), seen.end(), std::make_pair(g->signature, v)) != seen.end())
+        continue;
+      seen.push_back({g->signature, v});
+      add(cuda::generate(*g, v).source);
+    } catch (const Error&) {
+      // lower() meets the same error and falls back
+    }
+  }
+  for (const Group* g : work.segments) {
+    try {
+      const cuda::Variant v = cuda::choose_variant(*g, sm_);
+      if (v.reduce || v.split) continue;  // run_segments launches such groups one by one
+      cuda::Generated gen = cuda::generate(*g, v);
+      add(cuda::segments_source(gen, segments_per_launch(gen)));
+    } catch (const Error&) {
+    }
+  }
+  for (const Group* g : work.opaque) {
+    std::string src, tag;
+    std::vector<std::string> entries;
+    if (index_->needs(*g, &src, &entries, &tag)) add(std::move(src));
   }
   if (jobs.size() < 2) return;
   const bool disk = cuda::disk_cache::enabled();
   std::atomic<size_t> next{0};
-  auto work = [&] {
+  auto compile = [&] {
     for (size_t i; (i = next.fetch_add(1)) < jobs.size();) {
       Job& j = jobs[i];
       try {
@@ -432,18 +456,18 @@ void CudaBackend::prelower(const std::vector<const Group*>& groups) {
         j.cubin = cuda::compile(j.source, "loom_ahead", cc_major_, cc_minor_).cubin;
         if (disk) cuda::disk_cache::store(j.key, j.cubin);
       } catch (...) {
-        j.cubin.clear();  // lower() compiles it again and reports the failure
+        j.cubin.clear();  // compiled again where it is loaded, which reports the failure
       }
     }
   };
   std::vector<std::thread> pool;
   const size_t n = std::min(jobs.size(), size_t(threads));
   try {
-    for (size_t t = 1; t < n; ++t) pool.emplace_back(work);
+    for (size_t t = 1; t < n; ++t) pool.emplace_back(compile);
   } catch (const std::system_error&) {
     // Fewer threads than asked for: the ones made and this one share the jobs.
   }
-  work();
+  compile();
   for (auto& t : pool) t.join();
   for (Job& j : jobs)
     if (!j.cubin.empty()) ahead_.emplace(std::move(j.key), std::move(j.cubin));
@@ -507,7 +531,7 @@ int CudaKernel::run_segments(const std::vector<const Group*>& gs) {
   if (!same || blocks >= (int64_t(1) << 31)) return Kernel::run_segments(gs);
   Compiled* c = &get_lowered(be, *gs[0], v);
   const size_t bytes = c->gen.params.bytes();
-  const int K = int(std::clamp<size_t>(24576 / bytes, 1, 128));
+  const int K = segments_per_launch(c->gen);
   const std::string key = std::to_string(be.device()) + "/" + v.key();
   auto it = segments_.find(key);
   if (it == segments_.end()) {

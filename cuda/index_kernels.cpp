@@ -158,6 +158,34 @@ std::string scatter_add_source(DType t, DType index) {
   return os.str();
 }
 
+namespace {
+
+// The module the index kernel of opaque group `g` runs: its source, entries and tag. False
+// where g is no Gather or ScatterAdd.
+bool what(const Group& g, std::string* source, std::vector<std::string>* entries,
+          std::string* tag) {
+  const Node& n = *g.opaque;
+  if (n.op != Op::Gather && n.op != Op::ScatterAdd) return false;
+  const DType ix = n.in[1].dtype;
+  if (n.op == Op::Gather) {
+    *source = gather_source(n.dtype, ix);
+    *entries = {"loom_gather"};
+    *tag = std::string("gather_") + bits_type(n.dtype) + "_" + index_type(ix);
+  } else {
+    *source = scatter_add_source(n.dtype, ix);
+    *entries = {"loom_scatter_rows", "loom_scatter_cols"};
+    *tag = std::string("scatter_add_") + dtype_name(n.dtype) + "_" + index_type(ix);
+  }
+  return true;
+}
+
+}  // namespace
+
+bool IndexKernels::needs(const Group& g, std::string* source, std::vector<std::string>* entries,
+                         std::string* tag) const {
+  return what(g, source, entries, tag) && !modules_.count(*tag);
+}
+
 const std::vector<Function>& IndexKernels::module(const std::string& source,
                                                   const std::vector<std::string>& entries,
                                                   const std::string& tag) {
@@ -182,8 +210,10 @@ void IndexKernels::gather(const Group& g, const Stream& stream) {
   const Strides* from[] = {&x.view.strides, &ix.view.strides};
   ll* to[] = {p.xstr, p.istr};
   fill_dims(p, n.shape, from, to, 2);
-  const std::string tag = std::string("gather_") + bits_type(n.dtype) + "_" + index_type(ix.dtype);
-  const auto& f = module(gather_source(n.dtype, ix.dtype), {"loom_gather"}, tag);
+  std::string src, tag;
+  std::vector<std::string> entries;
+  what(g, &src, &entries, &tag);
+  const auto& f = module(src, entries, tag);
   void* args[] = {&p};
   launch(f[0], {grid_for(p.n, dev_), 1, 1}, {256, 1, 1}, 0, stream, args);
 }
@@ -224,10 +254,10 @@ void IndexKernels::scatter_add(const Group& g, const Stream& stream) {
               collapsed_stride(src.view, d + 1, r, &p.sin);
   p.tiles = (p.inner + 127) / 128;
   rows = rows && outer * p.len * p.tiles <= 0x7fffffffLL;
-  const std::string tag =
-      std::string("scatter_add_") + dtype_name(n.dtype) + "_" + index_type(ix.dtype);
-  const auto& f = module(scatter_add_source(n.dtype, ix.dtype),
-                         {"loom_scatter_rows", "loom_scatter_cols"}, tag);
+  std::string source, tag;
+  std::vector<std::string> entries;
+  what(g, &source, &entries, &tag);
+  const auto& f = module(source, entries, tag);
   void* args[] = {&p};
   if (rows) {
     launch(f[0], {unsigned(outer * p.len * p.tiles), 1, 1}, {128, 1, 1}, 0, stream, args);

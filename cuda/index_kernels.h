@@ -29,6 +29,10 @@ class IndexKernels {
   // Run an opaque Gather / ScatterAdd group on `stream`.
   void gather(const Group& g, const Stream& stream);
   void scatter_add(const Group& g, const Stream& stream);
+  // The module an opaque group of the loom's Gather or ScatterAdd will load, with its entries
+  // and tag, where it is not loaded yet (Backend::prelower); false for other groups.
+  bool needs(const Group& g, std::string* source, std::vector<std::string>* entries,
+             std::string* tag) const;
   // Forgets the modules (clear_kernel_cache): the next launch loads them again.
   void drop() { modules_.clear(); }
 

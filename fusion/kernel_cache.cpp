@@ -6,10 +6,10 @@
 #include <fstream>
 #include <list>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "fusion/plan_cache.h"
+#include "fusion/segments.h"
 #include "fusion/trace.h"
 #include "tensor/counters.h"
 #include "tensor/fault.h"
@@ -118,19 +118,22 @@ KernelLookup get_kernel(Device d, const Group& g) {
 
 void prelower(Device d, std::vector<Group>& groups) {
   auto& c = cache();
-  std::vector<const Group*> miss;
-  std::unordered_set<uint64_t> seen;
+  LowerAhead work;
+  // Every group of a signature not cached, not one a signature: groups of one signature may
+  // need different variants of its kernel (alignment, vector width).
   auto want = [&](Group& g) {
     if (!g.signature) g.signature = signature(g, d.kind);
-    uint64_t key = cache_key(d, g);
-    if (!c.map.count(key) && seen.insert(key).second) miss.push_back(&g);
+    if (!c.map.count(cache_key(d, g))) work.groups.push_back(&g);
   };
-  for (Group& g : groups)
-    if (!g.opaque)
-      want(g);
-    else if (g.epilogue)
-      want(*g.epilogue);
-  if (miss.size() > 1) backend(d).prelower(miss);
+  for (Group& g : groups) {
+    if (!g.opaque) want(g);
+    if (g.epilogue) want(*g.epilogue);
+    if (g.opaque) work.opaque.push_back(&g);
+  }
+  if (backend(d).caps().segments)  // the runs run_groups will find
+    for (size_t gi = 0, n; gi < groups.size(); gi += n)
+      if ((n = segment_run(groups, gi, d.kind)) > 1) work.segments.push_back(&groups[gi]);
+  if (work.groups.size() + work.segments.size() + work.opaque.size() > 1) backend(d).prelower(work);
 }
 
 size_t kernel_cache_size() { return cache().map.size(); }

@@ -18,8 +18,9 @@ struct KernelLookup {
 };
 
 KernelLookup get_kernel(Device d, const Group& g);
-// Before a flush runs `groups` (a plan not seen before): has the backend prepare together
-// the kernels of those the cache lacks (Backend::prelower), computing signatures left unset.
+// Before a flush runs `groups` (a plan not seen before): has the backend prepare together the
+// kernels of those the cache lacks, its runs of segments and its opaque groups
+// (Backend::prelower), computing signatures left unset.
 void prelower(Device d, std::vector<Group>& groups);
 size_t kernel_cache_size();
 void clear_kernel_cache();  // and the backends' compiled modules

@@ -11,6 +11,13 @@
 namespace loom {
 
 struct Group;
+
+// A flush's work for Backend::prelower.
+struct LowerAhead {
+  std::vector<const Group*> groups;    // fused groups and epilogues the kernel cache lacks
+  std::vector<const Group*> segments;  // the first group of each run of segments
+  std::vector<const Group*> opaque;    // opaque groups (matmul, gather, scatter_add)
+};
 struct Node;
 struct Memory;
 struct Storage;
@@ -90,10 +97,10 @@ struct Backend {
   // host waits for the copy). False: not possible here, the caller goes through the host.
   virtual bool copy_to_device(Device to, void* dst, const void* src, size_t bytes) { return false; }
   virtual std::unique_ptr<Kernel> lower(const Group& g) = 0;
-  // Groups a flush is about to lower, none in the kernel cache: a backend whose lowering is
-  // slow (NVRTC) may do the slow part for all of them at once on worker threads, for lower()
-  // to find. Best effort: whatever fails here is redone, and reported, by lower().
-  virtual void prelower(const std::vector<const Group*>& groups) {}
+  // What a flush of a plan not seen before is about to lower or run: a backend whose lowering
+  // is slow (NVRTC) may do the slow part for all of it at once on worker threads, for lower()
+  // and the runs to find. Best effort: whatever fails here is redone, and reported, there.
+  virtual void prelower(const LowerAhead& work) {}
   virtual void run_opaque(const Group& g) = 0;  // matmul and friends
   // A matmul group with an epilogue (only where caps().matmul_epilogue): `epilogue` is
   // g.epilogue lowered by this backend. Every output of g has memory; C's leaf may not.

@@ -202,7 +202,9 @@ CUresult cuDeviceGetDefaultMemPool(void** p, int d) {
 CUresult cuMemPoolSetAttribute(void* p, int a, void* v) { return OK; }
 CUresult cuMemPoolTrimTo(void* p, size_t n) { return OK; }
 // Freed blocks are kept for reuse like the driver's pool (a real free and allocation a call
-// page-faulted enough to hide loom's own time in `perf record`). Sizes live in a header.
+// page-faulted enough to hide loom's own time in `perf record`). Sizes live in a header. New
+// blocks start zeroed: kernels do not run here, and the flags of deferred checks (an index out
+// of range) that they would have written read as "no error" rather than as whatever the heap held.
 #define POOL 256
 static void* pool[POOL];
 static int pool_n = 0;
@@ -217,6 +219,7 @@ CUresult cuMemAllocAsync(uint64_t* p, size_t n, void* s) {
       return OK;
     }
   char* b = aligned_alloc(256, bytes);
+  memset(b, 0, bytes);
   *(size_t*)b = bytes;
   *p = (uint64_t)(uintptr_t)(b + 256);
   return OK;
