@@ -16,7 +16,8 @@ the same (weights, dgamma, dbeta and row statistics are a row's length, left out
 cross_entropy: the logits read twice (the forward's log-sum-exp, the backward's softmax) and
 their gradient written once; AdamW: parameters, gradients and both moments read, parameters
 and moments written. The copy: loom's clone of as many elements of the workload's dtype as the
-largest tensor (GPU: CUDA events on each library's stream, one pair around each run)."""
+largest tensor. GPU times are device times (Clock): the kernels' bandwidth, not the host's
+recording or launch rate (bench/train_cpu.py times whole steps)."""
 import argparse
 import os
 import statistics
@@ -78,25 +79,40 @@ def ce_workload(a, dtype):
 
 
 class Clock:
-    """Median and min ms of a run: CUDA events on each library's stream on the GPU, a host
-    timer after a sync on the CPU."""
+    """ms of one run: on the GPU the device time of its kernels, CUDA events on each library's
+    stream around it, recorded behind a matmul of a few ms queued first, so the first event
+    fires when the matmul ends, by which time the host has recorded and launched the run (an
+    optimizer step over 76 tensors is host-bound otherwise, and the events would time the
+    host). On the CPU a host timer after a sync."""
 
     def __init__(self, device):
         self.device = device
+        if device != "cpu":
+            a = np.random.default_rng(5).standard_normal((4096, 4096)).astype(np.float32)
+            self.busy = {"loom": loom.tensor(a, device=device)}
+            if torch is not None:
+                self.busy["torch"] = torch.tensor(a, device=device)
+            self.hold = None
 
     def time(self, impl, run):
+        """(ms, loom's kernels) of one run."""
         if self.device == "cpu":
+            k0 = loom.counters()["kernels"]
             t0 = time.perf_counter()
             run()
             loom.sync()
-            return (time.perf_counter() - t0) * 1e3
-        ev = (loom.cuda if impl == "loom" else torch.cuda).Event
+            return (time.perf_counter() - t0) * 1e3, loom.counters()["kernels"] - k0
+        lib = "loom" if impl == "loom" else "torch"
+        ev = (loom.cuda if lib == "loom" else torch.cuda).Event
         e0, e1 = ev(enable_timing=True), ev(enable_timing=True)
+        b = self.busy[lib]
+        self.hold = b @ b  # loom: launched by e0's record, which submits what is pending
         e0.record()
+        k0 = loom.counters()["kernels"]  # after the matmul's flush
         run()
         e1.record()
         e1.synchronize()
-        return e0.elapsed_time(e1)
+        return e0.elapsed_time(e1), loom.counters()["kernels"] - k0
 
 
 def backward_runs(name, arrays, f, dev, dtype):
@@ -203,7 +219,7 @@ def copy_ms(clock, n, dev, dtype, reps):
     def run():
         out[0] = x.clone()
 
-    t = [clock.time("loom", run) for _ in range(reps + 2)][2:]
+    t = [clock.time("loom", run)[0] for _ in range(reps + 2)][2:]
     return statistics.median(t)
 
 
@@ -227,10 +243,10 @@ def measure(clock, name, runs, nbytes, copy_gbs, a, check_steps=True):
             runs[impl]()  # warm
             loom.sync()
             for _ in range(a.reps):
-                k0 = loom.counters()["kernels"]
-                times[impl].append(clock.time(impl, runs[impl]))
+                ms, k = clock.time(impl, runs[impl])
+                times[impl].append(ms)
                 if impl == "loom":
-                    kernels.append(loom.counters()["kernels"] - k0)
+                    kernels.append(k)
     med = {k: statistics.median(v) for k, v in times.items()}
     for impl in runs:
         gbs = nbytes / med[impl] / 1e6
