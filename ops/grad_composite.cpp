@@ -104,7 +104,15 @@ void record_norm(const char* name, const Tensor& x, const Dims& dims, const Tens
              r[0] = rstd * (c - proj);
            }
            Dims lead = leading(x.dim(), k);
-           if (need[1]) r[1] = lead.empty() ? gf * xhat : sum(gf * xhat, lead);
+           // The weight and bias gradients sum over rows what dx's row kernel also computes.
+           // Recorded as their own nodes from the saved inputs, xhat and the upcasts run again
+           // inside the column sums, which then read x and g (16-bit: 2 bytes an element each)
+           // instead of float32 products and upcasts dx's kernel would write for them.
+           if (need[1] || need[2]) xf = up(x), gf = up(g);
+           if (need[1]) {
+             Tensor xh = (centered ? xf - mu : xf) * rstd;
+             r[1] = lead.empty() ? gf * xh : sum(gf * xh, lead);
+           }
            if (need[2]) r[2] = lead.empty() ? gf : sum(gf, lead);
            return r;
          });

@@ -1,7 +1,8 @@
 // How many kernels a composite's backward takes, and the memory it moves (counters), on the
 // CPU and, where one is found, on cuda:0 (the planner is the same; the backends' capabilities
 // differ): softmax / log_softmax backward one kernel reading y and dy once; layer_norm and
-// rms_norm backward dx in one row kernel plus dgamma and dbeta together in one column kernel;
+// rms_norm backward dx in one row kernel plus dgamma and dbeta together in one column kernel
+// that reads x and dy again rather than products written for it;
 // cross_entropy forward + backward one kernel over the logits (each row's target logit picked in
 // it where the backend can, else a gather of one element a row: never a pass).
 #include "helpers.h"
@@ -23,8 +24,8 @@ Step measure(const std::function<void()>& f) {
   return {counters().kernels.load(), counters().bytes_moved.load()};
 }
 
-Tensor leaf(const Shape& s, uint32_t seed, Device d) {
-  return lt::random(s, DType::Float32, seed).to(d).requires_grad_();
+Tensor leaf(const Shape& s, uint32_t seed, Device d, DType t = DType::Float32) {
+  return lt::random(s, t, seed).to(d).requires_grad_();
 }
 
 void backward_kernels(Device d) {
@@ -41,14 +42,27 @@ void backward_kernels(Device d) {
     }
   }
   SUBCASE("layer_norm and rms_norm: dx, then dgamma and dbeta in one column kernel") {
-    Tensor x = leaf({R, C}, 302, d), w = leaf({C}, 303, d), b = leaf({C}, 304, d);
-    Tensor y = layer_norm(x, {C}, w, b);
-    loom::sync();
-    CHECK(measure([&] { y.backward(dy); }).kernels <= 2);
-    Tensor x2 = leaf({R, C}, 305, d), w2 = leaf({C}, 306, d);
-    Tensor y2 = rms_norm(x2, {C}, w2);
-    loom::sync();
-    CHECK(measure([&] { y2.backward(dy); }).kernels <= 2);
+    // The column kernel computes xhat g again from x and g (5 passes over [R, C]), rather
+    // than reading float32 products dx's kernel wrote for it (6 passes; 16-bit x and g: 11
+    // passes of their size, the upcast g and the product each written and read at 4 bytes).
+    const int64_t rest = 64 * (R + C);  // row statistics, weights and their gradients
+    for (DType t : {DType::Float32, DType::BFloat16}) {
+      CAPTURE(dtype_name(t));
+      const int64_t n = R * C * int64_t(itemsize(t));
+      Tensor g = dy.to(t);
+      Tensor x = leaf({R, C}, 302, d, t), w = leaf({C}, 303, d, t), b = leaf({C}, 304, d, t);
+      Tensor y = layer_norm(x, {C}, w, b);
+      loom::sync();
+      Step s = measure([&] { y.backward(g); });
+      CHECK(s.kernels <= (t == DType::Float32 ? 2 : 3));  // 16-bit: the weight's upcast
+      CHECK(s.bytes <= 5 * n + rest);
+      Tensor x2 = leaf({R, C}, 305, d, t), w2 = leaf({C}, 306, d, t);
+      Tensor y2 = rms_norm(x2, {C}, w2);
+      loom::sync();
+      s = measure([&] { y2.backward(g); });
+      CHECK(s.kernels <= (t == DType::Float32 ? 2 : 3));
+      CHECK(s.bytes <= 5 * n + rest);
+    }
   }
   SUBCASE("cross_entropy forward + backward: the logits read once, dx written once") {
     Tensor x = leaf({R, C}, 307, d);
