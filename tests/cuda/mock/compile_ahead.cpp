@@ -6,15 +6,14 @@
 // flush of the program compiles nothing and, after clear_kernel_cache, every kernel comes from the
 // disk cache, not from a compile. Kernels do not run here: no values (the GPU suite runs with
 // kernels compiled ahead).
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstring>
-#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "loom.h"
+#include "stderr_of.h"
 using namespace loom;
 
 namespace {
@@ -45,23 +44,16 @@ Delta flush_of(Device d) {
   auto& c = counters();
   const int64_t m0 = c.cache_misses, a0 = c.compiled_ahead, d0 = c.disk_hits;
   std::vector<Tensor> outs = program(d);
-  std::fflush(stderr);
-  char path[] = "/tmp/loom_compile_ahead_XXXXXX";
-  const int fd = mkstemp(path), saved = dup(2);
-  dup2(fd, 2);
-  set_log_fusion(true);
-  loom::sync();
-  set_log_fusion(false);
-  std::fflush(stderr);
-  dup2(saved, 2);
-  close(saved);
-  close(fd);
-  std::ifstream in(path);
+  const std::string log = stderr_of([] {
+    set_log_fusion(true);
+    loom::sync();
+    set_log_fusion(false);
+  });
+  std::istringstream in(log);
   int compiled = 0;
   for (std::string line; std::getline(in, line);)
     compiled += line.find(": compiled ") != std::string::npos &&
                 line.find(": compiled ahead") == std::string::npos;
-  std::remove(path);
   return {c.cache_misses - m0, c.compiled_ahead - a0, c.disk_hits - d0, compiled};
 }
 

@@ -10,10 +10,7 @@
 // an attention over heads cut from one projection ([B, T, 3C] viewed as [B, H, T, d]) read an
 // operand whose batch dims do not collapse into one stride (cuBLASLt would loop a launch per
 // head; BackendCaps::gemm_one_batch_stride: 0). Kernels do not run here: no values.
-#include <unistd.h>
-
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <set>
 #include <sstream>
@@ -21,29 +18,19 @@
 
 #include "fusion/trace.h"
 #include "loom.h"
+#include "stderr_of.h"
 using namespace loom;
 
 namespace {
 
-// The fusion log of a flush of `t`, captured from stderr.
+// The fusion log of a flush of `t`.
 std::string flush_log(const Tensor& t) {
-  std::fflush(stderr);
-  char path[] = "/tmp/loom_plan_log_XXXXXX";
-  const int fd = mkstemp(path), saved = dup(2);
-  dup2(fd, 2);
-  set_log_fusion(true);
-  loom::sync();
-  (void)t;
-  set_log_fusion(false);
-  std::fflush(stderr);
-  dup2(saved, 2);
-  close(saved);
-  close(fd);
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  std::remove(path);
-  return s.str();
+  return stderr_of([&] {
+    set_log_fusion(true);
+    loom::sync();
+    (void)t;
+    set_log_fusion(false);
+  });
 }
 
 // Whether dims [0, nb) of view v collapse into one stride (size-1 dims aside).
