@@ -7,7 +7,9 @@
 # times are printed last.
 #   GPU_TRAIN_AB="LOOM_RECOMPUTE=0 LOOM_CUDA_PW_ROLL=1"  knob settings to A/B, one run each
 #   GPU_TRAIN_ROUNDS=3                                   rounds of each run
+#   GPU_TRAIN_STEPS=20                                   steps a timed block
 #   GPU_TRAIN_F32_ORDER=1                                also the float32 step's kernel listing
+#   GPU_TRAIN_BACKWARD=1                                 also bench/backward.py, f32 and bf16
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-train-out}
@@ -15,7 +17,9 @@ mkdir -p "$OUT"
 source scripts/gpu_env.sh
 gpu_python_install "$OUT/py.log" || { tail -20 "$OUT/py.log"; exit 1; }
 SIZE="--models gpt --layers 6 --heads 6 --width 384 --block 256 --batch 64"
-ARGS="--device cuda $SIZE --rounds ${GPU_TRAIN_ROUNDS:-3} --steps 5"
+# 20 steps a block: loom's loss read leaves the step's backward running, so a block between two
+# device syncs pays one step's fill and drain; 5-step blocks charged a fifth of it to each step.
+ARGS="--device cuda $SIZE --rounds ${GPU_TRAIN_ROUNDS:-3} --steps ${GPU_TRAIN_STEPS:-20}"
 run() {  # name, then env settings and arguments
   local name=$1
   shift
@@ -47,4 +51,12 @@ if [ "${GPU_TRAIN_F32_ORDER:-0}" = 1 ]; then
     >"$OUT/kernels_f32.txt" 2>"$OUT/fusion_f32.log"
   echo "== f32 fused kernels by signature ($OUT/kernels_f32.txt)"
   sed -n '/by signature/,$p' "$OUT/kernels_f32.txt" | head -12
+fi
+if [ "${GPU_TRAIN_BACKWARD:-0}" = 1 ]; then
+  for dt in float32 bfloat16; do
+    timeout 200 python3 bench/backward.py --device cuda --dtype $dt --cols 1000,4096,32768 \
+      --rounds 3 --reps 5 >"$OUT/backward_$dt.txt" 2>&1
+    echo "== backward kernels, $dt ($OUT/backward_$dt.txt)"
+    grep -E "^copy | loom " "$OUT/backward_$dt.txt"
+  done
 fi
