@@ -244,6 +244,7 @@ class CudaBackend : public Backend {
     static const bool row_gather = knob_flag(Knob::CudaRowGather);
     c.row_gather = row_gather;
     c.segments = true;
+    c.prelower = true;
     static const bool gemm_copy = knob_flag(Knob::CudaGemmCopy);
     c.gemm_one_batch_stride = gemm_copy;
     // A bf16 GELU backward inside its bias gradient's column sum ran at 154 us on the H100

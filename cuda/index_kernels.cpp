@@ -210,10 +210,10 @@ void IndexKernels::gather(const Group& g, const Stream& stream) {
   const Strides* from[] = {&x.view.strides, &ix.view.strides};
   ll* to[] = {p.xstr, p.istr};
   fill_dims(p, n.shape, from, to, 2);
-  std::string src, tag;
+  std::string source, tag;
   std::vector<std::string> entries;
-  what(g, &src, &entries, &tag);
-  const auto& f = module(src, entries, tag);
+  what(g, &source, &entries, &tag);
+  const auto& f = module(source, entries, tag);
   void* args[] = {&p};
   launch(f[0], {grid_for(p.n, dev_), 1, 1}, {256, 1, 1}, 0, stream, args);
 }

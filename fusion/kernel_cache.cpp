@@ -117,6 +117,8 @@ KernelLookup get_kernel(Device d, const Group& g) {
 }
 
 void prelower(Device d, std::vector<Group>& groups) {
+  const BackendCaps caps = backend(d).caps();
+  if (!caps.prelower) return;  // the CPU: lowering is cheap, nothing to gather
   auto& c = cache();
   LowerAhead work;
   // Every group of a signature not cached, not one a signature: groups of one signature may
@@ -130,7 +132,7 @@ void prelower(Device d, std::vector<Group>& groups) {
     if (g.epilogue) want(*g.epilogue);
     if (g.opaque) work.opaque.push_back(&g);
   }
-  if (backend(d).caps().segments)  // the runs run_groups will find
+  if (caps.segments)  // the runs run_groups will find
     for (size_t gi = 0, n; gi < groups.size(); gi += n)
       if ((n = segment_run(groups, gi, d.kind)) > 1) work.segments.push_back(&groups[gi]);
   if (work.groups.size() + work.segments.size() + work.opaque.size() > 1) backend(d).prelower(work);

@@ -55,6 +55,9 @@ struct BackendCaps {
   // Runs a run of segments (fusion/segments.h) as one kernel (Kernel::run_segments); without
   // it the runtime runs each group on its own, as before.
   bool segments = false;
+  // Does the slow part of lowering ahead, for a whole new flush at once (Backend::prelower);
+  // without it the runtime skips gathering that flush's work.
+  bool prelower = false;
   // Its BLAS takes one batch stride an operand (cuBLASLt): a batched matmul whose operand's
   // batch dims do not collapse into one stride would loop a launch per leftover batch index
   // (attention's heads cut from one projection: a GEMM per head), so the op layer copies that
