@@ -2,6 +2,8 @@
 // differences and against the same backward with fusion off (tests/gradcheck.h).
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <numbers>
 #include <set>
 
 #include "gradcheck.h"
@@ -58,6 +60,37 @@ TEST_CASE("autograd: every float unary rule against finite differences") {
               return floor(x[0]) + ceil(x[0]) + round(x[0]) + trunc(x[0]) + sign(x[0]) + x[0];
             },
             {grad_input(s, 3)});
+}
+
+// sinc' = pi (y cos y - sin y) / y^2 (y = pi x) cancels near 0: its relative error in a dtype
+// of unit roundoff u is about 3 u / y^2 as a quotient (2e-4 at x = 0.01 in float32).
+TEST_CASE("autograd: sinc's derivative near 0 holds its dtype's precision") {
+  std::vector<double> xs = {0, 1e-5, -1e-4, 3e-3, -0.01, 0.02, 0.05, -0.1, 0.2, -0.3};
+  for (double b : {1 / std::numbers::pi, 0.5, 1.7}) xs.insert(xs.end(), {b * 0.999, -b * 1.001});
+  // Long double: the quotient where its 3 u / y^2 stays below 1e-16, else the series summed
+  // term by term, (-1)^n 2n y^(2n - 1) / (2n + 1)!.
+  auto exact = [](double x) {
+    const long double p = std::numbers::pi_v<long double>, y = p * x;
+    if (std::fabs(y) > 0.05L) return double((std::cos(y) * y - std::sin(y)) / (y * y) * p);
+    long double sum = 0, term = -y / 3;
+    for (int n = 1; n < 8; ++n) {
+      sum += term;
+      term *= -y * y * (n + 1) / (n * (2 * n + 2) * (2 * n + 3));
+    }
+    return double(sum * p);
+  };
+  for (DType t : {DType::Float32, DType::Float64}) {
+    CAPTURE(t);
+    Tensor x = tensor<double>(xs, {int64_t(xs.size())}).to(t).requires_grad_();
+    sinc(x).sum().backward();
+    std::vector<double> g = x.grad().to_vector<double>(), at = x.to_vector<double>();
+    const double rtol = t == DType::Float32 ? 1e-6 : 1e-14;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      CAPTURE(at[i]);
+      double e = exact(at[i]);
+      CHECK(std::fabs(g[i] - e) <= rtol * std::fabs(e) + 1e-300);
+    }
+  }
 }
 
 TEST_CASE("autograd: digamma's derivative is an error at backward, naming it") {
