@@ -142,9 +142,21 @@ struct FloatSink : Sink {
   [[gnu::always_inline]] void eigen(F f, Fix fix = {}, VmathFn vm = nullptr) {
     if constexpr (std::is_same_v<T, float>)
       if (vm && vmath_on()) return vm(a, out, n);  // own kernels: a few ulp
-    CArr<T> x(a, n);
-    Arr<T> o(out, n);
-    o = f(x);
+    // Runs through an aligned buffer, so that every element takes Eigen's packet path: over
+    // a plain map the elements before out's alignment and after the last whole packet take its
+    // scalar path, another function for most of these ops (std::log vs its own polynomial: 7%
+    // of float logs differ by an ulp), and an element's bits would depend on where its run
+    // starts and ends. A value recomputed inside another kernel must equal the one saved (an
+    // amax's gradient finds its maximum by equality).
+    constexpr int64_t kRun = 256;
+    Eigen::Array<T, kRun, 1> w, r;  // fixed-size: aligned, a whole number of packets
+    for (int64_t i = 0; i < n; i += kRun) {
+      const int64_t m = std::min(kRun, n - i);
+      std::copy_n(a + i, m, w.data());
+      std::fill(w.data() + m, w.data() + kRun, T(1));  // a value every op here takes
+      r = f(w);
+      std::copy_n(r.data(), m, out + i);
+    }
     fix(a, out, n);
   }
   [[gnu::always_inline]] void exact(VmathFn vm) {

@@ -73,22 +73,10 @@ template <typename T>
 void exp_sub(const T* a, int sa, const T* b, int sb, T* out, int64_t n) {
   if constexpr (std::is_same_v<T, float>)
     if (vmath_on()) return exp_sub_f32(a, sa, b, sb, out, n);
-  Arr<T> o(out, n);
-  if (sa && !sb) {
-    o = (CArr<T>(a, n) - b[0]).exp();
-  } else if (sa && sb) {
-    o = (CArr<T>(a, n) - CArr<T>(b, n)).exp();
-  } else {
-    binary<T>(Op::Sub, a, sa, b, sb, out, n);
-    unary<T>(Op::Exp, out, out, n);
-    return;
-  }
-  // Eigen clamps exp's argument (see fix_exp_underflow, cpu/prims.cpp): lanes at or below what the
-  // clamp gives are recomputed exactly (-inf differences become 0, not a tiny positive value).
-  const T tiny = std::is_same_v<T, double> ? T(3.4e-308) : T(1.7e-38);  // exp(-708), exp(-87)
-  if (!any_lane(out, n, [tiny](T v) { return v < tiny; })) return;
-  for (int64_t i = 0; i < n; ++i)
-    if (out[i] < tiny) out[i] = std::exp(a[i * sa] - b[i * sb]);
+  // Else the two ops' own loops: the bits of sub, then exp, as unfused (Op::Exp's float64 loop
+  // is glibc's exp, not Eigen's).
+  binary<T>(Op::Sub, a, sa, b, sb, out, n);
+  unary<T>(Op::Exp, out, out, n);
 }
 template void exp_sub<float>(const float*, int, const float*, int, float*, int64_t);
 template void exp_sub<double>(const double*, int, const double*, int, double*, int64_t);
