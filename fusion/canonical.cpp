@@ -113,6 +113,22 @@ void GroupBuilder::add_output(GOutput o, const Node& n, bool reshaped) {
   g_.outputs.push_back(std::move(o));
 }
 
+void GroupBuilder::add_colsum_output(GOutput o, const Node& sum) {
+  // The sum's shape keeps the space's reduced dims (its columns), with or without its own
+  // summed dims as 1s.
+  const Strides cs = contiguous_strides(sum.shape);
+  const bool keep = sum.shape.size() == S_.size();
+  o.strides.assign(S_.size(), 0);
+  size_t k = 0;
+  for (int d = 0; d < int(S_.size()); ++d) {
+    const bool column = std::find(axes_.begin(), axes_.end(), d) != axes_.end();
+    if (column && S_[d] != 1) o.strides[d] = keep ? cs[d] : cs.at(k);
+    if (column && !keep) ++k;
+  }
+  o.colsum = true;
+  g_.outputs.push_back(std::move(o));
+}
+
 namespace {
 
 void compute_passes(Group& g) {

@@ -26,6 +26,9 @@ class GroupBuilder {
   // `reshaped`: n is shaped otherwise than the space (a reshape of it, Planner::reshapes_into):
   // its output (or region) is viewed over the space.
   void add_output(GOutput o, const Node& n, bool reshaped = false);
+  // Output o (node o.node) as the column sum `sum` computes: sum's axes are the space's kept
+  // dims (GOutput::colsum).
+  void add_colsum_output(GOutput o, const Node& sum);
   Group finish();
   size_t scalars() const { return g_.scalars.size(); }    // scalar slots so far
   std::vector<GOutput>& outputs() { return g_.outputs; }  // added so far

@@ -91,6 +91,7 @@ uint64_t signature(const Group& g, DeviceKind target) {
   }
   for (auto& o : g.outputs) {
     H.add(uint64_t(o.node) | uint64_t(uint32_t(o.overwrites)) << 32);
+    H.add(uint64_t(o.colsum));
     strides(o.strides);
   }
   return H.h;
@@ -119,7 +120,7 @@ std::string Group::str() const {
     if (prim_class(n.op) == PrimClass::Scalar) os << " $" << n.scalar;
     for (auto& o : outputs)
       if (o.node == int(i)) {
-        os << "  -> out strides" << shape_str(o.strides);
+        os << (o.colsum ? "  -> column sum strides" : "  -> out strides") << shape_str(o.strides);
         if (o.overwrites >= 0) os << " over leaf" << o.overwrites;
       }
     if (n.rule != Rule::None) {

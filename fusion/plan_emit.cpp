@@ -99,6 +99,14 @@ Group GroupEmitter::build(int gi) {
     if (m == first) continue;
     const PNode& pn = s_.nodes[m];
     const Node& n = *pn.n;
+    if (pn.colsum) {  // an output of its input's values, summed over the rows
+      const Input& in = n.in[0];
+      const int p = s_.producer(in);
+      const int id =
+          p >= 0 && s_.nodes[p].group == gi ? member_id_[p] : b.add_load(in, Space::Full, G.S);
+      if (pn.materialize) b.add_colsum_output(GOutput{id, pn.st}, n);
+      continue;
+    }
     // A member shaped otherwise than the space, joined through a reshape (Planner::
     // reshapes_into): its loads and its output are the same elements viewed over the space.
     const bool reshaped =

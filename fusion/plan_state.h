@@ -19,7 +19,10 @@ struct PNode {
   Space space = Space::Full;
   bool root = false;
   bool materialize = false;
-  bool in_memory = false;     // read as memory by a region write or an opaque op
+  bool in_memory = false;  // read as memory by a region write or an opaque op
+  // A Sum over its group's kept dims (every row) of a value of the group: written by the group
+  // as a column sum output of that value (GOutput::colsum), not a node of its own.
+  bool colsum = false;
   Rule rule = Rule::Start;    // why it is in its group (Group::str() prints it)
   Split split = Split::None;  // Start: why it did not join its first producer in the flush
   Op split_from = Op::NumOps;

@@ -50,6 +50,8 @@ class Planner : PlanState {
     }
     for (auto& r : roots) nodes[idx(r.get())].root = true;
     if (!nodes.empty()) column_bodies_ = device_caps(nodes[0].n->device).column_bodies;
+    static const bool sums_on = knob_flag(Knob::ColumnSums);
+    column_sums_ = !nodes.empty() && sums_on && device_caps(nodes[0].n->device).column_sums;
     readers_.resize(nodes.size());
     for (int i = 0; i < int(nodes.size()); ++i)
       for (auto& in : nodes[i].n->in) {
@@ -75,6 +77,7 @@ class Planner : PlanState {
       for (PNode& pn : nodes) {
         pn.group = -1, pn.space = Space::Full, pn.rule = Rule::Start;
         pn.split = Split::None, pn.split_from = Op::NumOps, pn.materialize = false;
+        pn.colsum = false;
       }
       groups.clear();
       gdeps_.clear();
@@ -89,6 +92,7 @@ class Planner : PlanState {
  private:
   bool fuse_;
   bool column_bodies_ = true;  // the flush's backend caps().column_bodies
+  bool column_sums_ = false;   // caps().column_sums, and LOOM_COLUMN_SUMS
   PlanLimits lim_;
   std::vector<std::vector<ScalarSrc>>* srcs_;  // when asked: each group's scalar sources
   std::vector<std::vector<int>> gdeps_;
@@ -116,6 +120,9 @@ class Planner : PlanState {
         prim_class(me.n->op) != PrimClass::Pointwise || me.n->base)
       return false;
     const std::vector<int>& axes = nodes[readers_[size_t(i)][0]].n->axes;
+    bool sums = true;  // every reader can sum it over g's rows inside g (better still)
+    for (int r : readers_[size_t(i)]) sums = sums && column_sum(*nodes[r].n, G);
+    if (sums) return false;
     for (int r : readers_[size_t(i)]) {
       const Node& rn = *nodes[r].n;
       if (!is_reduce(rn.op) || rn.axes == G.axes || rn.axes != axes) return false;
@@ -139,6 +146,48 @@ class Planner : PlanState {
         if (nodes[l.node].n->axes == axes && same_view(*l.view, in.view)) shared = true;
     }
     return made_in_g == 1 && shared;
+  }
+
+  // Whether reduction n, of a value over G's space, can be a column sum in G (PNode::colsum):
+  // a float Sum over exactly G's kept dims, of its input's dtype, in a row group of other than
+  // one row (one row's sum is the row itself, which in-group readers would take for the value).
+  bool column_sum(const Node& n, const PGroup& G) const {
+    if (!column_sums_ || n.op != Op::Sum || G.axes.empty() || G.opaque || n.in.size() != 1 ||
+        n.dtype != n.in[0].dtype || (n.dtype != DType::Float32 && n.dtype != DType::Float64) ||
+        n.in[0].view.shape != G.S)
+      return false;
+    int64_t rows = 1;
+    for (int d = 0; d < int(G.S.size()); ++d) {
+      const bool col = std::find(G.axes.begin(), G.axes.end(), d) != G.axes.end();
+      const bool summed = std::find(n.axes.begin(), n.axes.end(), d) != n.axes.end();
+      if (G.S[d] != 1 && col == summed) return false;
+      if (!col) rows *= G.S[d];
+    }
+    return rows != 1;
+  }
+
+  // The group a Sum over rows of ready memory may join as a column sum: one that loads that
+  // memory through the same view (a norm's dbeta, the sum of dy, in the kernel of dx). -1 if
+  // none.
+  int column_sum_group(int i) {
+    const Node& n = *nodes[i].n;
+    if (!column_sums_ || n.op != Op::Sum || n.in.size() != 1 || !n.in[0].st ||
+        producer(n.in[0]) >= 0)
+      return -1;
+    const Input& x = n.in[0];
+    if (mem_readers_.empty())  // every node by the memory it reads, built at the first asking
+      for (int j = 0; j < int(nodes.size()); ++j)
+        for (auto& in : nodes[j].n->in)
+          if (in.st) mem_readers_[in.st.get()].push_back(j);
+    for (int j : mem_readers_[x.st.get()]) {
+      const int g = nodes[j].group;
+      if (j >= i || g < 0 || !groups[g].alive || !fits(g, 1) || apart(i, g) ||
+          !column_sum(n, groups[g]))
+        continue;
+      for (auto& in : nodes[j].n->in)
+        if (in.st == x.st && same_view(in.view, x.view) && !is_reduce(nodes[j].n->op)) return g;
+    }
+    return -1;
   }
 
   int new_group(Shape S, std::vector<int> axes, int first) {
@@ -412,10 +461,13 @@ class Planner : PlanState {
     if (prim_class(pp.n->op) == PrimClass::Alloc) return no(Split::ProducerAlloc);
     // A row gather reads its tensor from memory at one index a row: never a value of its group.
     if (n.op == Op::Gather && &in == &n.in[0]) return no(Split::View);
+    // A column sum is an output of its group, not a value in it.
+    if (pp.colsum) return no(Split::Shape);
     if (is_reduce(n.op)) {
       if (pp.space != Space::Full || !linear_identity(in.view, *pp.n)) return no(Split::View);
       if (in.view.shape != G.S) return no(Split::Shape);
-      if (!G.axes.empty() && G.axes != n.axes) return no(Split::Axes);
+      if (!G.axes.empty() && G.axes != n.axes)
+        return column_sum(n, G) ? std::optional<Space>(Space::Full) : no(Split::Axes);
       if (G.axes.empty() && !column_bodies_ && column_reduce(n.axes, G.S) &&
           costly_written(pp.group))
         return no(Split::ColumnBody);
@@ -532,6 +584,14 @@ class Planner : PlanState {
       me.split = Split::None, me.split_from = Op::NumOps;
       break;
     }
+    if (target < 0)
+      if (int g = column_sum_group(i); g >= 0) {
+        join(g, i, Space::Full);
+        nodes[i].colsum = true;
+        nodes[i].rule = Rule::ReducePrologue;
+        count_leaves(g, i);
+        return;
+      }
     if (target < 0) {
       // A value computed again where it is read starts its group there.
       if (me.barrier >= 0 && me.split == Split::None) me.split = Split::Recompute;
@@ -540,8 +600,11 @@ class Planner : PlanState {
       count_leaves(nodes[i].group, i);
       return;
     }
-    if (is_reduce(n.op)) groups[target].axes = n.axes;
+    const bool colsum =
+        is_reduce(n.op) && !groups[target].axes.empty() && groups[target].axes != n.axes;
+    if (is_reduce(n.op) && !colsum) groups[target].axes = n.axes;
     join(target, i, sp);
+    me.colsum = colsum;
     // The join's name: a Full node reading a row value of its group broadcasts it back.
     bool reads_row = false;
     for (auto& in : n.in) {

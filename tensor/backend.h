@@ -63,6 +63,9 @@ struct BackendCaps {
   // (attention's heads cut from one projection: a GEMM per head), so the op layer copies that
   // operand contiguous first, one copy for one launch.
   bool gemm_one_batch_stride = false;
+  // Sums a row group's values over its rows inside that group's kernel (GOutput::colsum): a
+  // norm's weight and bias gradients in the kernel of dx, which reads x and dy anyway.
+  bool column_sums = false;
 };
 
 // A lowered group: built once per signature, run many times.

@@ -38,6 +38,9 @@
   X(Recompute, "LOOM_RECOMPUTE", Flag, "1", Once,                                                  \
     "0: a reduction group writes every value a later group reads, also where that group could "   \
     "compute it again from fewer bytes (attention's probabilities, a norm's xhat)")                \
+  X(ColumnSums, "LOOM_COLUMN_SUMS", Flag, "1", Once,                                               \
+    "0: a sum over the rows of a row kernel's values (a norm's weight and bias gradients) runs "   \
+    "as a column reduction of its own, which reads its inputs again")                              \
   X(PlanCache, "LOOM_PLAN_CACHE", Flag, "1", Once,                                                 \
     "0: every flush is planned afresh (no reuse of an earlier flush's groups)")                    \
   X(Segments, "LOOM_SEGMENTS", Flag, "1", Once,                                                   \
