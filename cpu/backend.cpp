@@ -85,7 +85,8 @@ struct CpuBackend : Backend {
             .gather = true,
             .row_gather = true,
             .matmul_epilogue = knob_flag(Knob::CpuMatmulEpilogue),
-            .segments = true};
+            .segments = true,
+            .column_sums = true};
   }
 };
 

@@ -75,6 +75,10 @@ struct Job {
   // one column of the tile are one run of memory where the kept dim is the contiguous one.
   // Otherwise element (i, j) sits at i * nc + j.
   bool col_layout = false;
+  // Column sums (GOutput::colsum): per output its slot among them (else -1), and their count.
+  // A task folds its rows into RowState::sums, [nsums][cols] partial sums of its own.
+  std::vector<int> sum_slot;
+  int nsums = 0;
 
   Job(const Program& prog, const Group& group, bool cols_first = false)
       : p(prog),
@@ -83,7 +87,11 @@ struct Job {
         nk(group.n_kept),
         rows(group.rows()),
         cols(group.cols()),
-        col_layout(cols_first) {}
+        col_layout(cols_first) {
+    sum_slot.assign(group.outputs.size(), -1);
+    for (size_t k = 0; k < group.outputs.size(); ++k)
+      if (group.outputs[k].colsum) sum_slot[k] = nsums++;
+  }
 
   // Whether the tile of rows [r0, r0 + nr) x columns [c0, c0 + nc) is one unit-stride run
   // under strides st (row layout): one row's run, or whole rows that follow each other in
@@ -208,6 +216,7 @@ struct RowState {
   // The column layout's accumulators (fold_cols), moved into accs when a pass ends (col_flush).
   std::vector<double> cf;
   std::vector<int64_t> ci, cx;
+  double* sums = nullptr;  // the task's column sums (Job::sum_slot), where the group has them
   ColAcc col(int id) {
     size_t o = size_t(p->acc_slot[id] * nr);
     return {cf.data() + o, ci.data() + o, cx.data() + o};
@@ -303,7 +312,7 @@ inline void* direct_out(const Job& job, int id, const RowState& rs, int64_t c0, 
   const int rank = job.rank;
   if ((job.col_layout && rs.nr != 1) || job.p.nodes[id].space != Space::Full) return nullptr;
   for (auto& o : job.g.outputs) {
-    if (o.node != id) continue;
+    if (o.node != id || o.colsum) continue;
     if (streams(job, o)) return nullptr;  // computed in a register, then streamed out
     DType dt = job.g.nodes[id].dtype;
     if (!job.one_run(o.strides, rs.nr, c0, nc) || compute_dtype(dt) != dt || dt == DType::Bool)
@@ -323,7 +332,7 @@ inline float* stream_out(const Job& job, int id, const RowState& rs, int64_t c0)
   if (!on || rs.nr != 1 || job.rank - job.nk != 1 || job.p.pair_f[id] == Op::Const) return nullptr;
   float* hit = nullptr;
   for (auto& o : job.g.outputs) {
-    if (o.node != id) continue;
+    if (o.node != id || o.colsum) continue;
     if (hit || !streams(job, o)) return nullptr;  // stored twice, or not streamed
     hit = static_cast<float*>(o.st->data()) + job.row_base(o.strides, o.offset, rs.r0) + c0;
   }
@@ -354,7 +363,8 @@ inline void plan_prefetch(const Job& job, Prefetch& pf, int64_t r0, int64_t nr, 
     rows(leaf_ptr(l), l.strides, l.offset, int64_t(itemsize(l.dtype)), false);
   }
   for (auto& o : job.g.outputs) {
-    if (o.strides[rank - 1] != 1 || job.p.nodes[o.node].space != Space::Full || streams(job, o))
+    if (o.colsum || o.strides[rank - 1] != 1 || job.p.nodes[o.node].space != Space::Full ||
+        streams(job, o))
       continue;
     rows(static_cast<const char*>(o.st->data()), o.strides, o.offset,
          int64_t(itemsize(job.g.nodes[o.node].dtype)), true);
@@ -383,10 +393,15 @@ void store_rows(const Job& job, RowState& rs);
 void run_steps(const Job& job, Scratch& s, RowState& rs, const StepList& sl, int pass, bool whole,
                std::vector<Acc>* accs, int64_t c0, int64_t nc, Prefetch* pf = nullptr);
 // Rows [r0, r0+nr): every pass, whole rows in one tile or long rows in chunks.
+// sums: the task's column sums (Job::sum_slot), where the group has them.
 void rows_block(const Job& job, Scratch& s, int64_t r0, int64_t nr, bool whole,
-                Prefetch* pf = nullptr);
-// One long row: each pass splits the row into fixed segments run in parallel.
-void long_row_parallel(const Job& job, int64_t row);
+                Prefetch* pf = nullptr, double* sums = nullptr);
+// One long row: each pass splits the row into fixed segments run in parallel (each its own
+// columns, so they fold into one set of column sums).
+void long_row_parallel(const Job& job, int64_t row, double* sums = nullptr);
+// The column sums of a group with them: its rows in blocks (rows_block, long_row_parallel)
+// whose partial sums add up in block order, then stored.
+void run_with_sums(const Job& job);
 
 // ---- cpu/interp_cols.cpp: the column layout ----
 // Whether group g runs in the column layout: most of the bytes it moves are contiguous along

@@ -5,9 +5,11 @@
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "cpu/interp_job.h"
 #include "tensor/convert.h"
+#include "tensor/error.h"
 
 namespace loom::cpu::interp {
 namespace {
@@ -24,6 +26,19 @@ int64_t chunk_of(const Job& job, const StepList& sl) {
       return kConvChunk;
   }
   return kWideChunk;
+}
+
+// Adds the tile's rows of values v (compute type ct, nr rows of nc) into sums[0, nc), row by row.
+void fold_sums(double* sums, CT ct, const void* v, int64_t nr, int64_t nc) {
+  LOOM_CHECK(is_float(ct), Runtime, "cpu: a column sum of a non-float value");
+  dispatch_ct(ct, [&](auto t) {
+    using T = decltype(t);
+    if constexpr (std::is_floating_point_v<T>) {
+      const T* x = static_cast<const T*>(v);
+      for (int64_t i = 0; i < nr; ++i, x += nc)
+        for (int64_t j = 0; j < nc; ++j) sums[j] += double(x[j]);
+    }
+  });
 }
 
 // Folds node id's values v into the reductions that read it and stores the outputs it is.
@@ -43,8 +58,13 @@ void consume(const Job& job, RowState& rs, int id, const void* v, std::vector<Ac
   if (pass >= 0 && pass != p.last) return;
   const void* in_place = nullptr;
   bool looked = false;
-  for (auto& o : job.g.outputs) {
+  for (size_t k = 0; k < job.g.outputs.size(); ++k) {
+    const GOutput& o = job.g.outputs[k];
     if (o.node != id) continue;
+    if (o.colsum) {
+      fold_sums(rs.sums + job.sum_slot[k] * job.cols + c0, p.ct[id], v, rs.nr, nc);
+      continue;
+    }
     if (!looked) {
       in_place = direct_out(job, id, rs, c0, nc), looked = true;
       if (!in_place) in_place = stream_out(job, id, rs, c0);
@@ -193,22 +213,25 @@ Scratch& local_scratch() {
   return s;
 }
 
-void rows_block(const Job& job, Scratch& s, int64_t r0, int64_t nr, bool whole, Prefetch* pf) {
+void rows_block(const Job& job, Scratch& s, int64_t r0, int64_t nr, bool whole, Prefetch* pf,
+                double* sums) {
   RowState rs;
   rs.vals.swap(s.row_vals);  // reuse the last block's capacity; given back at the end
   rs.accs.swap(s.row_accs);
   init_rows(job, rs, r0, nr);
+  rs.sums = sums;
   rows_block_run(job, s, rs, nr, whole, pf);
   rs.vals.swap(s.row_vals);
   rs.accs.swap(s.row_accs);
 }
 
 // Partial reductions combine in segment order, so results do not depend on the thread count.
-void long_row_parallel(const Job& job, int64_t row) {
+void long_row_parallel(const Job& job, int64_t row, double* sums) {
   const Program& p = job.p;
   const int64_t cols = job.cols;
   RowState rs;
   init_rows(job, rs, row, 1);
+  rs.sums = sums;
   for (int pass = 0; pass < p.passes; ++pass) {
     row_pass_start(job, rs, pass);
     const StepList& sl = p.per_pass[pass];
