@@ -4,9 +4,18 @@
 #include "ops/grad_node.h"
 #include "ops/index_prims.h"
 #include "ops/record.h"
+#include "tensor/backend.h"
+#include "tensor/knobs.h"
 
 namespace loom::autograd {
 namespace {
+
+// Whether d's backend sums a row kernel's values over its rows inside that kernel
+// (BackendCaps::column_sums, LOOM_COLUMN_SUMS).
+bool column_sums(Device d) {
+  static const bool on = knob_flag(Knob::ColumnSums);
+  return on && backend_available(d.kind) && backend(d).caps().column_sums;
+}
 
 Tensor up(const Tensor& t) { return cast(t, acc_float(t.dtype())); }
 
@@ -105,14 +114,13 @@ void record_norm(const char* name, const Tensor& x, const Dims& dims, const Tens
            }
            Dims lead = leading(x.dim(), k);
            // The weight and bias gradients sum over rows what dx's row kernel also computes.
-           // Recorded as their own nodes from the saved inputs, xhat and the upcasts run again
-           // inside the column sums, which then read x and g (16-bit: 2 bytes an element each)
-           // instead of float32 products and upcasts dx's kernel would write for them.
-           if (need[1] || need[2]) xf = up(x), gf = up(g);
-           if (need[1]) {
-             Tensor xh = (centered ? xf - mu : xf) * rstd;
-             r[1] = lead.empty() ? gf * xh : sum(gf * xh, lead);
-           }
+           // Where the backend sums over rows inside that kernel (column sums), of its own xhat
+           // and upcast. Else recorded as their own nodes from the saved inputs: xhat and the
+           // upcasts run again inside the column sums, which then read x and g (16-bit: 2 bytes
+           // an element each) instead of float32 products and upcasts dx's kernel would write.
+           if ((need[1] || need[2]) && !(need[0] && column_sums(x.device())))
+             xf = up(x), gf = up(g), xhat = (centered ? xf - mu : xf) * rstd;
+           if (need[1]) r[1] = lead.empty() ? gf * xhat : sum(gf * xhat, lead);
            if (need[2]) r[2] = lead.empty() ? gf : sum(gf, lead);
            return r;
          });

@@ -1,8 +1,9 @@
 // How many kernels a composite's backward takes, and the memory it moves (counters), on the
 // CPU and, where one is found, on cuda:0 (the planner is the same; the backends' capabilities
 // differ): softmax / log_softmax backward one kernel reading y and dy once; layer_norm and
-// rms_norm backward dx in one row kernel plus dgamma and dbeta together in one column kernel
-// that reads x and dy again rather than products written for it;
+// rms_norm backward dx, dgamma and dbeta in one row kernel where the backend sums over rows
+// inside it (caps.column_sums), else dx in one row kernel plus dgamma and dbeta together in
+// one column kernel that reads x and dy again rather than products written for it;
 // cross_entropy forward + backward one kernel over the logits (each row's target logit picked in
 // it where the backend can, else a gather of one element a row: never a pass).
 #include "helpers.h"
@@ -41,10 +42,13 @@ void backward_kernels(Device d) {
       CHECK(s.bytes <= 3 * N + 4096);
     }
   }
-  SUBCASE("layer_norm and rms_norm: dx, then dgamma and dbeta in one column kernel") {
-    // The column kernel computes xhat g again from x and g (5 passes over [R, C]), rather
-    // than reading float32 products dx's kernel wrote for it (6 passes; 16-bit x and g: 11
-    // passes of their size, the upcast g and the product each written and read at 4 bytes).
+  SUBCASE("layer_norm and rms_norm: dx, dgamma and dbeta in one row kernel, or two kernels") {
+    // Column sums: x and g read once, dx written (3 passes over [R, C]; 16-bit: dgamma's and
+    // dbeta's casts kernels of their own). Else the column kernel computes xhat g again from x
+    // and g (5 passes), rather than reading float32 products dx's kernel wrote for it (6
+    // passes; 16-bit x and g: 11 passes of their size, the upcast g and the product each
+    // written and read at 4 bytes).
+    const bool sums = backend(d).caps().column_sums;
     const int64_t rest = 64 * (R + C);  // row statistics, weights and their gradients
     for (DType t : {DType::Float32, DType::BFloat16}) {
       CAPTURE(dtype_name(t));
@@ -54,14 +58,15 @@ void backward_kernels(Device d) {
       Tensor y = layer_norm(x, {C}, w, b);
       loom::sync();
       Step s = measure([&] { y.backward(g); });
-      CHECK(s.kernels <= (t == DType::Float32 ? 2 : 3));  // 16-bit: the weight's upcast
-      CHECK(s.bytes <= 5 * n + rest);
+      const int64_t most = t == DType::Float32 ? (sums ? 1 : 2) : 3;  // 16-bit: casts
+      CHECK(s.kernels <= most);
+      CHECK(s.bytes <= (sums ? 3 : 5) * n + rest);
       Tensor x2 = leaf({R, C}, 305, d, t), w2 = leaf({C}, 306, d, t);
       Tensor y2 = rms_norm(x2, {C}, w2);
       loom::sync();
       s = measure([&] { y2.backward(g); });
-      CHECK(s.kernels <= (t == DType::Float32 ? 2 : 3));
-      CHECK(s.bytes <= 5 * n + rest);
+      CHECK(s.kernels <= most);
+      CHECK(s.bytes <= (sums ? 3 : 5) * n + rest);
     }
   }
   SUBCASE("cross_entropy forward + backward: the logits read once, dx written once") {
