@@ -52,7 +52,7 @@ int64_t block_rows(const interp::Job& job) {
 // Element offset of column c (over the reduced dims) of output o.
 int64_t column_offset(const interp::Job& job, const GOutput& o, int64_t c) {
   int64_t off = o.offset;
-  for (int d = job.rank - 1; d >= job.nk; --d) {
+  for (int d = job.rank - 1; d >= job.nk && c > 0; --d) {  // (column 0: a dim may be empty)
     off += (c % job.g.space[d]) * o.strides[d];
     c /= job.g.space[d];
   }
@@ -70,7 +70,7 @@ namespace interp {
 
 void run_with_sums(const Job& job) {
   const int64_t rows = job.rows, cols = job.cols;
-  const size_t width = size_t(job.nsums) * size_t(cols);
+  const size_t width = size_t(job.nsums) * size_t(job.sum_stride);
   int64_t parts = 1;
   std::vector<double> part;
   auto sums_of = [&](int64_t k) { return part.data() + size_t(k) * width; };
@@ -114,9 +114,11 @@ void run_with_sums(const Job& job) {
     const GOutput& out = job.g.outputs[o];
     const DType dt = job.g.nodes[out.node].dtype;
     char* base = static_cast<char*>(out.st->data());
-    for (int64_t c = 0; c < cols; ++c) {
+    const int64_t n = job.g.nodes[out.node].space == Space::Row ? 1 : cols;  // a row value's: one
+    for (int64_t c = 0; c < n; ++c) {
       double v = 0;
-      for (int64_t k = 0; k < parts; ++k) v += sums_of(k)[size_t(slot) * size_t(cols) + size_t(c)];
+      for (int64_t k = 0; k < parts; ++k)
+        v += sums_of(k)[size_t(slot) * size_t(job.sum_stride) + size_t(c)];
       char* at = base + column_offset(job, out, c) * int64_t(itemsize(dt));
       if (dt == DType::Float64)
         *reinterpret_cast<double*>(at) = v;

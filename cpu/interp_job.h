@@ -79,6 +79,7 @@ struct Job {
   // A task folds its rows into RowState::sums, [nsums][cols] partial sums of its own.
   std::vector<int> sum_slot;
   int nsums = 0;
+  int64_t sum_stride = 1;  // doubles a column sum takes: cols (at least 1: a row value's sum)
 
   Job(const Program& prog, const Group& group, bool cols_first = false)
       : p(prog),
@@ -88,6 +89,7 @@ struct Job {
         rows(group.rows()),
         cols(group.cols()),
         col_layout(cols_first) {
+    sum_stride = std::max<int64_t>(cols, 1);
     sum_slot.assign(group.outputs.size(), -1);
     for (size_t k = 0; k < group.outputs.size(); ++k)
       if (group.outputs[k].colsum) sum_slot[k] = nsums++;

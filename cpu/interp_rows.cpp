@@ -62,7 +62,7 @@ void consume(const Job& job, RowState& rs, int id, const void* v, std::vector<Ac
     const GOutput& o = job.g.outputs[k];
     if (o.node != id) continue;
     if (o.colsum) {
-      fold_sums(rs.sums + job.sum_slot[k] * job.cols + c0, p.ct[id], v, rs.nr, nc);
+      fold_sums(rs.sums + job.sum_slot[k] * job.sum_stride + c0, p.ct[id], v, rs.nr, nc);
       continue;
     }
     if (!looked) {
@@ -184,8 +184,14 @@ void row_pass_start(const Job& job, RowState& rs, int pass) {
 }
 
 void store_rows(const Job& job, RowState& rs) {
-  for (auto& o : job.g.outputs) {
+  for (size_t k = 0; k < job.g.outputs.size(); ++k) {
+    const GOutput& o = job.g.outputs[k];
     if (job.p.nodes[o.node].space != Space::Row) continue;
+    if (o.colsum) {  // a row value summed over the rows: one value
+      fold_sums(rs.sums + job.sum_slot[k] * job.sum_stride, job.p.ct[o.node], rs.val(o.node), rs.nr,
+                1);
+      continue;
+    }
     DType dt = job.p.nodes[o.node].dtype;
     char* base = static_cast<char*>(o.st->data());
     dispatch_ct(job.p.ct[o.node], [&](auto t) {

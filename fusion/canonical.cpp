@@ -120,7 +120,8 @@ void GroupBuilder::add_colsum_output(GOutput o, const Node& sum) {
   const bool keep = sum.shape.size() == S_.size();
   o.strides.assign(S_.size(), 0);
   size_t k = 0;
-  for (int d = 0; d < int(S_.size()); ++d) {
+  // (a Row value's sum over the rows is one value: strides 0 everywhere)
+  for (int d = 0; d < int(S_.size()) && g_.nodes[o.node].space == Space::Full; ++d) {
     const bool column = std::find(axes_.begin(), axes_.end(), d) != axes_.end();
     if (column && S_[d] != 1) o.strides[d] = keep ? cs[d] : cs.at(k);
     if (column && !keep) ++k;

@@ -109,9 +109,10 @@ struct GOutput {
   // overwrite memory it reads element for element in the output's own order).
   int overwrites = -1;
   // A column sum (BackendCaps::column_sums): the output holds the sum of the node's values over
-  // the kept dims (every row), one value a column, `strides` 0 over the kept dims; the node is
-  // a float32 or float64 Full node of the output's dtype. A backend adds the rows up in an order
-  // that depends on the shape alone (blocks of rows into partial sums, then those in order).
+  // the kept dims (every row): of a Full node one value a column, `strides` 0 over the kept
+  // dims; of a Row node one value, strides 0. The node is float32 or float64, the output's
+  // dtype. A backend adds the rows up in an order that depends on the shape alone (blocks of
+  // rows into partial sums, then those in order).
   bool colsum = false;
 };
 

@@ -103,7 +103,7 @@ Group GroupEmitter::build(int gi) {
       const Input& in = n.in[0];
       const int p = s_.producer(in);
       const int id =
-          p >= 0 && s_.nodes[p].group == gi ? member_id_[p] : b.add_load(in, Space::Full, G.S);
+          p >= 0 && s_.nodes[p].group == gi ? member_id_[p] : b.add_load(in, pn.space, G.S);
       if (pn.materialize) b.add_colsum_output(GOutput{id, pn.st}, n);
       continue;
     }

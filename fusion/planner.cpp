@@ -1,6 +1,7 @@
 #include "fusion/planner.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <functional>
 #include <optional>
@@ -50,8 +51,8 @@ class Planner : PlanState {
     }
     for (auto& r : roots) nodes[idx(r.get())].root = true;
     if (!nodes.empty()) column_bodies_ = device_caps(nodes[0].n->device).column_bodies;
-    static const bool sums_on = knob_flag(Knob::ColumnSums);
-    column_sums_ = !nodes.empty() && sums_on && device_caps(nodes[0].n->device).column_sums;
+    column_sums_ =
+        !nodes.empty() && column_sums_on() && device_caps(nodes[0].n->device).column_sums;
     readers_.resize(nodes.size());
     for (int i = 0; i < int(nodes.size()); ++i)
       for (auto& in : nodes[i].n->in) {
@@ -164,6 +165,17 @@ class Planner : PlanState {
       if (!col) rows *= G.S[d];
     }
     return rows != 1;
+  }
+
+  // Whether reduction n of Row node p of G (through input `in`) sums it over every row into one
+  // value: a column sum of a row value (a loss's mean of its per-row terms, in their kernel).
+  bool row_sum(const Node& n, const Input& in, const PNode& p, const PGroup& G) const {
+    if (!column_sums_ || n.op != Op::Sum || G.axes.empty() || G.opaque || numel(n.shape) != 1 ||
+        n.dtype != in.dtype || (n.dtype != DType::Float32 && n.dtype != DType::Float64) ||
+        !linear_identity(in.view, *p.n))
+      return false;
+    const Shape& s = p.n->shape;
+    return (s == keep_shape(G) || s == squeeze_shape(G)) && numel(s) != 1;
   }
 
   // The group a Sum over rows of ready memory may join as a column sum: one that loads that
@@ -464,6 +476,7 @@ class Planner : PlanState {
     // A column sum is an output of its group, not a value in it.
     if (pp.colsum) return no(Split::Shape);
     if (is_reduce(n.op)) {
+      if (pp.space == Space::Row && row_sum(n, in, pp, G)) return Space::Row;
       if (pp.space != Space::Full || !linear_identity(in.view, *pp.n)) return no(Split::View);
       if (in.view.shape != G.S) return no(Split::Shape);
       if (!G.axes.empty() && G.axes != n.axes)
@@ -553,11 +566,24 @@ class Planner : PlanState {
       return;
     }
     // Join the first producer's group that accepts this node, then pull in other
-    // producers' groups that are compatible and independent.
+    // producers' groups that are compatible and independent. A row value of a reduction
+    // group's is tried first: an op on it stays in the row kernel as its epilogue (a loss's
+    // masked per-row term, which its mean then sums there) rather than taking it to a
+    // pointwise group of the op's other input.
     int target = -1;
     Space sp = Space::Full;
     PNode& me = nodes[i];
+    SmallVec<const Input*, 4> order;
     for (auto& in : n.in) {
+      const int p = producer(in);
+      if (p >= 0 && !is_const(p) && nodes[p].space == Space::Row && nodes[p].group >= 0 &&
+          !groups[nodes[p].group].axes.empty())
+        order.push_back(&in);
+    }
+    for (auto& in : n.in)
+      if (std::find(order.begin(), order.end(), &in) == order.end()) order.push_back(&in);
+    for (const Input* inp : order) {
+      const Input& in = *inp;
       int p = producer(in);
       if (p < 0 || is_const(p) || nodes[p].group < 0) continue;
       // the first producer's reason is the one reported if the node starts a group
@@ -600,8 +626,16 @@ class Planner : PlanState {
       count_leaves(nodes[i].group, i);
       return;
     }
-    const bool colsum =
-        is_reduce(n.op) && !groups[target].axes.empty() && groups[target].axes != n.axes;
+    // A column sum: over other dims than the group's, or of a row value (a row sum: fusable()
+    // takes no other reduction of a row value).
+    bool colsum = false;
+    if (is_reduce(n.op) && !groups[target].axes.empty()) {
+      colsum = groups[target].axes != n.axes;
+      for (auto& in : n.in) {
+        const int p = producer(in);
+        colsum = colsum || (p >= 0 && nodes[p].group == target && nodes[p].space == Space::Row);
+      }
+    }
     if (is_reduce(n.op) && !colsum) groups[target].axes = n.axes;
     join(target, i, sp);
     me.colsum = colsum;
@@ -823,6 +857,16 @@ class Planner : PlanState {
 };
 
 }  // namespace
+
+namespace {
+std::atomic<bool>& column_sums_flag() {
+  static std::atomic<bool> on{knob_flag(Knob::ColumnSums)};
+  return on;
+}
+}  // namespace
+
+bool column_sums_on() { return column_sums_flag().load(std::memory_order_relaxed); }
+void set_column_sums(bool on) { column_sums_flag() = on; }
 
 int default_max_group_nodes() {
   static const int n = [] {

@@ -12,6 +12,13 @@ namespace loom {
 // long kernel compiles in about the time of the two shorter ones it replaces (bench/RESULTS.md).
 int default_max_group_nodes();
 
+// Column sums (GOutput::colsum) where the backend has them (BackendCaps::column_sums):
+// LOOM_COLUMN_SUMS at start; set_column_sums() changes it for the plans made after it (a test
+// that plans CPU tensors to generate another backend's kernels). The norms' backward rule reads
+// it too.
+bool column_sums_on();
+void set_column_sums(bool on);
+
 struct PlanLimits {
   int max_nodes = default_max_group_nodes();  // ops per kernel
   int max_leaves = 24;                        // memory inputs per kernel (kernel-parameter bytes)

@@ -1,20 +1,19 @@
 // The composites' own backward rules: each reads what its forward already stores (the input,
 // the result, a per-row statistic) and is one pass over the rows where the forward is, instead
 // of the derivative of the decomposition (which adds masks and counts through amax).
+#include "fusion/planner.h"
 #include "ops/grad_node.h"
 #include "ops/index_prims.h"
 #include "ops/record.h"
 #include "tensor/backend.h"
-#include "tensor/knobs.h"
 
 namespace loom::autograd {
 namespace {
 
 // Whether d's backend sums a row kernel's values over its rows inside that kernel
-// (BackendCaps::column_sums, LOOM_COLUMN_SUMS).
+// (BackendCaps::column_sums, fusion/planner.h column_sums_on()).
 bool column_sums(Device d) {
-  static const bool on = knob_flag(Knob::ColumnSums);
-  return on && backend_available(d.kind) && backend(d).caps().column_sums;
+  return column_sums_on() && backend_available(d.kind) && backend(d).caps().column_sums;
 }
 
 Tensor up(const Tensor& t) { return cast(t, acc_float(t.dtype())); }
@@ -118,7 +117,12 @@ void record_norm(const char* name, const Tensor& x, const Dims& dims, const Tens
            // and upcast. Else recorded as their own nodes from the saved inputs: xhat and the
            // upcasts run again inside the column sums, which then read x and g (16-bit: 2 bytes
            // an element each) instead of float32 products and upcasts dx's kernel would write.
-           if ((need[1] || need[2]) && !(need[0] && column_sums(x.device())))
+           // So too where g comes from a matmul (the linear layer after the norm): g's products
+           // join its epilogue, whose column sum is a kernel of its own that would read an
+           // xhat the forward wrote for it.
+           const bool from_matmul =
+               g.is_pending() && g.storage()->node && g.storage()->node->op == Op::MatMul;
+           if ((need[1] || need[2]) && !(need[0] && !from_matmul && column_sums(x.device())))
              xf = up(x), gf = up(g), xhat = (centered ? xf - mu : xf) * rstd;
            if (need[1]) r[1] = lead.empty() ? gf * xhat : sum(gf * xhat, lead);
            if (need[2]) r[2] = lead.empty() ? gf : sum(gf, lead);

@@ -110,11 +110,13 @@ namespace {
 
 // The reduction of per-row losses (0 in rows whose target is ignored): the mean divides by the
 // valid rows' class weights `wt` (undefined: their count), set in `denom` for the backward.
+// Each row's term is divided before the sum, which is then a plain sum of the row kernel's
+// values: a backend with column sums adds it up inside that kernel.
 Tensor reduce_rows(const Tensor& per, const Tensor& valid, const Tensor& wt, Reduction r,
                    Tensor& denom) {
   if (r != Reduction::Mean) return reduce(per, r);
   denom = wt.defined() ? sum(where(valid, wt, 0.0)) : sum(cast(valid, per.dtype()));
-  return sum(per) / denom;
+  return sum(per / denom);
 }
 
 }  // namespace

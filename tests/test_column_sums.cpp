@@ -109,3 +109,32 @@ TEST_CASE("column sums: over several leading dims, keepdim, and the same bits on
     for (size_t k = 0; k < 3; ++k) CHECK(alone.v[k] == fused.v[k]);
   }
 }
+
+TEST_CASE("column sums: a row value summed over every row inside its row kernel") {
+  // A loss's mean of its per-row terms: logsumexp(x) - x[:, 0], each row's term divided first.
+  // (no columns: each row's term a sum over none, 0)
+  for (Shape s : {Shape{256, 1000}, Shape{10, 70000}, Shape{2, 70000}, Shape{0, 100}, Shape{1, 9},
+                  Shape{4, 0}})
+    for (DType t : {DType::Float32, DType::Float64}) {
+      CAPTURE(shape_str(s));
+      CAPTURE(std::string(dtype_name(t)));
+      Tensor x = lt::random(s, t, 31);
+      auto loss = [&](const Tensor& v) {
+        Tensor per = s[1] ? logsumexp(v, {1}) - v.select(1, 0) : sum(v, {1}) * 2.0;
+        return sum(per / double(std::max<int64_t>(s[0], 1)));
+      };
+      loom::sync();
+      reset_counters();
+      Tensor y = loss(x);
+      const std::string plan = explain(y);
+      const double got = y.item<double>();
+      const int64_t kernels = counters().kernels.load();
+      const double want = loss(x.to(DType::Float64)).item<double>();
+      CHECK(std::fabs(got - want) <= (t == DType::Float32 ? 1e-5 : 1e-12) * (std::fabs(want) + 1));
+      if (s[0] == 0 || s[1] == 0) CHECK(got == 0);
+      if (has_sums() && s[0] != 1 && s[1] > 0) {
+        CHECK(kernels == 1);
+        CHECK(plan.find("column sum") != std::string::npos);
+      }
+    }
+}

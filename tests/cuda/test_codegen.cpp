@@ -25,6 +25,7 @@
 #include "cuda/launch.h"
 #include "cuda/nvrtc.h"
 #include "fusion/group.h"
+#include "fusion/planner.h"
 #include "fusion/trace.h"
 #include "loom.h"
 #include "ops/index_prims.h"
@@ -34,16 +35,26 @@ namespace lc = loom::cuda;
 
 namespace {
 
-// The one group that computes `t` (planned, not run).
-Group only(const Tensor& t) {
+// The groups that compute `t` (planned, not run), as CUDA plans them: without column sums
+// inside row kernels (not lowered there).
+std::vector<Group> cuda_plan(const Tensor& t) {
+  const bool sums = column_sums_on();
+  set_column_sums(false);
   std::vector<Group> gs = plan_storage(t.storage());
+  set_column_sums(sums);
+  return gs;
+}
+
+// The one group that computes `t`.
+Group only(const Tensor& t) {
+  std::vector<Group> gs = cuda_plan(t);
   REQUIRE(gs.size() == 1);
   return gs[0];
 }
 
 // The one reducing group of the plan that computes `t` (others may cast its weights).
 Group reducing(const Tensor& t) {
-  std::vector<Group> gs, all = plan_storage(t.storage());
+  std::vector<Group> gs, all = cuda_plan(t);
   for (const Group& g : all)
     if (g.has_reduce()) gs.push_back(g);
   REQUIRE(gs.size() == 1);
@@ -214,7 +225,7 @@ class Corpus {
  public:
   // `all`: every variant (kernel kinds); otherwise the launcher's pick (op coverage).
   void add(const Tensor& t, const std::string& what, bool all = true) {
-    std::vector<Group> gs = plan_storage(t.storage());
+    std::vector<Group> gs = cuda_plan(t);
     int n = 0;
     for (const Group& g : gs) {
       if (g.opaque) continue;
