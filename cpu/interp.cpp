@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cpu/interp_job.h"
+#include "tensor/convert.h"
 #include "tensor/counters.h"
 
 namespace loom::cpu {
@@ -119,11 +120,7 @@ void run_with_sums(const Job& job) {
       double v = 0;
       for (int64_t k = 0; k < parts; ++k)
         v += sums_of(k)[size_t(slot) * size_t(job.sum_stride) + size_t(c)];
-      char* at = base + column_offset(job, out, c) * int64_t(itemsize(dt));
-      if (dt == DType::Float64)
-        *reinterpret_cast<double*>(at) = v;
-      else
-        *reinterpret_cast<float*>(at) = float(v);
+      store_run<double>(base + column_offset(job, out, c) * int64_t(itemsize(dt)), dt, 1, &v, 1);
     }
   }
 }

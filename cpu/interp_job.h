@@ -77,7 +77,7 @@ struct Job {
   bool col_layout = false;
   // Column sums (GOutput::colsum): per output its slot among them (else -1), and their count.
   // A task folds its rows into RowState::sums, [nsums][cols] partial sums of its own.
-  std::vector<int> sum_slot;
+  SmallVec<int, 8> sum_slot;  // (inline: every run of every group builds a Job)
   int nsums = 0;
   int64_t sum_stride = 1;  // doubles a column sum takes: cols (at least 1: a row value's sum)
 
