@@ -250,6 +250,10 @@ class CudaBackend : public Backend {
     // A bf16 GELU backward inside its bias gradient's column sum ran at 154 us on the H100
     // ([16384, 1536]), where its pointwise kernel and the sum of what it wrote took 105.
     c.column_bodies = false;
+    // Column sums in the row kernel (cuda/codegen_colsum.cpp) where a row's lanes hold them in
+    // registers: a longer row adds each element into memory, which costs what it saves.
+    c.column_sums = true;
+    c.column_sum_cols = 8192;
     return c;
   }
   void synchronize() override { cuda::device_sync(dev_); }
@@ -501,14 +505,28 @@ void CudaKernel::run(const Group& g) {
   Compiled* c = &get_lowered(be, g, v);
   cuda::Stream stream = be.active();
   uint64_t scratch[3] = {0, 0, 0};
-  if (v.split) be.scratch(cuda::split_scratch(g, c->gen, lc), stream, scratch);
+  const cuda::Generated& gen = c->gen;
+  const int64_t cw = gen.colsum_cols * g.cols() + gen.colsum_ones;  // a partial row's elements
+  if (v.split) be.scratch(cuda::split_scratch(g, gen, lc), stream, scratch);
+  if (cw > 0) {  // a partial row a block, or a row group of a looping one
+    cuda::SplitScratch need;
+    need.partial_bytes = size_t(lc.grid_x) * size_t(v.rpb) * size_t(cw) * size_t(gen.colsum_bytes);
+    be.scratch(need, stream, scratch);
+  }
   // One parameter buffer a thread, reused by every launch (cuLaunchKernel copies the values):
   // no heap allocation a launch once it has grown.
   thread_local std::vector<char> params;
   cuda::pack_params(g, c->gen.params, lc, scratch, params);
   void* args[] = {params.data()};
-  for (const cuda::Function& f : c->mod->fns)
-    cuda::launch(f, {lc.grid_x, lc.grid_y, 1}, {lc.block, 1, 1}, lc.smem, stream, args);
+  const auto& fns = c->mod->fns;
+  for (size_t i = 0; i < fns.size(); ++i) {
+    if (cw > 0 && i + 1 == fns.size()) {  // loom_colsum: a thread an element of the partial row
+      const unsigned grid = unsigned((cw + 255) / 256);
+      cuda::launch(fns[i], {grid, 1, 1}, {256, 1, 1}, 0, stream, args);
+    } else {
+      cuda::launch(fns[i], {lc.grid_x, lc.grid_y, 1}, {lc.block, 1, 1}, lc.smem, stream, args);
+    }
+  }
   if (log_fusion())
     std::cerr << "[loom] cuda launch " << v.key() << " x" << c->mod->fns.size() << " grid ("
               << lc.grid_x << "," << lc.grid_y << ") block " << lc.block << "\n";

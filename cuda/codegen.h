@@ -115,7 +115,9 @@ struct Variant {
 
 // A runtime value the kernel reads from its parameter block (p.v[i]).
 struct ValueSlot {
-  enum Kind : uint8_t { N, Rows, Cols, Size, Stride, Offset, SegLen } kind;
+  // Blocks: the grid of the launch whose parameters these are (a column sum's combine reads
+  // the row kernel's partials, one a block).
+  enum Kind : uint8_t { N, Rows, Cols, Size, Stride, Offset, SegLen, Blocks } kind;
   int access = -1;  // leaves 0..L-1, then outputs L..L+O-1
   int dim = -1;
   bool operator==(const ValueSlot& o) const {
@@ -144,6 +146,11 @@ struct Generated {
   ParamSpec params;
   int reduces = 0;          // split: accumulator slots per row in the scratch areas
   bool final_rows = false;  // split: the last pass only writes row outputs (folded into pass n-2)
+  // Column sums (GOutput::colsum): the row kernel leaves partial sums in the scratch (a row of
+  // colsum_cols * cols + colsum_ones elements of colsum_bytes each, per block or row group);
+  // the module's second entry, "loom_colsum", adds them up in order, a thread an element of
+  // that row (launched over it after the row kernel, the same parameters).
+  int colsum_cols = 0, colsum_ones = 0, colsum_bytes = 0;
 };
 
 // Which kernel structure a group's signature allows.

@@ -49,6 +49,11 @@ RowContext::RowContext(const Group& g, const Variant& v) : g_(g), v_(v), e_(g) {
   for (auto& o : g.outputs) (g.nodes[o.node].space == Space::Full ? full_out_ : row_out_) = true;
   if (v.stage > 0 && !v.split)
     for (int a : stage_leaves(e_)) staged_.insert(a);
+  for (int o = 0; o < int(g.outputs.size()); ++o)
+    if (g.outputs[o].colsum)
+      (g.nodes[g.outputs[o].node].space == Space::Full ? csf_ : csr_).push_back(o);
+  LOOM_CHECK(!colsums() || (!v.split && v.stage == 0 && v.vec <= 1 && v.cs == 1 && v.shift < 0),
+             Value, "cuda codegen: column sums need a row kernel of whole rows, got ", v.key());
 }
 
 void RowContext::finish(Generated& out, const std::string& kernels) {

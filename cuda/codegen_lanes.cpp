@@ -115,6 +115,10 @@ std::string RowLanes::row_outputs(const std::string& cond, const std::string& in
   for (int o = 0; o < int(g_.outputs.size()); ++o) {
     int id = g_.outputs[o].node;
     if (g_.nodes[id].space != Space::Row) continue;
+    if (g_.outputs[o].colsum) {  // (its kernel's rows only: the caller's condition)
+      code += ind + "  csr" + S(o) + " += r" + S(id) + ";\n";
+      continue;
+    }
     int a = e_.out_access(o);
     code += ind + "  " + e_.ptr(a) + "[" + rb(a) +
             "] = " + e_.store(e_.storage_dtype(a), "r" + S(id)) + ";\n";

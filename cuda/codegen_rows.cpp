@@ -13,6 +13,12 @@ class RowKernel : public RowLanes {
   void run(Generated& out) {
     std::string kernels = single();
     out.entries = {"loom_kernel"};
+    if (colsums()) {
+      kernels += colsum_kernel();
+      out.entries.push_back("loom_colsum");
+      out.colsum_cols = int(csf_.size()), out.colsum_ones = int(csr_.size());
+      out.colsum_bytes = cs_type() == "double" ? 8 : 4;
+    }
     finish(out, kernels);
   }
 
@@ -135,6 +141,8 @@ std::string RowKernel::single() {
                "  }\n" + in + "}\n" + in + "__syncthreads();\n";
     stage_out = in + "__syncthreads();\n";
   }
+  outer += colsum_decls("  ");
+  const std::string parts = colsum_parts("  ");
   std::string k = header("loom_kernel") + outer + first;
   // Vector columns: rb counts groups of cv_ rows (rows % cv_ == 0: the launcher's rule).
   const std::string nrg = cv_ ? "rows / " + S(cv_) + "u" : "rows";
@@ -155,7 +163,7 @@ std::string RowKernel::single() {
         v_.shifted ? "(cols + sh + " + S(v_.dshift) + "u) / " + w + " - 1u" : "(cols + sh) / " + w;
     peel += in + "const U fc0 = sh ? 1u : 0u, fc1 = " + end + ";\n";
   }
-  k += row_setup(in, "row", "", pf_ ? &rest : nullptr) + peel + rest + "  }\n}\n";
+  k += row_setup(in, "row", "", pf_ ? &rest : nullptr) + peel + rest + "  }\n" + parts + "}\n";
   return prune_rows(k);
 }
 

@@ -89,6 +89,19 @@ class RowContext {
   // the one-row code uses.
   int cv_ = 0;
   std::set<int> rx_, ax_;
+  // Column sums (GOutput::colsum; codegen_colsum.cpp): outputs of Full nodes (a sum a column)
+  // and of Row nodes (one sum). A persistent row adds each lane's columns into registers
+  // cs<o>[k * vw + e] over the block's rows, its Row values into csr<o>; after the row loop the
+  // block's row groups add theirs into the block's partial row in group order. A looping row
+  // adds each element into its row group's partial row in memory. loom_colsum then adds the
+  // partials of each column in block order: the bits depend on the launch shape alone.
+  std::vector<int> csf_, csr_;
+  bool colsums() const { return !csf_.empty() || !csr_.empty(); }
+  std::string cs_type() const;  // the partials' element type: double where a sum is
+  std::string colsum_decls(const std::string &ind);
+  std::string colsum_add(int o, const std::string &f, const std::string &ind);
+  std::string colsum_parts(const std::string &ind);
+  std::string colsum_kernel();
 
   static std::string S(int i) { return std::to_string(i); }
   // Lanes that walk a row together: tpr adjacent threads, or a column's cs

@@ -66,6 +66,10 @@ std::string RowWalk::col_body(int q, const std::vector<int>& nodes, bool store,
     }
     for (int o = 0; o < int(g_.outputs.size()); ++o) {
       if (g_.outputs[o].node != id) continue;
+      if (g_.outputs[o].colsum) {
+        code += colsum_add(o, f, ind);
+        continue;
+      }
       int a = e_.out_access(o);
       std::string v = e_.store(e_.storage_dtype(a), f);
       if (unit(a) && !scalar_out_) {

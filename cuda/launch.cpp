@@ -139,6 +139,9 @@ Variant choose_variant(const Group& g, int sm) {
            std::any_of(g.nodes.begin(), g.nodes.end(),
                        [](const GNode& n) { return n.op == Op::Exp && n.dtype == DType::Float32; });
   int vw0 = 1;  // the chunk width without peeling
+  // Column sums (cuda/codegen_colsum.cpp) take a row kernel of whole rows: not split, staged,
+  // peeled, sliced or in column pairs.
+  const bool sums = has_colsums(g);
   if (layout == Layout::Columns) {
     // One kept column a thread, its scalar loads of a warp one 128-byte line a row (f32). Vector
     // columns (vec adjacent columns a thread, see LOOM_CUDA_COL_UNROLL in launch_rows.cpp) lost,
@@ -154,17 +157,19 @@ Variant choose_variant(const Group& g, int sm) {
     // Pairs within 32 registers (8 blocks an SM): uncapped, ptxas gives a bf16 mean's split just
     // over that (6 blocks at the allocation's 8-register steps), and under the cap it spills
     // only a few bytes.
+    if (sums) v.cs = 1, v.rpb = 256, v.vec = 0;
     v.minb = v.vec > 1 ? 2048 / v.block() : 0;
     v.unroll = col_unroll(cdiv(cols, v.cs));
-  } else if (stage_variant(g, sm, v)) {
+  } else if (!sums && stage_variant(g, sm, v)) {
     return v;
   } else {
     v.vw = row_vector_width(g);
     // Peeled rows take one chunk more than the row's whole ones (a partial one at each end).
     vw0 = v.vw;
-    const bool peel = peel_rows(g, kn.peel, v);
+    const bool peel = !sums && peel_rows(g, kn.peel, v);
     row_geometry(g, peel ? cdiv(cols + v.vw - 1, v.vw) : cols / v.vw, v.vw, v);
     v.rpb = std::max(1, kn.rpb > 0 ? std::min(kn.rpb, 1024 / v.tpr) : 256 / v.tpr);
+    if (sums) v.rpb = std::max(1, 1024 / v.tpr);  // (row_geometry's budget)
     // Prefetch only where its registers leave 1024 threads an SM (not a bf16 softmax: its e
     // values and both rows' inputs leave 2 blocks of 256), or where a 4-byte row takes a whole
     // 1024-thread block with prefetch 1 (the SM's only block, so no other block has loads in
@@ -181,7 +186,7 @@ Variant choose_variant(const Group& g, int sm) {
     v.minb = kn.minb < 0 ? row_min_blocks(g, v) : v.k > 0 ? std::min(kn.minb, 2048 / v.block()) : 0;
     v.sync1 = kn.sync1 && v.tpr > 32;
   }
-  if (split_segments(g, v, sm) > 1) {
+  if (!sums && split_segments(g, v, sm) > 1) {
     Variant s = v;
     s.split = true, s.k = 0;
     s.remat = 0, s.minb = 0, s.sync1 = false, s.prefetch = 0;
@@ -197,7 +202,9 @@ Variant choose_variant(const Group& g, int sm) {
   }
   if (layout == Layout::Columns) {  // a thread a row: persistent for rows of up to 16 columns
     int64_t k = pow2ceil(std::max<int64_t>(1, cols));
-    v.k = cols <= 16 && k * std::max(4, row_cache_bytes(g, 0)) <= 192 ? int(k) : 0;
+    v.k = cols <= 16 && k * (std::max(4, row_cache_bytes(g, 0)) + colsum_col_bytes(g)) <= 192
+              ? int(k)
+              : 0;
     if (v.k > 0) v.unroll = 1, v.cs = 1, v.rpb = 256, v.vec = 0, v.minb = 0;  // persistent
   }
   return v;
@@ -229,8 +236,11 @@ LaunchConfig launch_config(const Group& g, const Variant& v, int sm) {
     lc.seglen = cdiv(lc.seglen, v.vw) * v.vw;  // whole chunks a segment
     lc.grid_y = unsigned(std::max<int64_t>(1, cdiv(cols, lc.seglen)));
   } else {
-    lc.grid_x = unsigned(
-        std::clamp<int64_t>(row_grid(blocks, v, sm, row_knobs().grid), 1, (int64_t(1) << 31) - 1));
+    // Column sums: one wave of blocks walking the rows, each leaving one partial row (a row
+    // group's, looping) for loom_colsum to add up.
+    const int64_t grid = has_colsums(g) ? std::min(blocks, int64_t(sm) * std::max(1, v.minb))
+                                        : row_grid(blocks, v, sm, row_knobs().grid);
+    lc.grid_x = unsigned(std::clamp<int64_t>(grid, 1, (int64_t(1) << 31) - 1));
     if (v.stage > 0) lc.smem = unsigned(cols * stage_col_bytes(g, v.stage));
   }
   return lc;

@@ -81,6 +81,10 @@ struct RowKnobs {
   int col_combine = 8, col_slices = 4, col_block = 256, col_pairs = 1;
 };
 const RowKnobs& row_knobs();
+// Column sums (GOutput::colsum, cuda/codegen_colsum.cpp): register bytes a held column costs
+// a persistent row for its Full sums (0: none), and whether the group has any sum.
+int colsum_col_bytes(const Group& g);
+bool has_colsums(const Group& g);
 void row_geometry(const Group& g, int64_t nch, int vw, Variant& v);
 int row_min_blocks(const Group& g, const Variant& v);
 int col_unroll(int64_t len);

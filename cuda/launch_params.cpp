@@ -64,6 +64,9 @@ void pack_params(const Group& g, const ParamSpec& spec, const LaunchConfig& lc,
       case ValueSlot::SegLen:
         x = lc.seglen;
         break;
+      case ValueSlot::Blocks:
+        x = lc.grid_x;
+        break;
     }
     char* dst = b.data() + spec.values_offset() + i * (spec.index64 ? 8 : 4);
     if (spec.index64) {

@@ -155,6 +155,16 @@ const RowKnobs& row_knobs() {
   return k;
 }
 
+int colsum_col_bytes(const Group& g) {
+  int b = 0;
+  for (const GOutput& o : g.outputs)
+    if (o.colsum && g.nodes[o.node].space == Space::Full) b += int(itemsize(g.nodes[o.node].dtype));
+  return b;
+}
+bool has_colsums(const Group& g) {
+  return std::any_of(g.outputs.begin(), g.outputs.end(), [](const GOutput& o) { return o.colsum; });
+}
+
 // Threads per row and persistent chunks per lane for `nch` chunks of `vw` columns. Bytes in
 // flight are what a row kernel lives on (a bf16 row with fewer chunks a lane took as long as an
 // f32 row of twice its bytes): a vector lane takes about 4 chunks (64 bytes; at least 16
@@ -170,13 +180,21 @@ void row_geometry(const Group& g, int64_t nch, int vw, Variant& v) {
   const int64_t target = vw > 1 ? std::max<int64_t>(16, int64_t(kn.chunks) * vw) : 8;
   const int tpr0 =
       kn.tpr > 0 ? kn.tpr : int(std::clamp<int64_t>(pow2ceil(cdiv(nch * vw, target)), 1, 1024));
+  // A row with column sums holds them too (registers a column), in blocks of 1024 threads: a
+  // block's rows add theirs together before its partial row goes to memory, so the fewer
+  // blocks, the fewer partial rows.
+  const int csb = colsum_col_bytes(g);
+  const bool sums = has_colsums(g);
   auto fit = [&](int remat) {
-    const int64_t bytes = std::max(1, row_cache_bytes(g, remat, vw, false, v.novec));
+    const int64_t bytes = std::max(1, row_cache_bytes(g, remat, vw, false, v.novec) + csb);
     v.remat = remat, v.tpr = tpr0, v.k = 0;
     for (int tpr = tpr0; tpr <= (kn.tpr > 0 ? kn.tpr : 1024); tpr *= 2) {
       int64_t k = pow2ceil(std::max<int64_t>(1, cdiv(nch, tpr)));
-      int64_t block = std::max(256, tpr), regs = 65536 / block;
-      int64_t budget = std::min<int64_t>(192, remat > 0 ? (regs - 24) * 4 : regs * 3 / 2);
+      int64_t block = sums ? 1024 : std::max(256, tpr), regs = 65536 / block;
+      // (A row with sums keeps 16 registers beside its held words, not 24: ptxas fits the
+      // norms' backward at 1024 threads so, where 24 left them looping.)
+      const int64_t spare = sums ? 16 : 24;
+      int64_t budget = std::min<int64_t>(192, remat > 0 ? (regs - spare) * 4 : regs * 3 / 2);
       if (k * vw <= 2 * target && k * vw * bytes <= budget) {
         v.tpr = tpr, v.k = int(k);
         return true;
@@ -208,7 +226,9 @@ void row_geometry(const Group& g, int64_t nch, int vw, Variant& v) {
 // out). 0 (no cap) where that leaves one block.
 int row_min_blocks(const Group& g, const Variant& v) {
   if (v.k == 0) return 0;  // the loop kernels spill under any cap
-  int64_t held = cdiv(int64_t(v.k) * v.vw * row_cache_bytes(g, v.remat, v.vw, false, v.novec), 4);
+  int64_t held = cdiv(int64_t(v.k) * v.vw *
+                          (row_cache_bytes(g, v.remat, v.vw, false, v.novec) + colsum_col_bytes(g)),
+                      4);
   held += row_walk_regs(g, v);
   // Prefetch holds the next row's vectors too: 2 always; 1 on narrow rows, where ptxas hoists
   // the reloads above the current chunk's conversions (f32 rows stay within their held words

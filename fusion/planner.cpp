@@ -53,6 +53,7 @@ class Planner : PlanState {
     if (!nodes.empty()) column_bodies_ = device_caps(nodes[0].n->device).column_bodies;
     column_sums_ =
         !nodes.empty() && column_sums_on() && device_caps(nodes[0].n->device).column_sums;
+    if (column_sums_) column_sum_cols_ = device_caps(nodes[0].n->device).column_sum_cols;
     readers_.resize(nodes.size());
     for (int i = 0; i < int(nodes.size()); ++i)
       for (auto& in : nodes[i].n->in) {
@@ -93,7 +94,9 @@ class Planner : PlanState {
  private:
   bool fuse_;
   bool column_bodies_ = true;  // the flush's backend caps().column_bodies
-  bool column_sums_ = false;   // caps().column_sums, and LOOM_COLUMN_SUMS
+  bool column_sums_ = false;
+  int64_t column_sum_cols_ =
+      0;  // caps().column_sum_cols   // caps().column_sums, and LOOM_COLUMN_SUMS
   PlanLimits lim_;
   std::vector<std::vector<ScalarSrc>>* srcs_;  // when asked: each group's scalar sources
   std::vector<std::vector<int>> gdeps_;
@@ -157,14 +160,23 @@ class Planner : PlanState {
         n.dtype != n.in[0].dtype || (n.dtype != DType::Float32 && n.dtype != DType::Float64) ||
         n.in[0].view.shape != G.S)
       return false;
-    int64_t rows = 1;
+    int64_t rows = 1, cols = 1;
     for (int d = 0; d < int(G.S.size()); ++d) {
       const bool col = std::find(G.axes.begin(), G.axes.end(), d) != G.axes.end();
       const bool summed = std::find(n.axes.begin(), n.axes.end(), d) != n.axes.end();
       if (G.S[d] != 1 && col == summed) return false;
-      if (!col) rows *= G.S[d];
+      (col ? cols : rows) *= G.S[d];
     }
-    return rows != 1;
+    return rows != 1 && (column_sum_cols_ == 0 || (cols <= column_sum_cols_ && rows_last(G)));
+  }
+
+  // Whether G reduces its trailing dims (a row group over contiguous rows, not a column
+  // reduction), where a backend with column_sum_cols takes column sums (tensor/backend.h).
+  static bool rows_last(const PGroup& G) {
+    const int R = int(G.S.size()), A = int(G.axes.size());
+    for (int i = 0; i < A; ++i)
+      if (std::find(G.axes.begin(), G.axes.end(), R - 1 - i) == G.axes.end()) return false;
+    return true;
   }
 
   // Whether reduction n of Row node p of G (through input `in`) sums it over every row into one
@@ -172,7 +184,7 @@ class Planner : PlanState {
   bool row_sum(const Node& n, const Input& in, const PNode& p, const PGroup& G) const {
     if (!column_sums_ || n.op != Op::Sum || G.axes.empty() || G.opaque || numel(n.shape) != 1 ||
         n.dtype != in.dtype || (n.dtype != DType::Float32 && n.dtype != DType::Float64) ||
-        !linear_identity(in.view, *p.n))
+        !linear_identity(in.view, *p.n) || (column_sum_cols_ > 0 && !rows_last(G)))
       return false;
     const Shape& s = p.n->shape;
     return (s == keep_shape(G) || s == squeeze_shape(G)) && numel(s) != 1;

@@ -10,10 +10,12 @@
 namespace loom::autograd {
 namespace {
 
-// Whether d's backend sums a row kernel's values over its rows inside that kernel
-// (BackendCaps::column_sums, fusion/planner.h column_sums_on()).
-bool column_sums(Device d) {
-  return column_sums_on() && backend_available(d.kind) && backend(d).caps().column_sums;
+// Whether d's backend sums a row kernel's values over its rows inside that kernel, for rows of
+// `cols` elements (BackendCaps::column_sums, column_sum_cols; fusion/planner.h column_sums_on()).
+bool column_sums(Device d, int64_t cols) {
+  if (!column_sums_on() || !backend_available(d.kind)) return false;
+  const BackendCaps c = backend(d).caps();
+  return c.column_sums && (c.column_sum_cols == 0 || cols <= c.column_sum_cols);
 }
 
 Tensor up(const Tensor& t) { return cast(t, acc_float(t.dtype())); }
@@ -122,7 +124,8 @@ void record_norm(const char* name, const Tensor& x, const Dims& dims, const Tens
            // xhat the forward wrote for it.
            const bool from_matmul =
                g.is_pending() && g.storage()->node && g.storage()->node->op == Op::MatMul;
-           if ((need[1] || need[2]) && !(need[0] && !from_matmul && column_sums(x.device())))
+           if ((need[1] || need[2]) &&
+               !(need[0] && !from_matmul && column_sums(x.device(), int64_t(n))))
              xf = up(x), gf = up(g), xhat = (centered ? xf - mu : xf) * rstd;
            if (need[1]) r[1] = lead.empty() ? gf * xhat : sum(gf * xhat, lead);
            if (need[2]) r[2] = lead.empty() ? gf : sum(gf, lead);

@@ -8,7 +8,8 @@
 # backward moves fewer bytes in as many kernels with its recomputation (LOOM_RECOMPUTE) on, and
 # an attention's matmuls read operands whose batch dims collapse into one stride; then
 # tests/cuda/mock/compile_ahead.cpp: a flush's new kernels compiled together before it runs
-# (and, with LOOM_CUDA_COMPILE_THREADS=1, one by one). Needs NVRTC
+# (and, with LOOM_CUDA_COMPILE_THREADS=1, one by one); then tests/cuda/mock/colsum_plan.cpp: where
+# the CUDA plan takes column sums (norms' weight gradients, a loss's mean; no column reduction). Needs NVRTC
 # (the CUDA backend registers only with it) and a configured build tree with tests: BUILD=build
 # (default).
 set -euo pipefail
@@ -18,8 +19,8 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 cc -shared -fPIC -O1 -o "$TMP/libcuda.so.1" tests/cuda/mock/libcuda_mock.c
 cmake --build "$BUILD" --target loom_mock_devices_check loom_mock_flush_calls loom_mock_oom_check \
-  loom_mock_plan_bytes loom_mock_compile_ahead
-for m in devices_check flush_calls oom_check plan_bytes compile_ahead; do cp "$BUILD/tests/loom_mock_$m" "$TMP/$m"; done
+  loom_mock_plan_bytes loom_mock_compile_ahead loom_mock_colsum_plan
+for m in devices_check flush_calls oom_check plan_bytes compile_ahead colsum_plan; do cp "$BUILD/tests/loom_mock_$m" "$TMP/$m"; done
 export LOOM_CACHE_DIR="$TMP/cache"
 for env in "" "MOCK_NO_PEER=1" "LOOM_CUDA_PEER=0"; do
   echo "== mock devices ${env:-(peer copies)}"
@@ -51,6 +52,8 @@ if [ "$split" != 0 ] || [ "$looped" = 0 ]; then
   echo "FAIL: a CUDA matmul of the attention reads an operand its BLAS loops over"
   exit 1
 fi
+echo "== mock column sums on a CUDA plan"
+env LD_LIBRARY_PATH="$TMP" "$TMP/colsum_plan"
 echo "== mock a flush's new kernels compiled together"
 env LD_LIBRARY_PATH="$TMP" LOOM_CACHE_DIR="$TMP/cache_ahead" LOOM_CUDA_COMPILE_THREADS=2 \
   "$TMP/compile_ahead" ahead

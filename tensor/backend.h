@@ -66,6 +66,10 @@ struct BackendCaps {
   // Sums a row group's values over its rows inside that group's kernel (GOutput::colsum): a
   // norm's weight and bias gradients in the kernel of dx, which reads x and dy anyway.
   bool column_sums = false;
+  // > 0: column sums only in groups that reduce their trailing dims (rows, not a column
+  // reduction, whose kernel could then no longer split its long columns), and of a Full value
+  // (one a column) only where a row has at most this many elements; 0: anywhere.
+  int64_t column_sum_cols = 0;
 };
 
 // A lowered group: built once per signature, run many times.
