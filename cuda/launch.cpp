@@ -169,7 +169,7 @@ Variant choose_variant(const Group& g, int sm) {
     const bool peel = !sums && peel_rows(g, kn.peel, v);
     row_geometry(g, peel ? cdiv(cols + v.vw - 1, v.vw) : cols / v.vw, v.vw, v);
     v.rpb = std::max(1, kn.rpb > 0 ? std::min(kn.rpb, 1024 / v.tpr) : 256 / v.tpr);
-    if (sums) v.rpb = std::max(1, 1024 / v.tpr);  // (row_geometry's budget)
+    if (sums) v.rpb = std::max(1, kn.colsum_block / v.tpr);  // (row_geometry's budget)
     // Prefetch only where its registers leave 1024 threads an SM (not a bf16 softmax: its e
     // values and both rows' inputs leave 2 blocks of 256), or where a 4-byte row takes a whole
     // 1024-thread block with prefetch 1 (the SM's only block, so no other block has loads in

@@ -79,6 +79,7 @@ struct RowKnobs {
   bool stage = true;
   int stage_rows = 0, stage_block = 1024;
   int col_combine = 8, col_slices = 4, col_block = 256, col_pairs = 1;
+  int colsum_block = 1024;
 };
 const RowKnobs& row_knobs();
 // Column sums (GOutput::colsum, cuda/codegen_colsum.cpp): register bytes a held column costs

@@ -115,6 +115,9 @@ namespace loom::cuda {
 //                          offset views do not qualify and keep a thread a column). (Vector
 //                          columns of 16 bytes lost, see COL_UNROLL above: 8x fewer warps, or 8x
 //                          the partials a thread combines; pairs keep the warps.)
+//   LOOM_CUDA_COLSUM_BLOCK=n  threads a block of a row kernel with column sums (GOutput::colsum;
+//                          default 1024: one block an SM at 64 registers, one partial row
+//                          each, so the partials cost least)
 //   LOOM_CUDA_COL_BLOCK=n  threads a column block with slices (256, 512 or 1024; s 4 at 1024
 //                          keeps 256 columns a block, its 4 warps of a column group on adjacent
 //                          rows)
@@ -148,6 +151,7 @@ const RowKnobs& row_knobs() {
     r.col_combine = get(Knob::CudaColCombine, 0, 32);
     r.col_pairs = get(Knob::CudaColPairs, 0, 1);
     r.col_block = int(pow2ceil(get(Knob::CudaColBlock, 256, 1024)));
+    r.colsum_block = int(pow2ceil(get(Knob::CudaColsumBlock, 256, 1024)));
     r.col_slices = std::min<int>(int(pow2ceil(get(Knob::CudaColSlices, 1, 32))),
                                  r.col_block / 32);  // at least a warp of columns
     return r;
@@ -180,9 +184,9 @@ void row_geometry(const Group& g, int64_t nch, int vw, Variant& v) {
   const int64_t target = vw > 1 ? std::max<int64_t>(16, int64_t(kn.chunks) * vw) : 8;
   const int tpr0 =
       kn.tpr > 0 ? kn.tpr : int(std::clamp<int64_t>(pow2ceil(cdiv(nch * vw, target)), 1, 1024));
-  // A row with column sums holds them too (registers a column), in blocks of 1024 threads: a
-  // block's rows add theirs together before its partial row goes to memory, so the fewer
-  // blocks, the fewer partial rows.
+  // A row with column sums holds them too (registers a column), in blocks of 1024 threads
+  // (LOOM_CUDA_COLSUM_BLOCK): a block's rows add theirs together before its partial row goes to
+  // memory, so the fewer blocks, the fewer partial rows.
   const int csb = colsum_col_bytes(g);
   const bool sums = has_colsums(g);
   auto fit = [&](int remat) {
@@ -190,7 +194,8 @@ void row_geometry(const Group& g, int64_t nch, int vw, Variant& v) {
     v.remat = remat, v.tpr = tpr0, v.k = 0;
     for (int tpr = tpr0; tpr <= (kn.tpr > 0 ? kn.tpr : 1024); tpr *= 2) {
       int64_t k = pow2ceil(std::max<int64_t>(1, cdiv(nch, tpr)));
-      int64_t block = sums ? 1024 : std::max(256, tpr), regs = 65536 / block;
+      int64_t block = sums ? std::max(kn.colsum_block, tpr) : std::max(256, tpr);
+      int64_t regs = 65536 / block;
       // (A row with sums keeps 16 registers beside its held words, not 24: ptxas fits the
       // norms' backward at 1024 threads so, where 24 left them looping.)
       const int64_t spare = sums ? 16 : 24;

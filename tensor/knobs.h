@@ -196,7 +196,10 @@
     "threads a column block with slices (256 to 1024, to a power of two)")                         \
   X(CudaColSlices, "LOOM_CUDA_COL_SLICES", Int, "4", Once,                                         \
     "column reductions: slices of interleaved rows a block walks its columns in (1 to 32, to a "   \
-    "power of two; at most the block / 32)")
+    "power of two; at most the block / 32)")                                                       \
+  X(CudaColsumBlock, "LOOM_CUDA_COLSUM_BLOCK", Int, "1024", Once,                                   \
+    "threads a block of a row kernel with column sums (256 to 1024, to a power of two); fewer, "   \
+    "bigger blocks leave fewer partial rows")
 // clang-format on
 
 namespace loom {
