@@ -35,8 +35,9 @@ namespace lc = loom::cuda;
 
 namespace {
 
-// The groups that compute `t` (planned, not run), as CUDA plans them: without column sums
-// inside row kernels (not lowered there).
+// The groups that compute `t` (planned, not run), without column sums inside row kernels: the
+// corpus generates every variant of a group, and column sums take whole-row kernels only
+// (tests/cuda/test_codegen_colsum.cpp covers them).
 std::vector<Group> cuda_plan(const Tensor& t) {
   const bool sums = column_sums_on();
   set_column_sums(false);
