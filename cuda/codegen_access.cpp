@@ -28,6 +28,14 @@ bool row_narrow() {
   return on;
 }
 
+// LOOM_CUDA_ROW_CONST (default on; 0: loaded every element): a leaf with one value a row is read
+// once a row (row_const), not cached a column where a later pass reads it: a layer_norm
+// backward's saved rstd took k * vw registers a lane for one value a row.
+bool row_const_on() {
+  static const bool on = knob_flag(Knob::CudaRowConst);
+  return on;
+}
+
 RowContext::RowContext(const Group& g, const Variant& v) : g_(g), v_(v), e_(g) {
   e_.fast_exp = v.fexp;
   R_ = e_.rank, K_ = e_.kept, last_ = g.passes - 1;
@@ -85,6 +93,7 @@ void RowContext::reset_kernel() {
   e_.begin_kernel();
   rb_used_.assign(e_.accesses(), false);
   shared_.clear();
+  rconst_.clear();
   cols_used_ = false;
   rx_.clear(), ax_.clear();
 }

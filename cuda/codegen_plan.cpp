@@ -47,7 +47,8 @@ std::vector<bool> cached_nodes(const Group& g, const std::vector<int>& home) {
 }
 
 // Cheap Full nodes a later pass can recompute from retained chunk vectors instead of caching
-// their values: loads of a leaf walked at unit stride along the one reduced dim, and casts,
+// their values: loads of a leaf walked at unit stride along the one reduced dim (or read once a
+// row, row_const), and casts,
 // copies, +, - and * of those and Row values. A bf16 row then stays in registers as bf16 (half
 // the registers of its f32 values) and a layer_norm's x - mean costs no registers at all. Level 2
 // also recomputes exp (a softmax's e: about 10 instructions an element for 4 bytes of registers).
@@ -58,8 +59,9 @@ std::vector<bool> remat_nodes(const Group& g, const Emitter& e, int level) {
   for (int id = 0; id < n; ++id) {
     const GNode& x = g.nodes[id];
     if (x.space != Space::Full) continue;
-    if (is_load(x)) {
-      m[id] = e.is_memory(x.leaf) && e.cls(x.leaf, R - 1) == Cls::One && e.vec_ok(x.leaf);
+    if (is_load(x)) {  // (a leaf with one value a row: read once a row, row_const)
+      m[id] = (e.is_memory(x.leaf) && e.cls(x.leaf, R - 1) == Cls::One && e.vec_ok(x.leaf)) ||
+              row_const(e, x.leaf);
       continue;
     }
     const int r = cuda_prim(x.op).remat;  // (cuda/prims.cpp: casts, +, -, *, neg; exp at 2)
@@ -90,7 +92,7 @@ RowPlan row_plan(const Group& g, const Emitter& e, int remat) {
     std::function<void(int)> add = [&](int a) {
       if (ag[a]) return;
       ag[a] = true;
-      if (is_load(g.nodes[a])) p.retained.insert(g.nodes[a].leaf);
+      if (is_load(g.nodes[a]) && !row_const(e, g.nodes[a].leaf)) p.retained.insert(g.nodes[a].leaf);
       for (int b : {g.nodes[a].a, g.nodes[a].b, g.nodes[a].c})
         if (b >= 0 && g.nodes[b].space == Space::Full) add(b);
     };

@@ -109,6 +109,13 @@ std::string RowKernel::single() {
   }
   again_.clear(), loaded_.clear();
   body += row_outputs("rv && " + lane0_, in);
+  std::string rdefs;  // the row's values of leaves read once a row (row_const)
+  for (int leaf : rconst_) {
+    const std::string t = Emitter::storage_type(g_.leaves[leaf].dtype);
+    rdefs += in + "const " + t + " rl" + S(leaf) + " = rv ? " + e_.ptr(leaf) + "[" + rb(leaf) +
+             "] : (" + t + ")0;\n";
+  }
+  body = rdefs + body;
   const std::string grp = v_.rpb > 1 ? " + grp" : "";
   std::string next, first, swap;
   if (pf_) {

@@ -50,8 +50,21 @@ RowPlan row_plan(const Group &g, const Emitter &e, int remat);
 
 // The row kernels' instruction choices, read once (codegen_access.cpp says what
 // each does).
-bool row_ptx();     // LOOM_CUDA_ROW_PTX
-bool row_narrow();  // LOOM_CUDA_ROW_NARROW
+bool row_ptx();       // LOOM_CUDA_ROW_PTX
+bool row_narrow();    // LOOM_CUDA_ROW_NARROW
+bool row_const_on();  // LOOM_CUDA_ROW_CONST
+
+// A Full memory leaf with one value a row (stride 0 along every reduced dim: a norm's saved
+// mean or rstd broadcast over its row): whole-row kernels read it once a row into rl<leaf>, so a
+// later pass recomputes what it feeds rather than holding a copy a column (LOOM_CUDA_ROW_CONST).
+inline bool row_const(const Emitter &e, int leaf) {
+  if (!row_const_on() || leaf >= e.leaves || !e.is_memory(leaf) || e.rank == e.kept ||
+      e.g.leaves[leaf].space != Space::Full)
+    return false;
+  for (int d = e.kept; d < e.rank; ++d)
+    if (e.cls(leaf, d) != Cls::Zero) return false;
+  return true;
+}
 
 void generate_split(const Group &g, const Variant &v,
                     Generated &out);  // codegen_split.cpp
@@ -96,6 +109,10 @@ class RowContext {
   // adds each element into its row group's partial row in memory. loom_colsum then adds the
   // partials of each column in block order: the bits depend on the launch shape alone.
   std::vector<int> csf_, csr_;
+  // Leaves read as row values rl<leaf> (row_const) by the current kernel's walks; whole-row
+  // kernels only (not split, staged or vector columns).
+  std::set<int> rconst_;
+  bool rconst_ok() const { return !v_.split && v_.stage == 0 && !cv_; }
   bool colsums() const { return !csf_.empty() || !csr_.empty(); }
   std::string cs_type() const;  // the partials' element type: double where a sum is
   std::string colsum_decls(const std::string &ind);

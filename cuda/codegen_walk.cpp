@@ -37,6 +37,10 @@ std::string RowWalk::col_body(int q, const std::vector<int>& nodes, bool store,
       if (cv_words(leaf)) return "(unsigned short)(" + v + "e >> 1] >> ((e & 1) * 16))";
       return v + "e]";
     }
+    if (rconst_ok() && row_const(e_, leaf)) {
+      rconst_.insert(leaf);
+      return "rl" + S(leaf);
+    }
     if (!unit(leaf)) return e_.ptr(leaf) + "[" + addr(leaf) + "]";
     vleaves.insert(leaf);
     std::string v = (retained_.count(leaf) ? "lr" : "lw") + S(leaf) + "[k].v[";

@@ -183,6 +183,9 @@
     "f32 to bf16/f16 stores); 0: the portable helpers")                                            \
   X(CudaRowNarrow, "LOOM_CUDA_ROW_NARROW", Flag, "1", Once,                                        \
     "unit-stride bf16 row elements are held as 32-bit words (0: 16-bit vectors)")                  \
+  X(CudaRowConst, "LOOM_CUDA_ROW_CONST", Flag, "1", Once,                                          \
+    "a leaf with one value a row (a norm's saved mean or rstd) is read once a row, not held a "    \
+    "column (0: loaded every element, cached where a later pass reads it)")                        \
   X(CudaColUnroll, "LOOM_CUDA_COL_UNROLL", Int, "0", Once,                                         \
     "column reductions: rows a thread loads a step (1 to 16, to a power of two); 0: 8 where a "    \
     "thread walks at least 256 rows, else 1")                                                      \
