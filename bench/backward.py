@@ -142,6 +142,8 @@ def backward_runs(name, arrays, f, dev, dtype):
     if torch is None:
         return runs
     for impl in ("torch eager", "torch.compile"):
+        if impl not in PEERS:
+            continue
         tx = [torch.tensor(a, device=dev, dtype=getattr(torch, dtype), requires_grad=True)
               for a in arrays]
         g = torch.compile(lambda *a: f(torch, *a)) if impl == "torch.compile" else (
@@ -195,7 +197,7 @@ def adamw_runs(a, dev, dtype):
     if torch is not None:
         for impl, kw in (("torch eager", {"foreach": True}), ("torch fused", {"fused": True}),
                          ("torch.compile", None)):
-            if impl == "torch fused" and dev == "cpu" and dtype != "float32":
+            if impl not in PEERS or (impl == "torch fused" and dev == "cpu" and dtype != "float32"):
                 continue
             tp, topt = make(torch, kw)
             step = torch.compile(topt.step) if impl == "torch.compile" else topt.step
@@ -208,6 +210,9 @@ def adamw_runs(a, dev, dtype):
             runs[impl] = torch_run
     return f"AdamW, {len(shapes)} GPT params ({n})", runs, 7 * n * (
         4 if dtype == "float32" else 2), n
+
+
+PEERS = {"torch eager", "torch fused", "torch.compile"}  # (--peers)
 
 
 def copy_ms(clock, n, dev, dtype, reps):
@@ -270,7 +275,14 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--reps", type=int, default=4)
     ap.add_argument("--only", default="", help="comma-separated name prefixes")
+    ap.add_argument("--peers", default="eager,fused,compile",
+                    help="torch implementations to run (eager, fused, compile; 'none': loom and "
+                    "the copy alone, unchecked): A/B runs of loom's knobs skip torch.compile's "
+                    "warm-up")
     a = ap.parse_args()
+    names = {"eager": "torch eager", "fused": "torch fused", "compile": "torch.compile"}
+    PEERS.clear()
+    PEERS.update(names[p] for p in a.peers.split(",") if p in names)
     dev = a.device
     clock = Clock(dev)
     print(f"torch {torch.__version__ if torch else 'absent'}, loom fusion {loom.fusion_enabled()}"
