@@ -111,6 +111,12 @@ if [ "${GPU_CHECK_SKIP_ALL:-0}" != 1 ]; then
   grep -E "ERROR|FAILED" "$OUT/all_tests.log" | head -20
 fi
 
+# 2b. Column sums in looping rows (each element added into the row group's partial row in
+#     memory): 32 lanes a row cannot hold a long row, so the launcher picks the loop kernel.
+LOOM_CUDA_ROW_TPR=32 run "column sums, looping rows" 120 "$OUT/colsum_loop.log" "$TESTS" \
+  -tc="gpu: norms' weight*,gpu: a cross entropy's mean*"
+grep -E "ERROR|FAILED" -A3 "$OUT/colsum_loop.log" | grep -v "^\s*$" | head -20
+
 # 3. A fresh process must find every kernel on disk.
 LOOM_LOG=fusion run "gpu tests (disk cache)" "${GPU_CHECK_WARM_LIMIT:-150}" "$OUT/gpu_tests_warm.log" "$TESTS" -tc="$FILTER"
 row "  disk hits / compiles" "-" "-" \
