@@ -107,8 +107,16 @@ class Planner : PlanState {
   };
   // What the reductions read directly, by the memory read.
   std::unordered_map<const Storage*, std::vector<ReduceLoad>> reduce_loads_;
-  // Every node by the memory it reads (row_gather_group; built at a flush's first gather).
+  // Every node by the memory it reads (readers_of_memory: built at a flush's first asking).
   std::unordered_map<const Storage*, std::vector<int>> mem_readers_;
+  // The nodes that read memory `st` (column_sum_group, row_gather_group), in node order.
+  const std::vector<int>& readers_of_memory(const Storage* st) {
+    if (mem_readers_.empty())
+      for (int j = 0; j < int(nodes.size()); ++j)
+        for (auto& in : nodes[j].n->in)
+          if (in.st) mem_readers_[in.st.get()].push_back(j);
+    return mem_readers_[st];
+  }
   // By first-planning group: whether values moved out of it (mark_recompute).
   std::vector<char> split_home_;
 
@@ -199,11 +207,7 @@ class Planner : PlanState {
         producer(n.in[0]) >= 0)
       return -1;
     const Input& x = n.in[0];
-    if (mem_readers_.empty())  // every node by the memory it reads, built at the first asking
-      for (int j = 0; j < int(nodes.size()); ++j)
-        for (auto& in : nodes[j].n->in)
-          if (in.st) mem_readers_[in.st.get()].push_back(j);
-    for (int j : mem_readers_[x.st.get()]) {
+    for (int j : readers_of_memory(x.st.get())) {
       const int g = nodes[j].group;
       if (j >= i || g < 0 || !groups[g].alive || !fits(g, 1) || apart(i, g) ||
           !column_sum(n, groups[g]))
@@ -797,13 +801,9 @@ class Planner : PlanState {
       return -1;
     for (int k = 0; k < r; ++k)
       if (k != d && x.view.shape[k] != n.shape[k]) return -1;
-    if (mem_readers_.empty())  // every node by the memory it reads, built at the first gather
-      for (int j = 0; j < int(nodes.size()); ++j)
-        for (auto& in : nodes[j].n->in)
-          if (in.st) mem_readers_[in.st.get()].push_back(j);
     const int px = producer(x), pi = producer(ix);
     if (is_const(px)) return -1;  // its readers inline it: no memory to pick from
-    for (int j : mem_readers_[x.st.get()]) {
+    for (int j : readers_of_memory(x.st.get())) {
       const int g = nodes[j].group;
       if (j >= i || g < 0) continue;
       const PGroup& G = groups[g];
