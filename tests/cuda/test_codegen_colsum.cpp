@@ -122,6 +122,11 @@ TEST_CASE("codegen: column sums stay in whole-row kernels and compile for sm_90"
       CHECK(k.colsum_bytes == 4);
       sources.emplace_back(what + " [" + x.key() + "]", k.source);
     }
+    {  // 64-bit indexing (more than 2^31 elements): the same kernels over `long long` indices
+      Group g64 = g;
+      g64.index64 = true;
+      sources.emplace_back(what + " [" + v.key() + " index64]", lc::generate(g64, v).source);
+    }
     lc::Variant split = v;
     split.split = true, split.k = 0;
     CHECK_THROWS_WITH_AS(lc::generate(g, split), doctest::Contains("column sums"), Error);
