@@ -31,7 +31,8 @@
 //              value that is a cast/+/-/* of unit-stride loads is recomputed each pass from the
 //              loaded vectors, which stay in registers in their storage type (bf16: half the
 //              registers of the f32 values; layer_norm's x - mean: none; remat 2 recomputes a
-//              softmax's exp too); with k == 0 every pass
+//              softmax's exp too; a leaf with one value a row, a norm's saved rstd, is read
+//              once a row and never held a column); with k == 0 every pass
 //              re-walks the row, 4 chunks a lane at a time (2 in 1024-thread blocks; a thread
 //              a row takes `unroll`). A block walks rows in a grid-stride loop; with `prefetch`
 //              a persistent block loads its next row's retained vectors while this row reduces
@@ -43,6 +44,9 @@
 //   split      few rows, long columns (full reductions, [8, 32768] softmax): each row is cut
 //              into gridDim.y segments; one launch per pass writes per-segment partials and
 //              the last block of each row block combines them in segment order (deterministic).
+//   column sums (GOutput::colsum, codegen_colsum.cpp): a rows kernel of whole rows (not split)
+//              also sums values over its rows, one partial row a block, and the module's second
+//              entry loom_colsum adds the blocks' partials in order.
 #include <cstdint>
 #include <string>
 #include <vector>
