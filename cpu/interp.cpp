@@ -113,13 +113,16 @@ void run_with_sums(const Job& job) {
     const int slot = job.sum_slot[o];
     if (slot < 0) continue;
     const GOutput& out = job.g.outputs[o];
-    const DType dt = job.g.nodes[out.node].dtype;
+    const DType dt = out.dtype(job.g.nodes);
+    // A cast of the sum (GOutput::cast): rounded to the sum's own dtype first.
+    const bool round32 = out.cast && job.g.nodes[out.node].dtype == DType::Float32;
     char* base = static_cast<char*>(out.st->data());
     const int64_t n = job.g.nodes[out.node].space == Space::Row ? 1 : cols;  // a row value's: one
     for (int64_t c = 0; c < n; ++c) {
       double v = 0;
       for (int64_t k = 0; k < parts; ++k)
         v += sums_of(k)[size_t(slot) * size_t(job.sum_stride) + size_t(c)];
+      if (round32) v = double(float(v));
       store_run<double>(base + column_offset(job, out, c) * int64_t(itemsize(dt)), dt, 1, &v, 1);
     }
   }

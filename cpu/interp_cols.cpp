@@ -193,7 +193,7 @@ bool use_col_layout(const Group& g) {
   for (auto& l : g.leaves)
     if (l.st && l.space == Space::Full) count(l.dtype, l.strides);
   for (auto& o : g.outputs)
-    if (g.nodes[o.node].space == Space::Full) count(g.nodes[o.node].dtype, o.strides);
+    if (g.nodes[o.node].space == Space::Full) count(o.dtype(g.nodes), o.strides);
   return along_kept > along_reduced;
 }
 

@@ -89,7 +89,7 @@ Cls Emitter::cls(int a, int d) const {
 }
 
 DType Emitter::storage_dtype(int a) const {
-  return a < leaves ? g.leaves[a].dtype : g.nodes[g.outputs[a - leaves].node].dtype;
+  return a < leaves ? g.leaves[a].dtype : g.outputs[a - leaves].dtype(g.nodes);
 }
 
 int Emitter::ptr_slot(int code) {

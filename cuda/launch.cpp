@@ -133,7 +133,7 @@ Variant choose_variant(const Group& g, int sm) {
   int64_t cols = g.cols();
   const RowKnobs& kn = row_knobs();
   const bool narrow_out = std::all_of(g.outputs.begin(), g.outputs.end(), [&](const GOutput& o) {
-    return itemsize(g.nodes[o.node].dtype) < 4;
+    return itemsize(o.dtype(g.nodes)) < 4;
   });
   v.fexp = (kn.fexp >= 0 ? kn.fexp == 1 : narrow_out) &&
            std::any_of(g.nodes.begin(), g.nodes.end(),

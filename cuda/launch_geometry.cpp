@@ -31,8 +31,9 @@ int64_t split_segments(const Group& g, const Variant& v, int sm) {
 int row_vector_width(const Group& g) {
   int R = int(g.space.size()), K = g.n_kept, L = int(g.leaves.size());
   if (R - K != 1) return 1;
-  auto unit = [&](int a) {
+  auto unit = [&](int a) {  // (a column sum's output is stored element by element)
     if (a < L && (!g.leaves[a].st || g.leaves[a].space != Space::Full)) return false;
+    if (a >= L && g.outputs[a - L].colsum) return false;
     return access_strides(g, a)[R - 1] == 1;
   };
   auto dtype = [&](int a) { return access_dtype(g, a); };
@@ -110,8 +111,9 @@ bool peel_rows(const Group& g, int level, Variant& v) {
   int R = int(g.space.size()), K = g.n_kept, L = int(g.leaves.size());
   int n_acc = L + int(g.outputs.size());
   if (level <= 0 || R - K != 1 || n_acc > 64) return false;
-  auto unit = [&](int a) {
+  auto unit = [&](int a) {  // (a column sum's output is stored element by element)
     if (a < L && (!g.leaves[a].st || g.leaves[a].space != Space::Full)) return false;
+    if (a >= L && g.outputs[a - L].colsum) return false;
     return access_strides(g, a)[R - 1] == 1;
   };
   auto dtype = [&](int a) { return access_dtype(g, a); };
@@ -170,7 +172,7 @@ bool narrow_rows(const Group& g) {
   for (const GLeaf& l : g.leaves)
     if (l.st && itemsize(l.dtype) < 4) return true;
   for (const GOutput& o : g.outputs)
-    if (itemsize(g.nodes[o.node].dtype) < 4) return true;
+    if (itemsize(o.dtype(g.nodes)) < 4) return true;
   return false;
 }
 

@@ -35,7 +35,7 @@ inline const Strides& access_strides(const Group& g, int a) {
 // outputs), and its offset and pointer as a kernel receives them (ptr_residue moved over).
 inline DType access_dtype(const Group& g, int a) {
   int L = int(g.leaves.size());
-  return a < L ? g.leaves[a].dtype : g.nodes[g.outputs[a - L].node].dtype;
+  return a < L ? g.leaves[a].dtype : g.outputs[a - L].dtype(g.nodes);
 }
 inline const Storage* access_storage(const Group& g, int a) {
   int L = int(g.leaves.size());

@@ -91,7 +91,7 @@ uint64_t signature(const Group& g, DeviceKind target) {
   }
   for (auto& o : g.outputs) {
     H.add(uint64_t(o.node) | uint64_t(uint32_t(o.overwrites)) << 32);
-    H.add(uint64_t(o.colsum));
+    H.add(uint64_t(o.colsum) | uint64_t(o.cast) << 1 | uint64_t(o.cast_to) << 8);
     strides(o.strides);
   }
   return H.h;
@@ -121,6 +121,7 @@ std::string Group::str() const {
     for (auto& o : outputs)
       if (o.node == int(i)) {
         os << (o.colsum ? "  -> column sum strides" : "  -> out strides") << shape_str(o.strides);
+        if (o.cast) os << " as " << dtype_name(o.cast_to);
         if (o.overwrites >= 0) os << " over leaf" << o.overwrites;
       }
     if (n.rule != Rule::None) {

@@ -111,9 +111,14 @@ struct GOutput {
   // A column sum (BackendCaps::column_sums): the output holds the sum of the node's values over
   // the kept dims (every row): of a Full node one value a column, `strides` 0 over the kept
   // dims; of a Row node one value, strides 0. The node is float32 or float64, the output's
-  // dtype. A backend adds the rows up in an order that depends on the shape alone (blocks of
-  // rows into partial sums, then those in order).
+  // dtype unless `cast`. A backend adds the rows up in an order that depends on the shape alone
+  // (blocks of rows into partial sums, then those in order).
   bool colsum = false;
+  // A cast of a column sum that joined it (a bf16 norm weight's gradient): the sum rounded to
+  // the node's dtype, then stored as `cast_to`, as the cast of a stored sum would be.
+  bool cast = false;
+  DType cast_to = DType::Float32;
+  DType dtype(const std::vector<GNode>& nodes) const { return cast ? cast_to : nodes[node].dtype; }
 };
 
 struct Group {

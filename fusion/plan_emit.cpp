@@ -100,11 +100,18 @@ Group GroupEmitter::build(int gi) {
     const PNode& pn = s_.nodes[m];
     const Node& n = *pn.n;
     if (pn.colsum) {  // an output of its input's values, summed over the rows
-      const Input& in = n.in[0];
+      // A cast of a column sum (Planner::colsum_cast_group): the sum's values, stored as its dtype.
+      const bool cast = n.op == Op::Cast;
+      const Node& sum = cast ? *s_.nodes[s_.producer(n.in[0])].n : n;
+      const Input& in = sum.in[0];
       const int p = s_.producer(in);
       const int id =
           p >= 0 && s_.nodes[p].group == gi ? member_id_[p] : b.add_load(in, pn.space, G.S);
-      if (pn.materialize) b.add_colsum_output(GOutput{id, pn.st}, n);
+      GOutput o{id, pn.st};
+      o.cast = cast, o.cast_to = n.dtype;
+      // (the cast reads the sum's elements in their order, maybe reshaped: the sum's shape lays
+      // its columns out)
+      if (pn.materialize) b.add_colsum_output(std::move(o), sum);
       continue;
     }
     // A member shaped otherwise than the space, joined through a reshape (Planner::

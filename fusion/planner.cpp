@@ -218,6 +218,20 @@ class Planner : PlanState {
     return -1;
   }
 
+  // The group of the column sum a float Cast of the whole sum reads, where the cast can be that
+  // sum's stored dtype (GOutput::cast: a bf16 norm weight's gradient in dx's kernel, not a kernel
+  // of its own); -1 if none.
+  int colsum_cast_group(int i) {
+    const Node& n = *nodes[i].n;
+    if (n.op != Op::Cast || n.in.size() != 1 || n.base || !is_floating(n.dtype)) return -1;
+    const int p = producer(n.in[0]);
+    if (p < 0 || is_const(p) || !nodes[p].colsum || nodes[p].n->op != Op::Sum ||
+        !linear_identity(n.in[0].view, *nodes[p].n))
+      return -1;
+    const int g = nodes[p].group;
+    return g >= 0 && groups[g].alive && fits(g, 1) ? g : -1;
+  }
+
   int new_group(Shape S, std::vector<int> axes, int first) {
     groups.push_back({std::move(S), std::move(axes), {first}});
     gdeps_.emplace_back();
@@ -572,6 +586,14 @@ class Planner : PlanState {
       nodes[i].rule = Rule::Opaque;
       return;
     }
+    if (fuse_)
+      if (int g = colsum_cast_group(i); g >= 0) {
+        join(g, i, Space::Full);
+        nodes[i].colsum = true;  // the sum's output, stored as the cast's dtype
+        nodes[i].rule = Rule::PointwiseChain;
+        count_leaves(g, i);
+        return;
+      }
     Shape own = n.base ? n.region->shape : is_reduce(n.op) ? n.in[0].view.shape : n.shape;
     std::vector<int> axes = is_reduce(n.op) ? n.axes : std::vector<int>{};
     if (!fuse_) {

@@ -72,7 +72,7 @@ int64_t group_bytes(const Group& g, int skip = -1) {
     int64_t n = 1;
     for (size_t d = 0; d < g.space.size(); ++d)
       if (o.strides[d] != 0) n *= g.space[d];
-    b += n * int64_t(itemsize(g.nodes[o.node].dtype));
+    b += n * int64_t(itemsize(o.dtype(g.nodes)));
   }
   return b;
 }

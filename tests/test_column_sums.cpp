@@ -138,3 +138,41 @@ TEST_CASE("column sums: a row value summed over every row inside its row kernel"
       }
     }
 }
+
+TEST_CASE("column sums: a cast of the sum is its stored dtype, rounded as the stored sum's cast") {
+  // A column of 1, 2^-8 and 2^-30: its sum is 1 + 2^-8 in float32 (2^-30 is below its half ulp)
+  // and the cast of that to bfloat16 a tie, to even: 1. The double partials hold the exact
+  // 1 + 2^-8 + 2^-30, whose direct bfloat16 rounding is 1 + 2^-7: the float32 rounding first
+  // is what makes the stored cast the eager one.
+  const int64_t C = 8;
+  std::vector<double> v;
+  for (double r : {1.0, std::ldexp(1.0, -8), std::ldexp(1.0, -30)})
+    for (int64_t c = 0; c < C; ++c) v.push_back(r);
+  Tensor x = lt::make(v, {3, C});
+  loom::sync();
+  reset_counters();
+  Tensor y = x + amax(x, {1}, true) * 0.0;  // a value of a row group
+  Tensor s = sum(y, {0}).to(DType::BFloat16);
+  const std::string plan = explain(s);
+  const std::vector<double> got = host(s);
+  const int64_t kernels = counters().kernels.load();
+  for (double g : got) CHECK(g == 1.0);
+  if (has_sums()) {
+    CHECK(kernels == 1);
+    CHECK(plan.find("as bfloat16") != std::string::npos);
+  }
+  // On random rows, with the float32 sum stored beside it: the stored cast is that sum's cast
+  // bit for bit, for bfloat16 and float16 and every CPU tiling.
+  for (Shape sh : {Shape{256, 1000}, Shape{10, 70000}, Shape{2, 70000}})
+    for (DType t : {DType::BFloat16, DType::Float16}) {
+      CAPTURE(shape_str(sh));
+      CAPTURE(std::string(dtype_name(t)));
+      Tensor a = lt::random(sh, DType::Float32, 41), dy = lt::random(sh, DType::Float32, 42);
+      loom::sync();
+      std::vector<Tensor> out = norm_backward(a, dy, {0}, false);
+      Tensor dw = out[1].to(t), db = out[2].to(t);
+      const std::vector<double> w32 = host(out[1]), b32 = host(out[2]);
+      lt::check_equal(dw, host(lt::make(w32, out[1].shape()).to(t)));
+      lt::check_equal(db, host(lt::make(b32, out[2].shape()).to(t)));
+    }
+}
