@@ -9,6 +9,12 @@ namespace {
 const char* kWidth = "CW";  // the partial row's length: a column a Full sum, then one a Row sum
 }
 
+// This thread's row group's partial row: its block's (of a persistent row, whose groups then
+// add theirs together) or its own (of a looping row).
+std::string RowContext::part_row() const {
+  return "((U)blockIdx.x * " + S(v_.rpb) + "u + " + (v_.rpb > 1 ? "grp" : "0u") + ")";
+}
+
 std::string RowContext::cs_type() const {
   for (auto& o : g_.outputs)
     if (o.colsum && g_.nodes[o.node].dtype == DType::Float64) return "double";
@@ -25,19 +31,17 @@ std::string RowContext::colsum_decls(const std::string& ind) {
   c += ind + "const U " + kWidth + " = " + S(int(csf_.size())) + "u * " + cols + " + " +
        S(int(csr_.size())) + "u;\n";
   const int n = v_.k * v_.vw;
-  for (int o : csf_) {
-    if (v_.k == 0) break;
+  for (int o : v_.k > 0 ? csf_ : std::vector<int>{}) {
     const std::string t = e_.ntype(g_.outputs[o].node);
     c += ind + t + " cs" + S(o) + "[" + S(n) + "];\n" + ind + "#pragma unroll\n" + ind +
          "for (int i = 0; i < " + S(n) + "; ++i) cs" + S(o) + "[i] = (" + t + ")0;\n";
   }
   for (int o : csr_) c += ind + e_.ntype(g_.outputs[o].node) + " csr" + S(o) + " = 0;\n";
   if (v_.k == 0 && !csf_.empty()) {
-    const std::string grp = v_.rpb > 1 ? "grp" : "0u";
-    c += ind + "{\n" + ind + "  const U pi = (U)blockIdx.x * " + S(v_.rpb) + "u + " + grp + ";\n" +
-         ind + "  if (pi < rows)\n" + ind + "    for (U c = (U)" + lane_ + "; c < " + kWidth +
-         "; c += " + S(nl()) + "u) CS[(unsigned long long)pi * " + kWidth + " + c] = (" + pt +
-         ")0;\n" + ind + "}\n" + ind + "__syncthreads();\n";
+    c += ind + "{\n" + ind + "  const U pi = " + part_row() + ";\n" + ind + "  if (pi < rows)\n" +
+         ind + "    for (U c = (U)" + lane_ + "; c < " + kWidth + "; c += " + S(nl()) +
+         "u) CS[(unsigned long long)pi * " + kWidth + " + c] = (" + pt + ")0;\n" + ind + "}\n" +
+         ind + "__syncthreads();\n";
   }
   return c;
 }
@@ -48,9 +52,8 @@ std::string RowContext::colsum_add(int o, const std::string& f, const std::strin
   if (v_.k > 0)
     return ind + "cs" + S(o) + (v_.vw > 1 ? "[k * " + S(v_.vw) + " + e]" : "[k]") + " += " + f +
            ";\n";
-  const std::string grp = v_.rpb > 1 ? "grp" : "0u";
-  return ind + "CS[(unsigned long long)((U)blockIdx.x * " + S(v_.rpb) + "u + " + grp + ") * " +
-         kWidth + " + " + S(i) + "u * cols + col] += (" + cs_type() + ")" + f + ";\n";
+  return ind + "CS[(unsigned long long)" + part_row() + " * " + kWidth + " + " + S(i) +
+         "u * cols + col] += (" + cs_type() + ")" + f + ";\n";
 }
 
 // After the row loop: a persistent block's row groups add their sums into the block's partial
@@ -60,13 +63,13 @@ std::string RowContext::colsum_parts(const std::string& ind) {
   if (!colsums()) return "";
   const std::string pt = cs_type(), grp = v_.rpb > 1 ? "grp" : "0u";
   const std::string nf = csf_.empty() ? "" : S(int(csf_.size())) + "u * cols + ";
-  const std::string mine = "(U)blockIdx.x * " + S(v_.rpb) + "u + " + grp + " < rows";
+  const std::string mine = part_row() + " < rows";
   std::string c;
   if (v_.k == 0) {
     std::string w;
     for (size_t j = 0; j < csr_.size(); ++j)
-      w += ind + "  CS[(unsigned long long)((U)blockIdx.x * " + S(v_.rpb) + "u + " + grp + ") * " +
-           kWidth + " + " + nf + S(int(j)) + "u] = (" + pt + ")csr" + S(csr_[j]) + ";\n";
+      w += ind + "  CS[(unsigned long long)" + part_row() + " * " + kWidth + " + " + nf +
+           S(int(j)) + "u] = (" + pt + ")csr" + S(csr_[j]) + ";\n";
     return w.empty() ? "" : ind + "if (" + lane0_ + " && " + mine + ") {\n" + w + ind + "}\n";
   }
   const std::string in2 = ind + "    ";

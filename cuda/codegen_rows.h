@@ -114,7 +114,8 @@ class RowContext {
   std::set<int> rconst_;
   bool rconst_ok() const { return !v_.split && v_.stage == 0 && !cv_; }
   bool colsums() const { return !csf_.empty() || !csr_.empty(); }
-  std::string cs_type() const;  // the partials' element type: double where a sum is
+  std::string cs_type() const;   // the partials' element type: double where a sum is
+  std::string part_row() const;  // the index of this thread's partial row (codegen_colsum.cpp)
   std::string colsum_decls(const std::string &ind);
   std::string colsum_add(int o, const std::string &f, const std::string &ind);
   std::string colsum_parts(const std::string &ind);
