@@ -26,6 +26,7 @@
 #include "cuda/driver.h"
 #include "cuda/index_kernels.h"
 #include "cuda/launch.h"
+#include "cuda/launch_geometry.h"
 #include "cuda/launch_memo.h"
 #include "cuda/nvrtc.h"
 #include "cuda/staging.h"
@@ -501,7 +502,9 @@ void CudaKernel::run(const Group& g) {
     lc = cuda::launch_config(g, v, be.sm());
     if (memo) memo_.put(key, v, lc);
   }
-  if (lc.empty) return;
+  // No rows: nothing to do, but a column sum over none is still written (zeros, by loom_colsum
+  // over no partials).
+  if (lc.empty && !cuda::has_colsums(g)) return;
   Compiled* c = &get_lowered(be, g, v);
   cuda::Stream stream = be.active();
   uint64_t scratch[3] = {0, 0, 0};
@@ -523,7 +526,7 @@ void CudaKernel::run(const Group& g) {
     if (cw > 0 && i + 1 == fns.size()) {  // loom_colsum: a thread an element of the partial row
       const unsigned grid = unsigned((cw + 255) / 256);
       cuda::launch(fns[i], {grid, 1, 1}, {256, 1, 1}, 0, stream, args);
-    } else {
+    } else if (!lc.empty) {
       cuda::launch(fns[i], {lc.grid_x, lc.grid_y, 1}, {lc.block, 1, 1}, lc.smem, stream, args);
     }
   }

@@ -9,7 +9,8 @@
 # an attention's matmuls read operands whose batch dims collapse into one stride; then
 # tests/cuda/mock/compile_ahead.cpp: a flush's new kernels compiled together before it runs
 # (and, with LOOM_CUDA_COMPILE_THREADS=1, one by one); then tests/cuda/mock/colsum_plan.cpp: where
-# the CUDA plan takes column sums (norms' weight gradients, a loss's mean; no column reduction). Needs NVRTC
+# the CUDA plan takes column sums (norms' weight gradients, a loss's mean; no column reduction;
+# a launch for the zero sums over no rows). Needs NVRTC
 # (the CUDA backend registers only with it) and a configured build tree with tests: BUILD=build
 # (default).
 set -euo pipefail

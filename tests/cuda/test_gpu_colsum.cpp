@@ -2,7 +2,9 @@
 // bias gradients summed over the rows in the kernel of dx, and a loss's mean of its rows' terms
 // in theirs, against the same backward on the CPU. Shapes where a block walks many rows and
 // several row groups share a block, rows of odd lengths (single-column chunks), several leading
-// dims, rows past the CUDA limit (column sums off there), f32 and bf16. Skips itself where CUDA
+// dims, rows past the CUDA limit (column sums off there), no rows at all (the sums are zeros,
+// written though the row kernel has nothing to do: last, so the pool's memory holds earlier
+// results), f32 and bf16. Skips itself where CUDA
 // is unavailable.
 #include <doctest/doctest.h>
 
@@ -49,7 +51,7 @@ TEST_CASE("gpu: norms' weight and bias gradients summed in dx's row kernel match
   }
   const std::vector<Shape> shapes = {{7, 33},     {300, 1000}, {1000, 4096}, {2, 50, 512},
                                      {40, 8192},  {9, 16384},  {5000, 64},   {333, 1001},
-                                     {4100, 128}, {1, 2, 256}};
+                                     {4100, 128}, {1, 2, 256}, {0, 512},     {2, 0, 64}};
   uint32_t seed = 900;
   for (const Shape& s : shapes)
     for (DType t : {DType::Float32, DType::BFloat16})

@@ -3,7 +3,10 @@
 // weight and bias gradients inside dx's row kernel for rows of up to 8192 elements, not past
 // that; a loss's mean inside its rows' kernel; never inside a column reduction (a bias
 // gradient, whose kernel must stay free to split its long columns), where the CPU's plan takes
-// one. Prints a line a check; exits 1 if any fails.
+// one; and a norm's backward over no rows still launches the kernel that writes its (zero)
+// sums. Prints a line a check; exits 1 if any fails.
+#include <dlfcn.h>
+
 #include <cstdio>
 #include <vector>
 
@@ -25,7 +28,7 @@ int sums(const std::vector<Tensor>& ts) {
 
 int failed = 0;
 void check(bool ok, const char* what, int got) {
-  std::printf("%s %s (%d column sums)\n", ok ? "ok  " : "FAIL", what, got);
+  std::printf("%s %s (got %d)\n", ok ? "ok  " : "FAIL", what, got);
   failed += !ok;
 }
 
@@ -64,6 +67,23 @@ int loss_sums(Device d) {
   return k;
 }
 
+// Kernel launches (the stand-in driver's count) of a layer_norm backward over no rows: dx is
+// empty, dgamma and dbeta are zeros that loom_colsum still writes.
+long empty_rows_launches(Device d) {
+  void* mock = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  const unsigned long* calls =
+      mock ? static_cast<const unsigned long*>(dlsym(mock, "mock_calls")) : nullptr;
+  if (!calls) return -1;
+  Tensor x = randn({0, 256}, {DType::Float32, d}).requires_grad_();
+  Tensor w = randn({256}, {DType::Float32, d}).requires_grad_();
+  Tensor b = randn({256}, {DType::Float32, d}).requires_grad_();
+  loom::sync();
+  layer_norm(x, {256}, w, b).backward(randn({0, 256}, {DType::Float32, d}));
+  const unsigned long before = calls[0];  // cuLaunchKernel (the driver's first count)
+  loom::sync();
+  return long(calls[0] - before);
+}
+
 }  // namespace
 
 int main() {
@@ -81,5 +101,7 @@ int main() {
   check(n == 1, "  (the CPU's plan sums the squares inside it)", n);
   n = loss_sums(gpu);
   check(n == 1, "cross_entropy: the mean inside the logits' row kernel", n);
+  const long l = empty_rows_launches(gpu);
+  check(l >= 1, "layer_norm backward [0, 256]: the zero sums' kernel launched", int(l));
   return failed ? 1 : 0;
 }
