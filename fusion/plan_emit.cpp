@@ -22,6 +22,23 @@ Input over(const Input& in, const Shape& S) {
 
 }  // namespace
 
+std::optional<Input> through(const Input& q, const Input& in, const Shape& P) {
+  const View& v = in.view;
+  const int rv = int(v.shape.size()), rp = int(P.size());
+  if (v.offset != 0 || rv < rp || q.view.shape != P) return std::nullopt;
+  const Strides cs = contiguous_strides(P);
+  Input r = q;
+  r.view.shape = v.shape;
+  r.view.strides.assign(size_t(rv), 0);
+  for (int k = 0; k < rv; ++k) {
+    const int j = k - (rv - rp);
+    if (v.shape[k] == 1 || v.strides[k] == 0) continue;  // one element, or the same one again
+    if (j < 0 || v.shape[k] != P[j] || v.strides[k] != cs[j]) return std::nullopt;
+    r.view.strides[k] = q.view.strides[j];
+  }
+  return r;
+}
+
 // May node `w` of group `gi` write over `st`'s memory? Only when nothing outside the
 // group reads `st`, and (for in-place updates) the group reads it element for element
 // in the order it writes, so each element is read before it is overwritten.
@@ -130,6 +147,14 @@ Group GroupEmitter::build(int gi) {
         args.push_back(member_id_[p]);
       } else if (s_.is_const(p)) {
         args.push_back(scalar_of(p));
+      } else if (p >= 0 && s_.nodes[p].inlined) {
+        // A cast of memory (Planner::inline_cast): that memory through this read's view, cast.
+        const Node& c = *s_.nodes[p].n;
+        const Input q = *through(c.in[0], in, c.shape);
+        const Space ls = is_reduce(n.op) ? Space::Full : pn.space;
+        const int id = reshaped ? b.add_load(over(q, G.S), ls, G.S)
+                                : b.add_load(q, ls, n.base ? n.region->shape : n.shape);
+        args.push_back(b.add_node(c, ls, &id, 1));
       } else {
         // A reduction, and a row gather's tensor (read at one index a row), load over the space.
         Space ls =

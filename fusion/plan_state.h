@@ -3,6 +3,7 @@
 // node joins, and by which rule) and the emitter (fusion/plan_emit.cpp: each group as a Group,
 // with the memory its outputs may take over). Not an API.
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -30,6 +31,9 @@ struct PNode {
   // for a node moved out of it to be computed where it is read, that group again (-1: none).
   int home = -1;
   int barrier = -1;
+  // A cast of memory in no group of its own: each reader's group loads that memory through
+  // the reader's view and casts it there (Planner::inline_cast).
+  bool inlined = false;
 };
 
 struct PGroup {
@@ -45,6 +49,12 @@ struct PGroup {
 };
 
 inline bool region_write(const Node& n) { return n.base != nullptr; }
+
+// Input `q` of a pointwise node over shape P (its values contiguous over P), as read through
+// `in`, a view of those values that broadcasts them (dims of P from the right, each whole or
+// of stride 0; new leading dims of stride 0): q's memory viewed over in's shape, or none where
+// `in` reads the values otherwise (plan_emit.cpp).
+std::optional<Input> through(const Input& q, const Input& in, const Shape& P);
 
 // The pending nodes of one flush, in dag order, and the groups they are placed in.
 struct PlanState {

@@ -79,7 +79,7 @@ class Planner : PlanState {
       for (PNode& pn : nodes) {
         pn.group = -1, pn.space = Space::Full, pn.rule = Rule::Start;
         pn.split = Split::None, pn.split_from = Op::NumOps, pn.materialize = false;
-        pn.colsum = false;
+        pn.colsum = false, pn.inlined = false;
       }
       groups.clear();
       gdeps_.clear();
@@ -262,7 +262,7 @@ class Planner : PlanState {
     const Node& n = *nodes[i].n;
     for (auto& in : n.in) {
       int p = producer(in);
-      if (p >= 0 && (!is_const(p) || nodes[p].in_memory)) f(p);
+      if (p >= 0 && (!is_const(p) || nodes[p].in_memory) && !nodes[p].inlined) f(p);
     }
     if (n.base && n.base->pending() && idx(n.base.get()) >= 0) f(idx(n.base.get()));
   }
@@ -430,6 +430,33 @@ class Planner : PlanState {
     const int last = int(S.size()) - 1;
     return last > 0 && S[last] > 1 && std::find(axes.begin(), axes.end(), last) == axes.end();
   }
+  // A cast of memory whose readers read it through broadcasts (a 16-bit norm weight's float32
+  // upcast, read a row at a time): no kernel of its own writes it for them; each reader's
+  // group loads the memory through its view and casts it there, reading fewer bytes than the
+  // cast would write and they read back. Readers of other kinds (a matmul, a row gather's
+  // table, a region write's base) or views (a transpose) keep it in memory, as do index casts
+  // (a compare with the iota reads a loaded index: cpu/program.cpp mark_index_compares).
+  bool inline_cast(int i) const {
+    const PNode& me = nodes[i];
+    const Node& n = *me.n;
+    if (n.op != Op::Cast || n.base || me.root || me.in_memory || n.in.size() != 1 || !n.in[0].st ||
+        producer(n.in[0]) >= 0 || readers_[size_t(i)].empty() || !is_floating(n.dtype) ||
+        !is_floating(n.in[0].dtype))
+      return false;
+    bool wider = false;
+    for (int rd : readers_[size_t(i)]) {
+      const Node& r = *nodes[rd].n;
+      const PrimClass c = prim_class(r.op);
+      if ((c != PrimClass::Pointwise && c != PrimClass::Reduce) || r.base == me.st) return false;
+      for (const Input& in : r.in)
+        if (producer(in) == i) {
+          if (!through(n.in[0], in, n.shape)) return false;
+          wider = wider || numel(in.view.shape) > numel(n.shape);
+        }
+    }
+    return wider;
+  }
+
   // Whether group g computes a costly op (exp, log, erf, division, ...) and writes a value
   // another kernel or the caller reads (a GELU backward's dx, read by a matmul).
   bool costly_written(int g) const {
@@ -572,6 +599,10 @@ class Planner : PlanState {
     if (prim_class(n.op) == PrimClass::Scalar && !nodes[i].root && !nodes[i].in_memory)
       return;                                          // inlined as a scalar
     if (prim_class(n.op) == PrimClass::Alloc) return;  // allocation only
+    if (fuse_ && inline_cast(i)) {
+      nodes[i].inlined = true;  // computed where it is read
+      return;
+    }
     if (fuse_ && n.op == Op::Gather)
       if (int g = row_gather_group(i); g >= 0) {
         join(g, i, Space::Row);

@@ -542,3 +542,70 @@ TEST_CASE("fusion: a value read in its own order through a reshape joins its pro
   check_close(y, want);
   lt::check_fused_matches_unfused(apart);
 }
+
+TEST_CASE("fusion: a float cast of memory read through broadcasts is cast where it is read") {
+  // A 16-bit weight's float32 upcast, read a row at a time: no kernel of its own writes the
+  // float32 copy; each reader's kernel loads the bf16 memory through its broadcast and casts
+  // it. Against float64 references (the cast and the products are exact in float32 up to its
+  // own rounding) and fusion-off.
+  const int64_t R = 37, C = 300;
+  Tensor x = lt::random({R, C}, DType::Float32, 191, -1, 1);
+  Tensor w16 = lt::random({C}, DType::BFloat16, 192, -2, 2);
+  Tensor c16 = lt::random({R, 1}, DType::BFloat16, 193, -2, 2);
+  Tensor h64 = lt::random({C}, DType::Float32, 194, -2, 2);
+  std::vector<double> hx = host(x), hw = host(w16), hc = host(c16), hh = host(h64);
+  struct Case {
+    const char* name;
+    std::function<Tensor()> f;
+    std::function<double(int64_t, int64_t)> ref;  // the value at (row, column)
+    int64_t kernels;
+  };
+  const std::vector<Case> cases = {
+      {"a row of weights over every row", [&] { return x * w16.to(DType::Float32); },
+       [&](int64_t r, int64_t c) { return hx[size_t(r * C + c)] * hw[size_t(c)]; }, 1},
+      {"a column over every column", [&] { return x + c16.to(DType::Float32); },
+       [&](int64_t r, int64_t c) { return hx[size_t(r * C + c)] + hc[size_t(r)]; }, 1},
+      {"a new leading dim, then a row sum of the products",
+       [&] {
+         Tensor w = w16.to(DType::Float32);
+         return (x.reshape({1, R, C}) * w).sum({-1}) + w.sum();
+       },
+       [&](int64_t r, int64_t) {
+         double s = 0, t = 0;
+         for (int64_t c = 0; c < C; ++c) s += hx[size_t(r * C + c)] * hw[size_t(c)];
+         for (int64_t c = 0; c < C; ++c) t += hw[size_t(c)];
+         return s + t;
+       },
+       -1},
+      {"float32 up to float64", [&] { return x.to(DType::Float64) - h64.to(DType::Float64); },
+       [&](int64_t r, int64_t c) { return hx[size_t(r * C + c)] - hh[size_t(c)]; }, 1},
+  };
+  for (const Case& k : cases) {
+    CAPTURE(k.name);
+    Tensor y;
+    FlushStats s = flush_stats(k.f, &y);
+    if (k.kernels > 0) CHECK(s.kernels == k.kernels);
+    std::vector<double> want(size_t(y.numel()));
+    const int64_t cols = y.numel() / R;
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t c = 0; c < cols; ++c) want[size_t(r * cols + c)] = k.ref(r, c);
+    check_close(y, want, lt::Tol{1e-5, 1e-4});
+    lt::check_fused_matches_unfused(k.f, std::nullopt, true);
+  }
+  // Read elsewhere in its own shape too, or through a transpose: still right, in any plan.
+  Tensor sq = lt::random({C, C}, DType::BFloat16, 195, -1, 1);
+  auto mixed = [&] {
+    Tensor w = w16.to(DType::Float32), m = sq.to(DType::Float32);
+    return (x * w).sum({0}) + w + (m + m.t()).sum({0});
+  };
+  Tensor y = mixed();
+  std::vector<double> hs = host(sq), want(static_cast<size_t>(C));
+  for (int64_t c = 0; c < C; ++c) {
+    double a = 0, b = 0;
+    for (int64_t r = 0; r < R; ++r) a += hx[size_t(r * C + c)] * hw[size_t(c)];
+    for (int64_t r = 0; r < C; ++r) b += hs[size_t(r * C + c)] + hs[size_t(c * C + r)];
+    want[size_t(c)] = a + hw[size_t(c)] + b;
+  }
+  check_close(y, want, lt::Tol{1e-4, 1e-3});
+  lt::check_fused_matches_unfused(mixed);
+}
