@@ -377,6 +377,28 @@ void loads_into_copies(Program& p, const Group& g) {
   }
 }
 
+// A Full load the same along every reduced dim (a norm's saved mean and rstd, a loss's
+// log-sum-exp: [R, 1] read over [R, C]) that no reduction, row gather or output reads
+// directly: a Row node, one value a row as a reduction's result is, which the tile's
+// instructions take a row at a time, rather than a tile filled with copies of it (filling
+// those tiles was half of a float32 layer_norm backward's time).
+void row_loads(Program& p, const Group& g) {
+  const int rank = int(g.space.size()), nk = g.n_kept;
+  if (nk <= 0 || nk >= rank) return;
+  std::vector<uint8_t> keep(p.nodes.size(), 0);
+  for (const GOutput& o : g.outputs) keep[size_t(o.node)] = 1;
+  for (const GNode& n : p.nodes)
+    if ((is_reduce(n.op) || n.op == Op::Gather) && n.a >= 0) keep[size_t(n.a)] = 1;
+  for (int i = 0; i < int(p.nodes.size()); ++i) {
+    GNode& n = p.nodes[i];
+    if (!is_load(n) || n.space != Space::Full || keep[size_t(i)]) continue;
+    const Strides& st = g.leaves[n.leaf].strides;
+    bool same = true;
+    for (int d = nk; d < rank; ++d) same = same && (st[d] == 0 || g.space[d] == 1);
+    if (same) n.space = Space::Row;
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -441,14 +463,15 @@ void mark_index_compares(Program& p, const Group& g, const std::vector<int>& use
 Program build_program(const Group& g) {
   Program p;
   p.nodes = g.nodes;
+  if (knob_flag(Knob::CpuRowLoads)) row_loads(p, g);
   p.passes = g.passes;
   p.last = g.passes - 1;
-  for (auto& n : g.nodes) {
+  for (auto& n : p.nodes) {  // (its spaces: row_loads may have made a load a Row node)
     p.ct.push_back(ct_of(n.dtype));
     p.row_slot.push_back(n.space == Space::Row ? p.n_row++ : -1);
     p.acc_slot.push_back(
         is_reduce(n.op)
-            ? int(std::count_if(g.nodes.begin(), g.nodes.begin() + (&n - g.nodes.data()),
+            ? int(std::count_if(p.nodes.begin(), p.nodes.begin() + (&n - p.nodes.data()),
                                 [](const GNode& m) { return is_reduce(m.op); }))
             : -1);
   }
@@ -497,8 +520,8 @@ Program build_program(const Group& g) {
     p.per_pass[k].nodes = closure(p, targets[k]);
     allocate(p, p.per_pass[k]);
   }
-  for (int i = 0; i < int(g.nodes.size()); ++i)
-    if (g.nodes[i].space == Space::Row) p.row_nodes[g.nodes[i].pass].push_back(i);
+  for (int i = 0; i < int(p.nodes.size()); ++i)
+    if (p.nodes[i].space == Space::Row) p.row_nodes[p.nodes[i].pass].push_back(i);
   mark_store_casts(p, g);
   p.load_copy.assign(p.nodes.size(), 0);
   mark_load_copies(p, g, p.single);

@@ -85,6 +85,9 @@
   X(CpuCols, "LOOM_CPU_COLS", Flag, "1", Once,                                                     \
     "a reduction whose data is contiguous along the kept dims (a column sum) runs in the column "  \
     "layout: blocks of kept rows read one column at a time, each row's accumulator a lane")        \
+  X(CpuRowLoads, "LOOM_CPU_ROW_LOADS", Flag, "1", Once,                                           \
+    "a load the same along the reduced dims (a saved mean or rstd read over the row) is read "    \
+    "once a row, as a row value, rather than spread over the tile")                               \
   X(CpuPairs, "LOOM_CPU_PAIRS", Flag, "1", Once,                                                   \
     "a float add/sub/mul only one add/sub/mul reads is folded into it (x * 1.5 + 0.5: one pass)")  \
   X(CpuMatmulEpilogue, "LOOM_CPU_MATMUL_EPILOGUE", Flag, "1", Each,                                \
