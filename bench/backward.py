@@ -141,6 +141,17 @@ def backward_runs(name, arrays, f, dev, dtype):
     runs["loom"] = loom_run
     if torch is None:
         return runs
+
+    def float64_run(check=True):
+        # The reference: the same function in float64 on the CPU, of the inputs and dy rounded
+        # to the workload's dtype as every implementation sees them.
+        def exact(v):
+            return torch.tensor(v, dtype=getattr(torch, dtype)).double()
+        tx = [exact(a).requires_grad_() for a in arrays]
+        f(torch, *tx).backward(exact(dy_np))
+        return [t.grad.numpy() for t in tx]
+
+    runs["float64"] = float64_run
     for impl in ("torch eager", "torch.compile"):
         if impl not in PEERS:
             continue
@@ -229,16 +240,27 @@ def copy_ms(clock, n, dev, dtype, reps):
 
 
 def measure(clock, name, runs, nbytes, copy_gbs, a, check_steps=True):
-    ref = runs.get("torch eager")
+    # The reference: float64 where the workload has one (loom must match it; a peer that does
+    # not is reported, not failed: torch's CPU bfloat16 layer_norm weight gradient is off by
+    # more than bf16's rounding), else torch eager's result (AdamW's step).
+    exact = runs.pop("float64", None)
+    ref = exact or runs.get("torch eager")
     tol = 2e-3 if a.dtype == "float32" else 4e-2
     if ref is not None and check_steps:
         want = ref(True)
         for impl, run in runs.items():
-            if impl == "torch eager":
+            if impl == "torch eager" and exact is None:
                 continue
-            for got, exp in zip(run(True), want):
-                np.testing.assert_allclose(got, exp, rtol=tol, atol=tol,
-                                           err_msg=f"{name} {impl}")
+            for i, (got, exp) in enumerate(zip(run(True), want)):
+                # sums over many rows (a weight's gradient): relative to their largest value
+                atol = tol * max(1.0, float(np.abs(exp).max()) if exp.size else 1.0)
+                if impl == "loom" or exact is None:
+                    np.testing.assert_allclose(got, exp, rtol=tol, atol=atol,
+                                               err_msg=f"{name} {impl}")
+                elif not np.allclose(got, exp, rtol=tol, atol=atol):
+                    err = float(np.abs(got.astype(np.float64) - exp).max())
+                    print(f"  ({impl}'s gradient {i} differs from float64 by up to {err:.3g}: "
+                          f"reported, not checked)", flush=True)
     times = {k: [] for k in runs}
     kernels = []
     order = list(runs)
