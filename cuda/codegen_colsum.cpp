@@ -31,11 +31,12 @@ std::string RowContext::colsum_decls(const std::string& ind) {
   c += ind + "const U " + kWidth + " = " + S(int(csf_.size())) + "u * " + cols + " + " +
        S(int(csr_.size())) + "u;\n";
   const int n = v_.k * v_.vw;
-  for (int o : v_.k > 0 ? csf_ : std::vector<int>{}) {
-    const std::string t = e_.ntype(g_.outputs[o].node);
-    c += ind + t + " cs" + S(o) + "[" + S(n) + "];\n" + ind + "#pragma unroll\n" + ind +
-         "for (int i = 0; i < " + S(n) + "; ++i) cs" + S(o) + "[i] = (" + t + ")0;\n";
-  }
+  if (v_.k > 0)  // a persistent row's lanes hold their columns' sums in registers
+    for (int o : csf_) {
+      const std::string t = e_.ntype(g_.outputs[o].node);
+      c += ind + t + " cs" + S(o) + "[" + S(n) + "];\n" + ind + "#pragma unroll\n" + ind +
+           "for (int i = 0; i < " + S(n) + "; ++i) cs" + S(o) + "[i] = (" + t + ")0;\n";
+    }
   for (int o : csr_) c += ind + e_.ntype(g_.outputs[o].node) + " csr" + S(o) + " = 0;\n";
   if (v_.k == 0 && !csf_.empty()) {
     c += ind + "{\n" + ind + "  const U pi = " + part_row() + ";\n" + ind + "  if (pi < rows)\n" +

@@ -25,22 +25,37 @@ int64_t split_segments(const Group& g, const Variant& v, int sm) {
   return std::max<int64_t>(1, std::min(cdiv(8 * int64_t(sm), blocks), cols / min_seg));
 }
 
+namespace {
+
+// Whether access `a` (leaves, then outputs) of a rows group with one reduced dim walks it at
+// unit stride as a Full tensor (a column sum's output is stored element by element: not).
+bool unit_access(const Group& g, int a) {
+  const int R = int(g.space.size()), L = int(g.leaves.size());
+  if (a < L && (!g.leaves[a].st || g.leaves[a].space != Space::Full)) return false;
+  if (a >= L && g.outputs[a - L].colsum) return false;
+  return access_strides(g, a)[R - 1] == 1;
+}
+
+// The itemsize of the narrowest unit-stride access (16: none).
+size_t narrowest_unit(const Group& g) {
+  size_t min_isz = 16;
+  for (int a = 0; a < int(g.leaves.size() + g.outputs.size()); ++a)
+    if (unit_access(g, a)) min_isz = std::min(min_isz, itemsize(access_dtype(g, a)));
+  return min_isz;
+}
+
+}  // namespace
+
 // Columns a chunk of a rows group: 16 bytes of the narrowest unit-stride access when the one
 // reduced dim is walked at unit stride, cols is a multiple of the width, and every unit-stride
 // pointer, offset and kept-dim stride keeps each chunk aligned; else 1 (odd rows, views).
 int row_vector_width(const Group& g) {
   int R = int(g.space.size()), K = g.n_kept, L = int(g.leaves.size());
   if (R - K != 1) return 1;
-  auto unit = [&](int a) {  // (a column sum's output is stored element by element)
-    if (a < L && (!g.leaves[a].st || g.leaves[a].space != Space::Full)) return false;
-    if (a >= L && g.outputs[a - L].colsum) return false;
-    return access_strides(g, a)[R - 1] == 1;
-  };
+  auto unit = [&](int a) { return unit_access(g, a); };
   auto dtype = [&](int a) { return access_dtype(g, a); };
   int n_acc = L + int(g.outputs.size());
-  size_t min_isz = 16;
-  for (int a = 0; a < n_acc; ++a)
-    if (unit(a)) min_isz = std::min(min_isz, itemsize(dtype(a)));
+  const size_t min_isz = narrowest_unit(g);
   if (min_isz == 16) return 1;  // no unit-stride access
   int W = int(std::min<size_t>(8, 16 / min_isz));
   auto fits = [&](int W) {
@@ -111,15 +126,9 @@ bool peel_rows(const Group& g, int level, Variant& v) {
   int R = int(g.space.size()), K = g.n_kept, L = int(g.leaves.size());
   int n_acc = L + int(g.outputs.size());
   if (level <= 0 || R - K != 1 || n_acc > 64) return false;
-  auto unit = [&](int a) {  // (a column sum's output is stored element by element)
-    if (a < L && (!g.leaves[a].st || g.leaves[a].space != Space::Full)) return false;
-    if (a >= L && g.outputs[a - L].colsum) return false;
-    return access_strides(g, a)[R - 1] == 1;
-  };
+  auto unit = [&](int a) { return unit_access(g, a); };
   auto dtype = [&](int a) { return access_dtype(g, a); };
-  size_t min_isz = 16;
-  for (int a = 0; a < n_acc; ++a)
-    if (unit(a)) min_isz = std::min(min_isz, itemsize(dtype(a)));
+  const size_t min_isz = narrowest_unit(g);
   if (min_isz > 2) return false;
   const int W = int(std::min<size_t>(8, 16 / min_isz));
   // (Short rows stay as they are: their partial chunks would be much of the row.)
